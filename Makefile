@@ -1,0 +1,75 @@
+# lua-ibverbs
+#   make              build build/lua5.4/ibverbs/core.so
+#   make LUA=luajit   build build/luajit/ibverbs/core.so
+#   make deps         install the Debian packages the project needs
+#   make test         build, host specs, device specs in the soft-RoCE VM, luacheck
+#   make demo         show rxe0 from inside the soft-RoCE VM
+LUA ?= lua5.4
+PKG_LUA_lua5.4 = lua5.4
+PKG_LUA_luajit = luajit
+PKG_LUA = $(PKG_LUA_$(LUA))
+ifeq ($(PKG_LUA),)
+$(error LUA must be lua5.4 or luajit)
+endif
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+WARN = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wmissing-prototypes -Werror
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKG_LUA) libibverbs librdmacm)
+LIBS := $(shell pkg-config --libs libibverbs librdmacm)
+SAN ?=
+ifneq ($(SAN),)
+CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer -O1
+LIBS += -fsanitize=$(SAN)
+endif
+
+BUILD = build/$(LUA)$(if $(SAN),-san)
+SRCS = $(wildcard csrc/*.c)
+OBJS = $(SRCS:csrc/%.c=$(BUILD)/obj/%.o)
+MODULE = $(BUILD)/ibverbs/core.so
+
+all: $(MODULE)
+
+$(BUILD)/obj/%.o: csrc/%.c csrc/ibvl.h
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -fPIC $(PKG_CFLAGS) -c $< -o $@
+
+$(MODULE): $(OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(OBJS) $(LIBS)
+
+# what a script needs to find the module from the source tree
+ENV = LUA_PATH="lua/?.lua;lua/?/init.lua;spec/?.lua;$$LUA_PATH;;" \
+      LUA_CPATH="$(BUILD)/?.so;$$LUA_CPATH;;"
+
+DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev librdmacm-dev \
+	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
+	lua-check qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
+	valgrind gzip
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+		grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends $$missing; \
+	else echo "all Debian packages present"; fi
+	tools/rxe-vm --prepare
+
+test: all
+	$(MAKE) LUA=luajit all
+	tools/run-tests
+
+check-host: all
+	$(ENV) $(LUA) /usr/bin/busted --run=host
+
+demo: all
+	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
+
+lint:
+	luacheck -q lua spec examples bench tools/*.lua
+
+clean:
+	rm -rf build
+
+.PHONY: all deps test check-host demo lint clean

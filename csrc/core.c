@@ -1,0 +1,54 @@
+/*
+ * core.c: luaopen_ibverbs_core, the C half of require "ibverbs".
+ *
+ *   local core = require "ibverbs.core"   -- normally via lua/ibverbs.lua
+ *   core.devices(), core.open(...), core.buffer(n), core.ACCESS_LOCAL_WRITE, ...
+ * Each object file registers its metatable and adds its constructors to the
+ * module or to its parent's methods; the order below is parents first.
+ */
+#include <ctype.h>
+
+#include "ibvl.h"
+
+/* ibv.ACCESS_LOCAL_WRITE = 1, ibv.SEND_SIGNALED = 2, ... from the enum tables */
+static void set_constants(lua_State *L, const char *prefix, const struct ibvl_enum *e)
+{
+	for (; e->name != NULL; e++) {
+		char name[64];
+		size_t n = 0;
+		for (const char *p = prefix; *p && n < sizeof name - 1; p++)
+			name[n++] = *p;
+		for (const char *p = e->name; *p && n < sizeof name - 1; p++)
+			name[n++] = (char)toupper((unsigned char)*p);
+		name[n] = '\0';
+		lua_pushinteger(L, e->value);
+		lua_setfield(L, -2, name);
+	}
+}
+
+void ibvl_open_constants(lua_State *L)
+{
+	set_constants(L, "ACCESS_", ibvl_access_flags);
+	set_constants(L, "SEND_", ibvl_send_flags);
+	set_constants(L, "WC_EX_WITH_", ibvl_wc_ex_flags);
+	set_constants(L, "QP_CREATE_", ibvl_qp_create_flags);
+	set_constants(L, "QP_EX_WITH_", ibvl_send_ops_flags);
+	set_constants(L, "DEVICE_", ibvl_device_caps);
+	set_constants(L, "PORT_", ibvl_port_caps);
+	lua_pushliteral(L, "ibverbs.core 0.1");
+	lua_setfield(L, -2, "_VERSION");
+}
+
+int luaopen_ibverbs_core(lua_State *L);
+
+int luaopen_ibverbs_core(lua_State *L)
+{
+	lua_newtable(L);
+	ibvl_open_constants(L);
+	ibvl_open_device(L);
+	ibvl_open_context(L);
+	ibvl_open_buffer(L);
+	ibvl_open_pd(L);
+	ibvl_open_mr(L);
+	return 1;
+}

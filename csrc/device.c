@@ -1,0 +1,77 @@
+/*
+ * device.c: the device list and opening a device.
+ *
+ *   for _, d in ipairs(ibv.devices()) do print(d.name, d.guid, d.transport) end
+ *   local ctx = assert(ibv.open("rxe0"))   -- or ibv.open(1), or ibv.open()
+ */
+#include <string.h>
+
+#include "ibvl.h"
+
+static void push_device(lua_State *L, struct ibv_device *d, int index)
+{
+	lua_createtable(L, 0, 7);
+	ibvl_set_str(L, "name", ibv_get_device_name(d));
+	ibvl_push_guid(L, ibv_get_device_guid(d));
+	lua_setfield(L, -2, "guid");
+	ibvl_set_enum(L, "node_type", ibvl_node_types, d->node_type);
+	ibvl_set_enum(L, "transport", ibvl_transports, d->transport_type);
+	ibvl_set_str(L, "dev_name", d->dev_name);
+	ibvl_set_str(L, "ibdev_path", d->ibdev_path);
+	ibvl_set_int(L, "index", index);
+}
+
+static int l_devices(lua_State *L)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (list == NULL)
+		return ibvl_fail(L, "ibv_get_device_list", errno);
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		push_device(L, list[i], i + 1);
+		lua_rawseti(L, -2, i + 1);
+	}
+	ibv_free_device_list(list);
+	return 1;
+}
+
+/* ibv.open([name or 1-based index]): the first device when none is named. */
+static int l_open(lua_State *L)
+{
+	int byname = lua_type(L, 1) == LUA_TSTRING;
+	lua_Integer want = byname ? 0 : ibvl_opt_range(L, 1, 1, 1, INT32_MAX);
+	const char *name = byname ? lua_tostring(L, 1) : NULL;
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_context_class, sizeof *o);
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (list == NULL)
+		return ibvl_fail(L, "ibv_get_device_list", errno);
+	struct ibv_device *dev = NULL;
+	for (int i = 0; i < n && dev == NULL; i++)
+		if (byname ? strcmp(ibv_get_device_name(list[i]), name) == 0 : i + 1 == want)
+			dev = list[i];
+	if (dev != NULL)
+		o->ptr = ibv_open_device(dev);
+	int err = errno;
+	ibv_free_device_list(list);
+	if (dev == NULL) {
+		lua_pushnil(L);
+		if (byname)
+			lua_pushfstring(L, "ibv_open_device: no RDMA device named '%s'", name);
+		else
+			lua_pushfstring(L, "ibv_open_device: no RDMA device #%d (%d found)", (int)want, n);
+		lua_pushinteger(L, ENODEV);
+		return 3;
+	}
+	if (o->ptr == NULL)
+		return ibvl_fail(L, "ibv_open_device", err);
+	ibvl_track(L, -1);
+	return 1;
+}
+
+void ibvl_open_device(lua_State *L)
+{
+	static const luaL_Reg funcs[] = {{"devices", l_devices}, {"open", l_open}, {NULL, NULL}};
+	luaL_setfuncs(L, funcs, 0);
+}

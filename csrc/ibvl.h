@@ -1,0 +1,165 @@
+/*
+ * ibvl.h: what every object file of ibverbs.core shares.
+ *
+ *   struct my { struct ibvl_obj o; ... };             -- header first
+ *   static const struct ibvl_class my_class = { "ibverbs.my", my_destroy };
+ *   struct my *m = ibvl_new(L, &my_class, sizeof *m); -- closed userdata
+ *   m->o.ptr = ibv_create_my(...);                    -- then the C call
+ *   ibvl_use(L, -1, 1);                               -- m uses arg 1 (its parent)
+ *   struct my *m = ibvl_check(L, 1, &my_class);       -- raises when closed
+ *
+ * Lifetimes: an object keeps every object it uses alive (user value table)
+ * and sits on their dependents lists.  Explicit close of an object that still
+ * has dependents returns EBUSY; a forced close (__gc, lua_close) closes the
+ * dependents first.  See object.c.
+ */
+#ifndef IBVL_H
+#define IBVL_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <lauxlib.h>
+#include <lua.h>
+
+/* ---- Lua 5.1 (LuaJIT 2.1) compatibility ---------------------------------- */
+#if LUA_VERSION_NUM < 502
+#define lua_rawlen(L, i) lua_objlen(L, (i))
+#define lua_newuserdatauv(L, sz, nuv) lua_newuserdata(L, (sz))
+#define lua_setiuservalue(L, i, n) lua_setfenv(L, (i))
+static inline int lua_getiuservalue(lua_State *L, int idx, int n)
+{
+	(void)n;
+	lua_getfenv(L, idx);
+	return LUA_TTABLE;
+}
+#define lua_absindex(L, i) \
+	((i) > 0 || (i) <= LUA_REGISTRYINDEX ? (i) : lua_gettop(L) + (i) + 1)
+int ibvl_isinteger(lua_State *L, int idx);
+#define lua_isinteger(L, i) ibvl_isinteger(L, (i))
+#endif
+
+/* ---- objects (object.c) ------------------------------------------------- */
+#define IBVL_MAXREFS 7
+
+struct ibvl_obj;
+
+/* Destroys the C object; returns 0 or an errno value. */
+typedef int (*ibvl_destroy_fn)(struct ibvl_obj *o, void *ptr);
+
+struct ibvl_class {
+	const char *name;        /* metatable name, "ibverbs.qp" */
+	ibvl_destroy_fn destroy; /* called with o->ptr already NULL */
+	const char *destroy_call; /* for messages: "ibv_destroy_qp" */
+	/* optional: pushes the value of a read-only field (mr.lkey), or returns 0 */
+	int (*field)(lua_State *L, void *obj, const char *key);
+};
+
+struct ibvl_link {
+	struct ibvl_obj *user; /* the object that uses (depends on) the owner */
+	struct ibvl_link *prev, *next;
+};
+
+struct ibvl_obj {
+	void *ptr; /* the C object; NULL when closed */
+	const struct ibvl_class *cls;
+	struct ibvl_link deps; /* sentinel: the objects that use this one */
+	int nrefs;
+	struct ibvl_obj *refs[IBVL_MAXREFS];  /* the objects this one uses */
+	struct ibvl_link links[IBVL_MAXREFS]; /* our node on their deps lists */
+};
+
+void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *methods);
+void ibvl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);
+void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size);
+void ibvl_use(lua_State *L, int objidx, int usedidx);
+void ibvl_keep(lua_State *L, int objidx, int validx);
+int ibvl_push_ref(lua_State *L, int objidx, int n);
+void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx);
+void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls);
+void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls);
+void *ibvl_opt(lua_State *L, int idx, const struct ibvl_class *cls);
+int ibvl_ndeps(const struct ibvl_obj *o);
+int ibvl_close(lua_State *L, struct ibvl_obj *o);
+void ibvl_track(lua_State *L, int idx);
+int ibvl_push_tracked(lua_State *L, const void *cptr);
+
+/* ---- helpers (helpers.c) ------------------------------------------------ */
+struct ibvl_enum {
+	const char *name;
+	lua_Integer value;
+};
+
+int ibvl_fail(lua_State *L, const char *call, int err);
+int ibvl_result(lua_State *L, const char *call, int rc);
+int ibvl_argerror(lua_State *L, int arg, const char *argname, const char *fmt, ...);
+
+void ibvl_check_fields(lua_State *L, int idx, const char *argname, const char *const *allowed);
+int ibvl_has_field(lua_State *L, int idx, const char *field);
+lua_Integer ibvl_int_field(lua_State *L, int idx, const char *field, lua_Integer def,
+                           lua_Integer min, lua_Integer max);
+uint64_t ibvl_u64_field(lua_State *L, int idx, const char *field, uint64_t def);
+int ibvl_bool_field(lua_State *L, int idx, const char *field, int def);
+lua_Integer ibvl_enum_field(lua_State *L, int idx, const char *field,
+                            const struct ibvl_enum *e, lua_Integer def);
+lua_Integer ibvl_flags_field(lua_State *L, int idx, const char *field,
+                             const struct ibvl_enum *e, lua_Integer def);
+const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len);
+void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls);
+void ibvl_gid_field(lua_State *L, int idx, const char *field, union ibv_gid *gid);
+
+lua_Integer ibvl_check_range(lua_State *L, int arg, lua_Integer min, lua_Integer max);
+lua_Integer ibvl_opt_range(lua_State *L, int arg, lua_Integer def, lua_Integer min,
+                           lua_Integer max);
+uint64_t ibvl_check_u64(lua_State *L, int arg);
+lua_Integer ibvl_check_enum(lua_State *L, int arg, const struct ibvl_enum *e);
+lua_Integer ibvl_opt_enum(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def);
+lua_Integer ibvl_check_flags(lua_State *L, int arg, const struct ibvl_enum *e);
+lua_Integer ibvl_opt_flags(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def);
+void ibvl_check_gid(lua_State *L, int arg, union ibv_gid *gid);
+
+void ibvl_push_enum(lua_State *L, const struct ibvl_enum *e, lua_Integer value);
+const char *ibvl_enum_name(const struct ibvl_enum *e, lua_Integer value);
+void ibvl_push_flags(lua_State *L, const struct ibvl_enum *e, lua_Integer value);
+void ibvl_push_gid(lua_State *L, const union ibv_gid *gid);
+void ibvl_push_guid(lua_State *L, __be64 guid);
+void ibvl_push_u64(lua_State *L, uint64_t v);
+int ibvl_out_table(lua_State *L, int arg, int nrec);
+void ibvl_set_int(lua_State *L, const char *field, lua_Integer v);
+void ibvl_set_u64(lua_State *L, const char *field, uint64_t v);
+void ibvl_set_str(lua_State *L, const char *field, const char *v);
+void ibvl_set_bool(lua_State *L, const char *field, int v);
+void ibvl_set_enum(lua_State *L, const char *field, const struct ibvl_enum *e, lua_Integer v);
+void ibvl_set_flags(lua_State *L, const char *field, const struct ibvl_enum *e, lua_Integer v);
+int ibvl_wait_fd(lua_State *L, int fd, int timeout_arg);
+
+/* ---- memory of buffers and MRs (buffer.c) ------------------------------- */
+int ibvl_mem_read(lua_State *L, const char *base, size_t size, int arg);
+int ibvl_mem_write(lua_State *L, char *base, size_t size, int arg);
+int ibvl_mem_u64(lua_State *L, char *base, size_t size, int arg);
+void *ibvl_alloc_pages(size_t size);
+size_t ibvl_buffer_size(const struct ibvl_obj *buffer);
+
+/* ---- enum and flag tables (enums.c) ------------------------------------- */
+extern const struct ibvl_enum ibvl_node_types[], ibvl_transports[], ibvl_port_states[],
+	ibvl_mtus[], ibvl_link_layers[], ibvl_event_types[], ibvl_access_flags[],
+	ibvl_qp_types[], ibvl_qp_states[], ibvl_mig_states[], ibvl_wc_statuses[],
+	ibvl_wc_opcodes[], ibvl_wc_flags[], ibvl_wr_opcodes[], ibvl_send_flags[],
+	ibvl_mw_types[], ibvl_atomic_caps[], ibvl_device_caps[], ibvl_port_caps[],
+	ibvl_qp_create_flags[], ibvl_send_ops_flags[],
+	ibvl_srq_types[], ibvl_gid_types[], ibvl_wc_ex_flags[];
+
+/* ---- object files: each registers its metatable and its constructors ---- */
+void ibvl_open_device(lua_State *L);
+void ibvl_open_context(lua_State *L);
+void ibvl_open_pd(lua_State *L);
+void ibvl_open_mr(lua_State *L);
+void ibvl_open_buffer(lua_State *L);
+void ibvl_open_constants(lua_State *L);
+
+extern const struct ibvl_class ibvl_context_class, ibvl_pd_class, ibvl_mr_class,
+	ibvl_buffer_class;
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * mr.c: memory regions over memory the MR owns or over an ibv.buffer.
+ *
+ *   local mr = assert(pd:reg_mr(4096, {"local_write", "remote_read"}))
+ *   local mr2 = assert(pd:reg_mr(buf, ibv.ACCESS_LOCAL_WRITE [, offset, length]))
+ *   mr.addr, mr.length, mr.lkey, mr.rkey, mr.handle
+ *   mr:write(0, "ping"); mr:read(0, 4); mr:u64(0, 1); mr:u64(0)
+ *   mr:rereg{access = ..., pd = other_pd}   -- ibv_rereg_mr, where supported
+ *   mr:close()                              -- ibv_dereg_mr, then frees owned memory
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibvl.h"
+
+struct mr {
+	struct ibvl_obj o;
+	void *owned; /* memory this MR allocated, freed after deregistration */
+};
+
+static int destroy_mr(struct ibvl_obj *o, void *ptr)
+{
+	struct mr *m = (struct mr *)o;
+	int rc = ibv_dereg_mr(ptr);
+	if (rc == 0) {
+		free(m->owned);
+		m->owned = NULL;
+	}
+	return rc;
+}
+
+static int mr_field(lua_State *L, void *obj, const char *key)
+{
+	struct ibv_mr *mr = ((struct ibvl_obj *)obj)->ptr;
+	if (strcmp(key, "lkey") == 0)
+		lua_pushinteger(L, mr->lkey);
+	else if (strcmp(key, "rkey") == 0)
+		lua_pushinteger(L, mr->rkey);
+	else if (strcmp(key, "addr") == 0)
+		ibvl_push_u64(L, (uintptr_t)mr->addr);
+	else if (strcmp(key, "length") == 0)
+		lua_pushinteger(L, (lua_Integer)mr->length);
+	else if (strcmp(key, "handle") == 0)
+		lua_pushinteger(L, mr->handle);
+	else
+		return 0;
+	return 1;
+}
+
+const struct ibvl_class ibvl_mr_class = {"ibverbs.mr", destroy_mr, "ibv_dereg_mr", mr_field};
+
+static struct ibv_mr *check_mr(lua_State *L)
+{
+	return ((struct ibvl_obj *)ibvl_check(L, 1, &ibvl_mr_class))->ptr;
+}
+
+/* pd:reg_mr(length | buffer, access [, offset, length]) */
+static int l_reg_mr(lua_State *L)
+{
+	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
+	struct ibvl_obj *buf = ibvl_test(L, 2, &ibvl_buffer_class);
+	int access = (int)ibvl_opt_flags(L, 3, ibvl_access_flags, IBV_ACCESS_LOCAL_WRITE);
+	char *addr;
+	size_t len;
+	if (buf != NULL) {
+		size_t size = ibvl_buffer_size(buf);
+		lua_Integer off = ibvl_opt_range(L, 4, 0, 0, (lua_Integer)size);
+		len = (size_t)ibvl_opt_range(L, 5, (lua_Integer)size - off, 0, (lua_Integer)size - off);
+		addr = (char *)buf->ptr + off;
+	} else {
+		len = (size_t)ibvl_check_range(L, 2, 0, (lua_Integer)1 << 40);
+		addr = NULL;
+	}
+	struct mr *m = ibvl_new(L, &ibvl_mr_class, sizeof *m);
+	if (addr == NULL) {
+		m->owned = ibvl_alloc_pages(len);
+		if (m->owned == NULL)
+			return ibvl_fail(L, "posix_memalign", ENOMEM);
+		addr = m->owned;
+	}
+	m->o.ptr = ibv_reg_mr(pd->ptr, addr, len, access);
+	if (m->o.ptr == NULL) {
+		int err = errno;
+		free(m->owned);
+		m->owned = NULL;
+		return ibvl_fail(L, "ibv_reg_mr", err);
+	}
+	ibvl_use(L, -1, 1);
+	if (buf != NULL)
+		ibvl_use(L, -1, 2);
+	return 1;
+}
+
+static int l_read(lua_State *L)
+{
+	struct ibv_mr *mr = check_mr(L);
+	return ibvl_mem_read(L, mr->addr, mr->length, 2);
+}
+
+static int l_write(lua_State *L)
+{
+	struct ibv_mr *mr = check_mr(L);
+	return ibvl_mem_write(L, mr->addr, mr->length, 2);
+}
+
+static int l_u64(lua_State *L)
+{
+	struct ibv_mr *mr = check_mr(L);
+	return ibvl_mem_u64(L, mr->addr, mr->length, 2);
+}
+
+/* mr:rereg{access=, pd=}: changes access rights and/or PD in place. */
+static int l_rereg(lua_State *L)
+{
+	static const char *const fields[] = {"access", "pd", NULL};
+	struct ibvl_obj *o = ibvl_check(L, 1, &ibvl_mr_class);
+	ibvl_check_fields(L, 2, "attr", fields);
+	int flags = 0, access = 0;
+	struct ibvl_obj *pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
+	if (ibvl_has_field(L, 2, "access")) {
+		flags |= IBV_REREG_MR_CHANGE_ACCESS;
+		access = (int)ibvl_flags_field(L, 2, "access", ibvl_access_flags, 0);
+	}
+	if (pd != NULL)
+		flags |= IBV_REREG_MR_CHANGE_PD;
+	if (flags == 0)
+		return luaL_argerror(L, 2, "attr: give 'access', 'pd' or both");
+	int rc = ibv_rereg_mr(o->ptr, flags, pd ? pd->ptr : NULL, NULL, 0, access);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_rereg_mr", rc < 0 ? errno : rc);
+	if (pd != NULL) { /* now a user of the new PD instead of the old one */
+		lua_getfield(L, 2, "pd");
+		ibvl_swap_use(L, 1, 0, lua_gettop(L));
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_len(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)check_mr(L)->length);
+	return 1;
+}
+
+void ibvl_open_mr(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"read", l_read}, {"write", l_write}, {"u64", l_u64}, {"rereg", l_rereg},
+		{"__len", l_len}, {NULL, NULL},
+	};
+	static const luaL_Reg pd_methods[] = {{"reg_mr", l_reg_mr}, {NULL, NULL}};
+	ibvl_register(L, &ibvl_mr_class, methods);
+	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+}

@@ -1,0 +1,309 @@
+/*
+ * object.c: the lifetime rules every ibverbs.<type> userdata follows.
+ *
+ *   ibvl_register(L, &cls, methods)   metatable with close/__gc/__close
+ *   o = ibvl_new(L, &cls, size)       closed userdata, user value table
+ *   o->ptr = ibv_create_x(...)        C object
+ *   ibvl_use(L, -1, parent_idx)       keep parent alive, count as its user
+ *   obj:close()                       nil, msg, EBUSY while users remain
+ *   __gc / lua_close                  closes users first, then itself
+ */
+#include <string.h>
+
+#include "ibvl.h"
+
+static const char TRACK_KEY[] = "ibverbs.track";
+
+static void list_init(struct ibvl_link *head)
+{
+	head->user = NULL;
+	head->prev = head->next = head;
+}
+
+static void list_remove(struct ibvl_link *l)
+{
+	l->prev->next = l->next;
+	l->next->prev = l->prev;
+	l->prev = l->next = l;
+}
+
+static void list_append(struct ibvl_link *head, struct ibvl_link *l)
+{
+	l->next = head;
+	l->prev = head->prev;
+	head->prev->next = l;
+	head->prev = l;
+}
+
+int ibvl_ndeps(const struct ibvl_obj *o)
+{
+	int n = 0;
+	for (const struct ibvl_link *l = o->deps.next; l != &o->deps; l = l->next)
+		n++;
+	return n;
+}
+
+static void drop_refs(struct ibvl_obj *o)
+{
+	for (int i = 0; i < o->nrefs; i++)
+		list_remove(&o->links[i]);
+	o->nrefs = 0;
+}
+
+/* Destroys o.  Unforced: fails with EBUSY while users remain and keeps o
+ * usable when the destroy call fails.  Forced: destroys the users first and
+ * always leaves o closed (a failing destroy leaks rather than risk reuse). */
+static int destroy(struct ibvl_obj *o, int forced)
+{
+	if (o->ptr == NULL)
+		return 0;
+	while (o->deps.next != &o->deps) {
+		if (!forced)
+			return EBUSY;
+		destroy(o->deps.next->user, 1);
+	}
+	void *p = o->ptr;
+	o->ptr = NULL;
+	int err = o->cls->destroy(o, p);
+	if (err != 0 && !forced) {
+		o->ptr = p;
+		return err;
+	}
+	drop_refs(o);
+	return err;
+}
+
+int ibvl_close(lua_State *L, struct ibvl_obj *o)
+{
+	if (o->ptr != NULL && o->deps.next != &o->deps)
+		lua_gc(L, LUA_GCCOLLECT, 0); /* users the script dropped do not count */
+	int n = ibvl_ndeps(o);
+	int err = destroy(o, 0);
+	if (err == EBUSY && n > 0) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s: %s (%d object%s still use%s it)", o->cls->destroy_call,
+		                strerror(EBUSY), n, n == 1 ? "" : "s", n == 1 ? "s" : "");
+		lua_pushinteger(L, EBUSY);
+		return 3;
+	}
+	if (err != 0)
+		return ibvl_fail(L, o->cls->destroy_call, err);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static struct ibvl_obj *upvalue_obj(lua_State *L)
+{
+	const struct ibvl_class *cls = lua_touserdata(L, lua_upvalueindex(1));
+	return luaL_checkudata(L, 1, cls->name);
+}
+
+static int m_close(lua_State *L)
+{
+	return ibvl_close(L, upvalue_obj(L));
+}
+
+static int m_gc(lua_State *L)
+{
+	destroy(upvalue_obj(L), 1);
+	return 0;
+}
+
+static int m_tostring(lua_State *L)
+{
+	struct ibvl_obj *o = upvalue_obj(L);
+	if (o->ptr == NULL)
+		lua_pushfstring(L, "%s (closed)", o->cls->name);
+	else
+		lua_pushfstring(L, "%s (%p)", o->cls->name, o->ptr);
+	return 1;
+}
+
+static int m_is_closed(lua_State *L)
+{
+	lua_pushboolean(L, upvalue_obj(L)->ptr == NULL);
+	return 1;
+}
+
+/* __index for classes with fields: methods first, then cls->field. */
+static int m_index(lua_State *L)
+{
+	lua_pushvalue(L, 2);
+	lua_rawget(L, lua_upvalueindex(2));
+	if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING)
+		return 1;
+	const struct ibvl_class *cls = lua_touserdata(L, lua_upvalueindex(1));
+	struct ibvl_obj *o = ibvl_check(L, 1, cls);
+	if (!cls->field(L, o, lua_tostring(L, 2)))
+		lua_pushnil(L);
+	return 1;
+}
+
+void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *methods)
+{
+	static const luaL_Reg generic[] = {
+		{"close", m_close}, {"__gc", m_gc}, {"__close", m_close},
+		{"__tostring", m_tostring}, {"is_closed", m_is_closed}, {NULL, NULL},
+	};
+	luaL_newmetatable(L, cls->name);
+	lua_newtable(L); /* __index */
+	for (const luaL_Reg *r = methods; r->name != NULL; r++) {
+		lua_pushcfunction(L, r->func); /* "__len" and such go to the metatable */
+		lua_setfield(L, r->name[0] == '_' && r->name[1] == '_' ? -3 : -2, r->name);
+	}
+	for (const luaL_Reg *r = generic; r->name != NULL; r++) {
+		lua_pushlightuserdata(L, (void *)cls);
+		lua_pushcclosure(L, r->func, 1);
+		if (r->name[0] == '_' && r->name[1] == '_')
+			lua_setfield(L, -3, r->name);
+		else
+			lua_setfield(L, -2, r->name);
+	}
+	if (cls->field != NULL) {
+		lua_pushlightuserdata(L, (void *)cls);
+		lua_insert(L, -2);
+		lua_pushcclosure(L, m_index, 2);
+	}
+	lua_setfield(L, -2, "__index");
+	lua_pushstring(L, cls->name);
+	lua_setfield(L, -2, "__name");
+	lua_pop(L, 1);
+}
+
+/* Adds constructors to another type's methods: ctx:alloc_pd() lives in pd.c. */
+void ibvl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods)
+{
+	luaL_getmetatable(L, tname);
+	lua_getfield(L, -1, "__index");
+	if (lua_iscfunction(L, -1)) { /* m_index: the methods are its upvalue 2 */
+		lua_getupvalue(L, -1, 2);
+		lua_remove(L, -2);
+	}
+	luaL_setfuncs(L, methods, 0);
+	lua_pop(L, 2);
+}
+
+void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size)
+{
+	struct ibvl_obj *o = lua_newuserdatauv(L, size, 1);
+	memset(o, 0, size);
+	o->cls = cls;
+	list_init(&o->deps);
+	lua_createtable(L, IBVL_MAXREFS + 2, 0);
+	lua_setiuservalue(L, -2, 1);
+	luaL_setmetatable(L, cls->name);
+	return o;
+}
+
+/* Stores the value at validx in the user value table of the object at objidx. */
+void ibvl_keep(lua_State *L, int objidx, int validx)
+{
+	objidx = lua_absindex(L, objidx);
+	validx = lua_absindex(L, validx);
+	lua_getiuservalue(L, objidx, 1);
+	lua_pushvalue(L, validx);
+	lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+	lua_pop(L, 1);
+}
+
+/* Pushes the n-th value kept by the object at objidx (1: its parent). */
+int ibvl_push_ref(lua_State *L, int objidx, int n)
+{
+	lua_getiuservalue(L, objidx, 1);
+	lua_rawgeti(L, -1, n);
+	lua_remove(L, -2);
+	return 1;
+}
+
+void ibvl_use(lua_State *L, int objidx, int usedidx)
+{
+	struct ibvl_obj *o = lua_touserdata(L, objidx);
+	struct ibvl_obj *u = lua_touserdata(L, usedidx);
+	if (o->nrefs == IBVL_MAXREFS)
+		luaL_error(L, "ibverbs: internal error: %s uses too many objects", o->cls->name);
+	ibvl_keep(L, objidx, usedidx);
+	struct ibvl_link *l = &o->links[o->nrefs];
+	o->refs[o->nrefs++] = u;
+	l->user = o;
+	list_append(&u->deps, l);
+}
+
+/* The object at objidx stops using its slot-th used object and uses the one
+ * at newidx instead (ibv_rereg_mr moving an MR to another PD). */
+void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx)
+{
+	struct ibvl_obj *o = lua_touserdata(L, objidx);
+	struct ibvl_obj *u = lua_touserdata(L, newidx);
+	struct ibvl_link *l = &o->links[slot];
+	lua_getiuservalue(L, objidx, 1);
+	for (int i = 1; i <= (int)lua_rawlen(L, -1); i++) {
+		lua_rawgeti(L, -1, i);
+		if (lua_touserdata(L, -1) == o->refs[slot]) {
+			lua_pushvalue(L, newidx);
+			lua_rawseti(L, -3, i);
+		}
+		lua_pop(L, 1);
+	}
+	lua_pop(L, 1);
+	list_remove(l);
+	o->refs[slot] = u;
+	list_append(&u->deps, l);
+}
+
+void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls)
+{
+	struct ibvl_obj *o = luaL_testudata(L, idx, cls->name);
+	if (o != NULL && o->ptr == NULL)
+		luaL_error(L, "attempt to use a closed %s", cls->name);
+	return o;
+}
+
+void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls)
+{
+	struct ibvl_obj *o = luaL_checkudata(L, idx, cls->name);
+	if (o->ptr == NULL)
+		luaL_error(L, "attempt to use a closed %s", cls->name);
+	return o;
+}
+
+void *ibvl_opt(lua_State *L, int idx, const struct ibvl_class *cls)
+{
+	return lua_isnoneornil(L, idx) ? NULL : ibvl_check(L, idx, cls);
+}
+
+/* A weak table from C object addresses to their userdata, for events and
+ * completions that name a verbs object by its C pointer. */
+static void push_track_table(lua_State *L)
+{
+	if (luaL_newmetatable(L, TRACK_KEY)) { /* first use: make it weak */
+		lua_newtable(L);
+		lua_pushstring(L, "v");
+		lua_setfield(L, -2, "__mode");
+		lua_setmetatable(L, -2);
+	}
+}
+
+void ibvl_track(lua_State *L, int idx)
+{
+	struct ibvl_obj *o = lua_touserdata(L, idx);
+	idx = lua_absindex(L, idx);
+	push_track_table(L);
+	lua_pushlightuserdata(L, o->ptr);
+	lua_pushvalue(L, idx);
+	lua_rawset(L, -3);
+	lua_pop(L, 1);
+}
+
+int ibvl_push_tracked(lua_State *L, const void *cptr)
+{
+	push_track_table(L);
+	lua_pushlightuserdata(L, (void *)cptr);
+	lua_rawget(L, -2);
+	lua_remove(L, -2);
+	struct ibvl_obj *o = lua_touserdata(L, -1);
+	if (o != NULL && o->ptr == cptr)
+		return 1;
+	lua_pop(L, 1);
+	lua_pushnil(L);
+	return 0;
+}

@@ -1,0 +1,51 @@
+/*
+ * pd.c: protection domains.
+ *
+ *   local pd <close> = assert(ctx:alloc_pd())
+ *   pd:close()   -- nil, "ibv_dealloc_pd: Device or resource busy ...", EBUSY while used
+ */
+#include <string.h>
+
+#include "ibvl.h"
+
+static int destroy_pd(struct ibvl_obj *o, void *ptr)
+{
+	(void)o;
+	return ibv_dealloc_pd(ptr);
+}
+
+static int pd_field(lua_State *L, void *obj, const char *key)
+{
+	struct ibv_pd *pd = ((struct ibvl_obj *)obj)->ptr;
+	if (strcmp(key, "handle") != 0)
+		return 0;
+	lua_pushinteger(L, pd->handle);
+	return 1;
+}
+
+const struct ibvl_class ibvl_pd_class = {"ibverbs.pd", destroy_pd, "ibv_dealloc_pd", pd_field};
+
+static int l_alloc_pd(lua_State *L)
+{
+	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_pd_class, sizeof *o);
+	o->ptr = ibv_alloc_pd(ctx->ptr);
+	if (o->ptr == NULL)
+		return ibvl_fail(L, "ibv_alloc_pd", errno);
+	ibvl_use(L, -1, 1);
+	return 1;
+}
+
+static int l_context(lua_State *L)
+{
+	ibvl_check(L, 1, &ibvl_pd_class);
+	return ibvl_push_ref(L, 1, 1);
+}
+
+void ibvl_open_pd(lua_State *L)
+{
+	static const luaL_Reg methods[] = {{"context", l_context}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {{"alloc_pd", l_alloc_pd}, {NULL, NULL}};
+	ibvl_register(L, &ibvl_pd_class, methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+}
