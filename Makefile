@@ -67,7 +67,7 @@ demo: all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
 
 lint:
-	luacheck -q lua spec examples bench tools/*.lua
+	luacheck -q lua spec examples $(wildcard bench/*.lua tools/*.lua)
 
 clean:
 	rm -rf build

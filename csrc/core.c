@@ -39,6 +39,19 @@ void ibvl_open_constants(lua_State *L)
 	lua_setfield(L, -2, "_VERSION");
 }
 
+/* core.methods("ibverbs.qp"): the methods table of a type, for the Lua layer */
+static int l_methods(lua_State *L)
+{
+	const char *tname = luaL_checkstring(L, 1);
+	luaL_getmetatable(L, tname);
+	if (!lua_istable(L, -1))
+		return luaL_argerror(L, 1, "no such ibverbs type");
+	lua_getfield(L, -1, "__index");
+	if (lua_iscfunction(L, -1))
+		lua_getupvalue(L, -1, 2);
+	return 1;
+}
+
 int luaopen_ibverbs_core(lua_State *L);
 
 int luaopen_ibverbs_core(lua_State *L)
@@ -50,5 +63,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_buffer(L);
 	ibvl_open_pd(L);
 	ibvl_open_mr(L);
+	lua_pushcfunction(L, l_methods);
+	lua_setfield(L, -2, "methods");
 	return 1;
 }

@@ -312,7 +312,10 @@ uint64_t ibvl_check_u64(lua_State *L, int arg)
 
 lua_Integer ibvl_check_enum(lua_State *L, int arg, const struct ibvl_enum *e)
 {
-	return lookup_enum(L, arg, e, lua_pushfstring(L, "bad argument #%d", arg));
+	int top = lua_gettop(L);
+	lua_Integer v = lookup_enum(L, arg, e, lua_pushfstring(L, "bad argument #%d", arg));
+	lua_settop(L, top);
+	return v;
 }
 
 lua_Integer ibvl_opt_enum(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def)
@@ -322,7 +325,10 @@ lua_Integer ibvl_opt_enum(lua_State *L, int arg, const struct ibvl_enum *e, lua_
 
 lua_Integer ibvl_check_flags(lua_State *L, int arg, const struct ibvl_enum *e)
 {
-	return lookup_flags(L, arg, e, lua_pushfstring(L, "bad argument #%d", arg));
+	int top = lua_gettop(L);
+	lua_Integer v = lookup_flags(L, arg, e, lua_pushfstring(L, "bad argument #%d", arg));
+	lua_settop(L, top);
+	return v;
 }
 
 lua_Integer ibvl_opt_flags(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def)

@@ -1,0 +1,66 @@
+-- Specs that need no RDMA device: the module loads, checks its arguments and
+-- refuses closed objects, on any machine.
+local ibv = require "ibverbs"
+
+describe("the ibverbs module", function()
+  it("loads and exposes flag constants", function()
+    assert.is_string(ibv._VERSION)
+    assert.equal(1, ibv.ACCESS_LOCAL_WRITE)
+    assert.equal(4, ibv.ACCESS_REMOTE_READ)
+    assert.equal(2, ibv.SEND_SIGNALED)
+  end)
+
+  it("rejects a bad device argument by naming it", function()
+    assert.has_error(function() ibv.open(0) end, "bad argument #1 to 'open' (0 out of range [1, 2147483647])")
+    assert.has_error(function() ibv.open({}) end)
+  end)
+
+  it("extends a type's methods from Lua", function()
+    ibv.extend("ibverbs.buffer", { twice = function(b) return 2 * #b end })
+    assert.equal(20, ibv.buffer(10):twice())
+    assert.has_error(function() ibv.extend("ibverbs.nope", {}) end)
+  end)
+end)
+
+describe("ibv.buffer", function()
+  it("is zeroed, page aligned and bounds checked", function()
+    local b = ibv.buffer(100)
+    assert.equal(100, #b)
+    assert.equal(0, b.addr % 4096)
+    assert.equal(string.rep("\0", 100), b:read(0, 100))
+    assert.equal(3, b:write(97, "xyz"))
+    assert.equal("xyz", b:read(97, 3))
+    assert.has_error(function() b:read(98, 3) end,
+      "bad argument #1 to 'read' (offset 98 + length 3 outside the 100 bytes)")
+    assert.has_error(function() b:write(-1, "a") end)
+    assert.has_error(function() b:read(0, -1) end)
+  end)
+
+  it("reads and writes 64-bit words", function()
+    local b = ibv.buffer(16)
+    b:u64(8, 0x1122334455667788)
+    assert.equal(0x1122334455667788, b:u64(8))
+    assert.has_error(function() b:u64(9) end)
+  end)
+
+  it("refuses every method once closed, and closes twice harmlessly", function()
+    local b = ibv.buffer(8)
+    assert.is_true(b:close())
+    assert.is_true(b:close())
+    assert.is_true(b:is_closed())
+    assert.has_error(function() b:read(0, 1) end, "attempt to use a closed ibverbs.buffer")
+    assert.matches("closed", tostring(b))
+  end)
+
+  it("works as a Lua 5.4 to-be-closed variable", function()
+    if not _VERSION:match("5%.4") then return end -- syntax LuaJIT cannot parse
+    local keep = assert(load([[
+      local ibv, keep = ...
+      do
+        local b <close> = ibv.buffer(8)
+        keep = b
+      end
+      return keep]]))(ibv)
+    assert.is_true(keep:is_closed())
+  end)
+end)
