@@ -83,6 +83,7 @@ void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_opt(lua_State *L, int idx, const struct ibvl_class *cls);
 int ibvl_ndeps(const struct ibvl_obj *o);
 int ibvl_close(lua_State *L, struct ibvl_obj *o);
+void ibvl_close_forced(struct ibvl_obj *o);
 void ibvl_track(lua_State *L, int idx);
 int ibvl_push_tracked(lua_State *L, const void *cptr);
 

@@ -73,6 +73,13 @@ static int destroy(struct ibvl_obj *o, int forced)
 	return err;
 }
 
+/* Closes o now, and first everything that uses it (an owner closing what it
+ * created for its users, as a cm id does with its QP). */
+void ibvl_close_forced(struct ibvl_obj *o)
+{
+	destroy(o, 1);
+}
+
 int ibvl_close(lua_State *L, struct ibvl_obj *o)
 {
 	if (o->ptr != NULL && o->deps.next != &o->deps)
