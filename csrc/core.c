@@ -63,6 +63,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_buffer(L);
 	ibvl_open_pd(L);
 	ibvl_open_mr(L);
+	ibvl_open_ffi(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");
 	return 1;

@@ -159,8 +159,10 @@ void ibvl_open_pd(lua_State *L);
 void ibvl_open_mr(lua_State *L);
 void ibvl_open_buffer(lua_State *L);
 void ibvl_open_constants(lua_State *L);
+void ibvl_open_ffi(lua_State *L); /* last: core.rawptr, core.rawmem */
 
 extern const struct ibvl_class ibvl_context_class, ibvl_pd_class, ibvl_mr_class,
 	ibvl_buffer_class;
+extern const struct ibvl_class ibvl_qp_class, ibvl_cq_class, ibvl_srq_class;
 
 #endif

@@ -1,0 +1,131 @@
+/*
+ * ffi.c: what LuaJIT's FFI needs from the core module (see lua/ibverbs/ffi.lua).
+ *
+ *   ibvl_ffi_post_recv(qp_handle, wr, &bad)   exported flat C calls on raw pointers:
+ *   ibvl_ffi_post_send, ibvl_ffi_post_srq_recv, ibvl_ffi_poll_cq, ibvl_ffi_req_notify_cq
+ *   local p, typename = core.rawptr(obj)      the verbs pointer (lightuserdata)
+ *   local base, n [, sge, nsge] = core.rawmem(obj)   memory of a buffer, MR, WR list, wc array
+ * The data-path verbs are static inline in verbs.h, so FFI code cannot call
+ * them; these wrappers can.  A handle is the address of the object's
+ * userdata (struct ibvl_obj): a closed object gives EBADF, an object of
+ * another type EINVAL, instead of a crash.
+ */
+#include <string.h>
+
+#include "ibvl.h"
+
+/* The exported ABI, declared here for -Wmissing-prototypes and nowhere else. */
+int ibvl_ffi_post_recv(struct ibvl_obj *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
+int ibvl_ffi_post_send(struct ibvl_obj *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+int ibvl_ffi_post_srq_recv(struct ibvl_obj *srq, struct ibv_recv_wr *wr,
+                           struct ibv_recv_wr **bad);
+int ibvl_ffi_poll_cq(struct ibvl_obj *cq, int n, struct ibv_wc *wc);
+int ibvl_ffi_req_notify_cq(struct ibvl_obj *cq, int solicited_only);
+
+/* 0 when o is an open object of class cls, else the errno to return */
+static inline int handle_error(const struct ibvl_obj *o, const struct ibvl_class *cls)
+{
+	if (o == NULL || o->cls != cls)
+		return EINVAL;
+	return o->ptr == NULL ? EBADF : 0;
+}
+
+int ibvl_ffi_post_recv(struct ibvl_obj *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	int err = handle_error(qp, &ibvl_qp_class);
+	if (err != 0) {
+		*bad = wr;
+		return err;
+	}
+	return ibv_post_recv(qp->ptr, wr, bad);
+}
+
+int ibvl_ffi_post_send(struct ibvl_obj *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	int err = handle_error(qp, &ibvl_qp_class);
+	if (err != 0) {
+		*bad = wr;
+		return err;
+	}
+	return ibv_post_send(qp->ptr, wr, bad);
+}
+
+int ibvl_ffi_post_srq_recv(struct ibvl_obj *srq, struct ibv_recv_wr *wr,
+                           struct ibv_recv_wr **bad)
+{
+	int err = handle_error(srq, &ibvl_srq_class);
+	if (err != 0) {
+		*bad = wr;
+		return err;
+	}
+	return ibv_post_srq_recv(srq->ptr, wr, bad);
+}
+
+/* count of completions, or a negative errno */
+int ibvl_ffi_poll_cq(struct ibvl_obj *cq, int n, struct ibv_wc *wc)
+{
+	int err = handle_error(cq, &ibvl_cq_class);
+	if (err != 0)
+		return -err;
+	int got = ibv_poll_cq(cq->ptr, n, wc);
+	return got < 0 ? -EIO : got;
+}
+
+int ibvl_ffi_req_notify_cq(struct ibvl_obj *cq, int solicited_only)
+{
+	int err = handle_error(cq, &ibvl_cq_class);
+	return err != 0 ? err : ibv_req_notify_cq(cq->ptr, solicited_only);
+}
+
+/* An open object of this module at idx, whatever its type; *tname is its
+ * metatable name (a string the registry keeps alive). */
+static struct ibvl_obj *check_any(lua_State *L, int idx, const char **tname)
+{
+	struct ibvl_obj *o = NULL;
+	if (luaL_getmetafield(L, idx, "__name")) {
+		*tname = lua_tostring(L, -1);
+		if (*tname != NULL && strncmp(*tname, "ibverbs.", 8) == 0)
+			o = luaL_testudata(L, idx, *tname);
+		if (o != NULL && strcmp(o->cls->name, *tname) != 0)
+			o = NULL;
+		lua_pop(L, 1);
+	}
+	if (o == NULL)
+		luaL_argerror(L, idx, "ibverbs object expected");
+	return ibvl_check(L, idx, o->cls);
+}
+
+/* core.rawptr(obj) -> lightuserdata of the verbs object, type name */
+static int l_rawptr(lua_State *L)
+{
+	const char *tname;
+	struct ibvl_obj *o = check_any(L, 1, &tname);
+	lua_pushlightuserdata(L, o->ptr);
+	lua_pushstring(L, tname);
+	return 2;
+}
+
+/* core.rawmem(obj) -> base (lightuserdata), count [, sge base, sge count] */
+static int l_rawmem(lua_State *L)
+{
+	const char *tname;
+	struct ibvl_obj *o = check_any(L, 1, &tname);
+	if (o->cls == &ibvl_buffer_class) {
+		lua_pushlightuserdata(L, o->ptr);
+		lua_pushinteger(L, (lua_Integer)ibvl_buffer_size(o));
+		return 2;
+	}
+	if (o->cls == &ibvl_mr_class) {
+		struct ibv_mr *mr = o->ptr;
+		lua_pushlightuserdata(L, mr->addr);
+		lua_pushinteger(L, (lua_Integer)mr->length);
+		return 2;
+	}
+	return luaL_argerror(L, 1, lua_pushfstring(L, "%s has no memory to map", tname));
+}
+
+void ibvl_open_ffi(lua_State *L)
+{
+	static const luaL_Reg funcs[] = {{"rawptr", l_rawptr}, {"rawmem", l_rawmem}, {NULL, NULL}};
+	luaL_setfuncs(L, funcs, 0);
+}
