@@ -77,51 +77,49 @@ int ibvl_ffi_req_notify_cq(struct ibvl_obj *cq, int solicited_only)
 	return err != 0 ? err : ibv_req_notify_cq(cq->ptr, solicited_only);
 }
 
-/* An open object of this module at idx, whatever its type; *tname is its
- * metatable name (a string the registry keeps alive). */
-static struct ibvl_obj *check_any(lua_State *L, int idx, const char **tname)
+/* The types whose userdata start with struct ibvl_obj and that FFI code may
+ * want the verbs pointer of. */
+static const struct ibvl_class *const classes[] = {
+	&ibvl_context_class, &ibvl_pd_class, &ibvl_mr_class, &ibvl_buffer_class,
+	&ibvl_cq_class, &ibvl_qp_class, &ibvl_srq_class, NULL,
+};
+
+/* The open object at idx, if it is one of those; NULL otherwise. */
+static struct ibvl_obj *test_obj(lua_State *L, int idx)
 {
-	struct ibvl_obj *o = NULL;
-	if (luaL_getmetafield(L, idx, "__name")) {
-		*tname = lua_tostring(L, -1);
-		if (*tname != NULL && strncmp(*tname, "ibverbs.", 8) == 0)
-			o = luaL_testudata(L, idx, *tname);
-		if (o != NULL && strcmp(o->cls->name, *tname) != 0)
-			o = NULL;
-		lua_pop(L, 1);
-	}
-	if (o == NULL)
-		luaL_argerror(L, idx, "ibverbs object expected");
-	return ibvl_check(L, idx, o->cls);
+	for (const struct ibvl_class *const *c = classes; *c != NULL; c++)
+		if (luaL_testudata(L, idx, (*c)->name) != NULL)
+			return ibvl_check(L, idx, *c);
+	return NULL;
 }
 
 /* core.rawptr(obj) -> lightuserdata of the verbs object, type name */
 static int l_rawptr(lua_State *L)
 {
-	const char *tname;
-	struct ibvl_obj *o = check_any(L, 1, &tname);
+	struct ibvl_obj *o = test_obj(L, 1);
+	if (o == NULL)
+		return luaL_argerror(L, 1, "ibverbs object expected");
 	lua_pushlightuserdata(L, o->ptr);
-	lua_pushstring(L, tname);
+	lua_pushstring(L, o->cls->name);
 	return 2;
 }
 
 /* core.rawmem(obj) -> base (lightuserdata), count [, sge base, sge count] */
 static int l_rawmem(lua_State *L)
 {
-	const char *tname;
-	struct ibvl_obj *o = check_any(L, 1, &tname);
-	if (o->cls == &ibvl_buffer_class) {
+	struct ibvl_obj *o = test_obj(L, 1);
+	if (o != NULL && o->cls == &ibvl_buffer_class) {
 		lua_pushlightuserdata(L, o->ptr);
 		lua_pushinteger(L, (lua_Integer)ibvl_buffer_size(o));
 		return 2;
 	}
-	if (o->cls == &ibvl_mr_class) {
+	if (o != NULL && o->cls == &ibvl_mr_class) {
 		struct ibv_mr *mr = o->ptr;
 		lua_pushlightuserdata(L, mr->addr);
 		lua_pushinteger(L, (lua_Integer)mr->length);
 		return 2;
 	}
-	return luaL_argerror(L, 1, lua_pushfstring(L, "%s has no memory to map", tname));
+	return luaL_argerror(L, 1, "ibverbs buffer, mr, recv_wrs, send_wrs or wc_array expected");
 }
 
 void ibvl_open_ffi(lua_State *L)
