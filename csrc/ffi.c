@@ -30,6 +30,12 @@ static inline int handle_error(const struct ibvl_obj *o, const struct ibvl_class
 	return o->ptr == NULL ? EBADF : 0;
 }
 
+/* Some providers return -errno from the post calls; the ABI gives errno. */
+static inline int errno_of(int rc)
+{
+	return rc < 0 ? -rc : rc;
+}
+
 int ibvl_ffi_post_recv(struct ibvl_obj *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
 	int err = handle_error(qp, &ibvl_qp_class);
@@ -37,7 +43,7 @@ int ibvl_ffi_post_recv(struct ibvl_obj *qp, struct ibv_recv_wr *wr, struct ibv_r
 		*bad = wr;
 		return err;
 	}
-	return ibv_post_recv(qp->ptr, wr, bad);
+	return errno_of(ibv_post_recv(qp->ptr, wr, bad));
 }
 
 int ibvl_ffi_post_send(struct ibvl_obj *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
@@ -47,7 +53,7 @@ int ibvl_ffi_post_send(struct ibvl_obj *qp, struct ibv_send_wr *wr, struct ibv_s
 		*bad = wr;
 		return err;
 	}
-	return ibv_post_send(qp->ptr, wr, bad);
+	return errno_of(ibv_post_send(qp->ptr, wr, bad));
 }
 
 int ibvl_ffi_post_srq_recv(struct ibvl_obj *srq, struct ibv_recv_wr *wr,
@@ -58,7 +64,7 @@ int ibvl_ffi_post_srq_recv(struct ibvl_obj *srq, struct ibv_recv_wr *wr,
 		*bad = wr;
 		return err;
 	}
-	return ibv_post_srq_recv(srq->ptr, wr, bad);
+	return errno_of(ibv_post_srq_recv(srq->ptr, wr, bad));
 }
 
 /* count of completions, or a negative errno */

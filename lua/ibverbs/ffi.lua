@@ -299,9 +299,13 @@ end
 
 -- Posts s.p[first .. first+count-1] as one chain; the next pointer after the
 -- span is restored, so a prepared list stays as it was.
-local function poster(call, cpost, wrtype)
+local function poster(name, call, cpost, wrtype)
   local bad = ffi.new(wrtype .. " *[1]")
+  local ptrtype = ffi.typeof(wrtype .. " *")
   return function(h, s, first, count)
+    if not ffi.istype(ptrtype, s.p) then
+      error(("bad argument #2 to '%s' (span of %s expected)"):format(name, wrtype), 2)
+    end
     first = first or 0
     count = count or s.n - first
     if not (first >= 0 and count >= 1 and first + count <= s.n) then
@@ -323,15 +327,20 @@ end
 
 --- xffi.post_recv(q, span [, first, count]) -> true | nil, msg, errno, bad index
 local C = M.C
-M.post_recv = poster("ibv_post_recv", function(h, wr, bad) return C.ibvl_ffi_post_recv(h, wr, bad) end,
-  "struct ibv_recv_wr")
-M.post_send = poster("ibv_post_send", function(h, wr, bad) return C.ibvl_ffi_post_send(h, wr, bad) end,
-  "struct ibv_send_wr")
-M.post_srq_recv = poster("ibv_post_srq_recv",
+M.post_recv = poster("post_recv", "ibv_post_recv",
+  function(h, wr, bad) return C.ibvl_ffi_post_recv(h, wr, bad) end, "struct ibv_recv_wr")
+M.post_send = poster("post_send", "ibv_post_send",
+  function(h, wr, bad) return C.ibvl_ffi_post_send(h, wr, bad) end, "struct ibv_send_wr")
+M.post_srq_recv = poster("post_srq_recv", "ibv_post_srq_recv",
   function(h, wr, bad) return C.ibvl_ffi_post_srq_recv(h, wr, bad) end, "struct ibv_recv_wr")
+
+local wcptr = ffi.typeof("struct ibv_wc *")
 
 --- xffi.poll_cq(c, wcspan [, max]) -> count | nil, msg, errno
 function M.poll_cq(h, s, max)
+  if not ffi.istype(wcptr, s.p) then
+    error("bad argument #2 to 'poll_cq' (span of struct ibv_wc expected)", 2)
+  end
   max = max or s.n
   if not (max >= 1 and max <= s.n) then
     error(("max %s outside the span of %d"):format(tostring(max), s.n), 2)
