@@ -4,7 +4,7 @@
  *   ibvl_ffi_post_recv(qp_handle, wr, &bad)   exported flat C calls on raw pointers:
  *   ibvl_ffi_post_send, ibvl_ffi_post_srq_recv, ibvl_ffi_poll_cq, ibvl_ffi_req_notify_cq
  *   local p, typename = core.rawptr(obj)      the verbs pointer (lightuserdata)
- *   local base, n [, sge, nsge] = core.rawmem(obj)   memory of a buffer, MR, WR list, wc array
+ *   local base, n, kind [, sge, nsge] = core.rawmem(obj)  a buffer, MR, WR list, wc array
  * The data-path verbs are static inline in verbs.h, so FFI code cannot call
  * them; these wrappers can.  A handle is the address of the object's
  * userdata (struct ibvl_obj): a closed object gives EBADF, an object of
@@ -73,8 +73,7 @@ int ibvl_ffi_poll_cq(struct ibvl_obj *cq, int n, struct ibv_wc *wc)
 	int err = handle_error(cq, &ibvl_cq_class);
 	if (err != 0)
 		return -err;
-	int got = ibv_poll_cq(cq->ptr, n, wc);
-	return got < 0 ? -EIO : got;
+	return ibvl_cq_poll((struct ibvl_cq *)cq, n, wc); /* plain or extended CQ */
 }
 
 int ibvl_ffi_req_notify_cq(struct ibvl_obj *cq, int solicited_only)
@@ -87,7 +86,8 @@ int ibvl_ffi_req_notify_cq(struct ibvl_obj *cq, int solicited_only)
  * want the verbs pointer of. */
 static const struct ibvl_class *const classes[] = {
 	&ibvl_context_class, &ibvl_pd_class, &ibvl_mr_class, &ibvl_buffer_class,
-	&ibvl_cq_class, &ibvl_qp_class, &ibvl_srq_class, NULL,
+	&ibvl_channel_class, &ibvl_cq_class, &ibvl_qp_class, &ibvl_srq_class,
+	&ibvl_ah_class, &ibvl_mw_class, &ibvl_xrcd_class, NULL,
 };
 
 /* The open object at idx, if it is one of those; NULL otherwise. */
@@ -110,22 +110,37 @@ static int l_rawptr(lua_State *L)
 	return 2;
 }
 
-/* core.rawmem(obj) -> base (lightuserdata), count [, sge base, sge count] */
+static int push_mem(lua_State *L, void *base, lua_Integer n, const char *kind)
+{
+	lua_pushlightuserdata(L, base);
+	lua_pushinteger(L, n);
+	lua_pushstring(L, kind);
+	return 3;
+}
+
+/* core.rawmem(obj) -> base (lightuserdata), count, kind [, sge base, sge count]
+ * kind: "buffer", "mr" (bytes), "wc_array", "recv_wrs", "send_wrs" (entries) */
 static int l_rawmem(lua_State *L)
 {
 	struct ibvl_obj *o = test_obj(L, 1);
-	if (o != NULL && o->cls == &ibvl_buffer_class) {
-		lua_pushlightuserdata(L, o->ptr);
-		lua_pushinteger(L, (lua_Integer)ibvl_buffer_size(o));
-		return 2;
-	}
+	if (o != NULL && o->cls == &ibvl_buffer_class)
+		return push_mem(L, o->ptr, (lua_Integer)ibvl_buffer_size(o), "buffer");
 	if (o != NULL && o->cls == &ibvl_mr_class) {
 		struct ibv_mr *mr = o->ptr;
-		lua_pushlightuserdata(L, mr->addr);
-		lua_pushinteger(L, (lua_Integer)mr->length);
-		return 2;
+		return push_mem(L, mr->addr, (lua_Integer)mr->length, "mr");
 	}
-	return luaL_argerror(L, 1, "ibverbs buffer, mr, recv_wrs, send_wrs or wc_array expected");
+	struct ibvl_wc_array *w = luaL_testudata(L, 1, IBVL_WC_ARRAY);
+	if (w != NULL)
+		return push_mem(L, w->wc, w->n, "wc_array");
+	int send, n, nsge;
+	struct ibv_sge *sge;
+	void *wr = ibvl_wr_list_mem(L, 1, &send, &n, &sge, &nsge);
+	if (wr == NULL)
+		return luaL_argerror(L, 1, "ibverbs buffer, mr, wc_array, recv_wrs or send_wrs expected");
+	push_mem(L, wr, n, send ? "send_wrs" : "recv_wrs");
+	lua_pushlightuserdata(L, sge);
+	lua_pushinteger(L, nsge);
+	return 5;
 }
 
 void ibvl_open_ffi(lua_State *L)

@@ -274,22 +274,29 @@ function M.span(elem, ptr, n, owner)
   return owner ~= nil and anchor(s, owner) or s
 end
 
-local function memspan(elem)
+local function memspan(elem, kinds, fname)
   return function(obj)
-    local base, n = core.rawmem(obj)
+    local base, n, kind = core.rawmem(obj)
+    if not kinds[kind] then
+      error(("bad argument #1 to '%s' (ibverbs.%s expected, got ibverbs.%s)"):format(
+        fname, fname, kind), 2)
+    end
     return M.span(elem, base, n, obj)
   end
 end
 
 --- xffi.mem(mr_or_buffer): bytes of an MR or an ibv.buffer (uint8_t span).
-M.mem = memspan("uint8_t")
+M.mem = memspan("uint8_t", { mr = true, buffer = true }, "mem")
 --- xffi.recv_wrs(list), xffi.send_wrs(list), xffi.wc_array(wcs): their memory.
-M.recv_wrs = memspan("struct ibv_recv_wr")
-M.send_wrs = memspan("struct ibv_send_wr")
-M.wc_array = memspan("struct ibv_wc")
---- xffi.sges(list): the SGEs of a WR list, in one array.
+M.recv_wrs = memspan("struct ibv_recv_wr", { recv_wrs = true }, "recv_wrs")
+M.send_wrs = memspan("struct ibv_send_wr", { send_wrs = true }, "send_wrs")
+M.wc_array = memspan("struct ibv_wc", { wc_array = true }, "wc_array")
+--- xffi.sges(list): the SGEs of a WR list, in one array (max_sge per WR).
 function M.sges(list)
-  local _, _, sge, nsge = core.rawmem(list)
+  local _, _, kind, sge, nsge = core.rawmem(list)
+  if kind ~= "recv_wrs" and kind ~= "send_wrs" then
+    error("bad argument #1 to 'sges' (ibverbs.recv_wrs or ibverbs.send_wrs expected)", 2)
+  end
   return M.span("struct ibv_sge", sge, nsge, list)
 end
 

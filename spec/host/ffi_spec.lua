@@ -49,6 +49,34 @@ describe("ibverbs.ffi under LuaJIT", function()
     assert.equal(string.byte("z"), mem:at(0))
   end)
 
+  it("maps prepared WR lists and wc arrays onto the same memory", function()
+    local rl, sl, wcs = ibv.recv_wrs(4, 2), ibv.send_wrs(2), ibv.wc_array(3)
+    local rw, sw, wc = xffi.recv_wrs(rl), xffi.send_wrs(sl), xffi.wc_array(wcs)
+    assert.equal(4, #rw)
+    assert.equal(2, #sw)
+    assert.equal(3, #wc)
+    rl:wr_id(2, 77)
+    assert.equal(77, tonumber(rw:at(1).wr_id))
+    sw:at(1).wr_id = 5
+    assert.equal(5, sl:wr_id(2))
+    rl:length(4, 99)
+    assert.equal(99, rw:at(3).sg_list[0].length)
+    assert.equal(8, #xffi.sges(rl))
+    wc:at(2).wr_id = 42
+    assert.equal(42, wcs:wr_id(3))
+  end)
+
+  it("refuses memory of the wrong kind", function()
+    local buf = ibv.buffer(64)
+    assert.has_error(function() xffi.wc_array(buf) end,
+      "bad argument #1 to 'wc_array' (ibverbs.wc_array expected, got ibverbs.buffer)")
+    assert.has_error(function() xffi.recv_wrs(ibv.send_wrs(1)) end,
+      "bad argument #1 to 'recv_wrs' (ibverbs.recv_wrs expected, got ibverbs.send_wrs)")
+    assert.has_error(function() xffi.mem(ibv.wc_array(1)) end)
+    assert.has_error(function() xffi.sges(buf) end)
+    assert.has_error(function() xffi.mem(nil) end)
+  end)
+
   it("rejects an index past either end of a span", function()
     local mem = xffi.mem(ibv.buffer(16))
     assert.has_error(function() return mem:at(16) end, "index 16 outside the span of 16 uint8_t")
