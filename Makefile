@@ -4,6 +4,7 @@
 #   make deps         install the Debian packages the project needs
 #   make test         build, host specs, device specs in the soft-RoCE VM, luacheck
 #   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
+#   make bench        bench/ffi_post_poll: FFI, C and Lua API in the soft-RoCE VM
 #   make demo         show rxe0 from inside the soft-RoCE VM
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
@@ -72,6 +73,9 @@ check-ffi:
 	$(CC) $(WARN) $(CFLAGS) $(shell pkg-config --cflags libibverbs) $(FFI_LAYOUT).c -o $(FFI_LAYOUT)
 	$(FFI_LAYOUT)
 
+bench: all
+	bench/run ffi_post_poll
+
 demo: all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
 
@@ -81,4 +85,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-host check-ffi demo lint clean
+.PHONY: all deps test check-host check-ffi bench demo lint clean

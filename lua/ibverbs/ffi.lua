@@ -8,7 +8,7 @@
 --   local wc = xffi.wc_array(ibv.wc_array(16))  -- span of struct ibv_wc
 --   rw:at(0).wr_id = 7                          -- checked element (0-based, like C)
 --   rw.p[0].sg_list[0].length = 64              -- raw pointers, unchecked
---   assert(xffi.post_recv(q, rw, 0, 16))        -- posts rw[0..15] as one chain
+--   assert(xffi.post_recv(q, rw, 0, 16))        -- posts the chain rw[0..15]
 --   local n = assert(xffi.poll_cq(c, wc))       -- fills wc.p[0..n-1]
 --   if wc.p[0].status == xffi.C.IBV_WC_SUCCESS then ... end
 --
@@ -304,8 +304,18 @@ local function fail(call, err)
   return nil, call .. ": " .. ffi.string(ffi.C.strerror(err)), err
 end
 
--- Posts s.p[first .. first+count-1] as one chain; the next pointer after the
--- span is restored, so a prepared list stays as it was.
+--- xffi.link(span): chains every WR of a span to the next one, as prepared
+-- lists are from the start; WR arrays from ffi.new need it once.
+function M.link(s)
+  local p = s.p
+  for i = 0, s.n - 2 do p[i].next = p + i + 1 end
+  p[s.n - 1].next = nil
+  return s
+end
+
+-- Posts the chain that starts at s.p[first], cut after count WRs (the span
+-- must be linked: a prepared list, or xffi.link); the cut is undone after
+-- the call, so the list stays as it was.
 local function poster(name, call, cpost, wrtype)
   local bad = ffi.new(wrtype .. " *[1]")
   local ptrtype = ffi.typeof(wrtype .. " *")
@@ -319,7 +329,6 @@ local function poster(name, call, cpost, wrtype)
       error(("WRs %s..%s outside the span of %d"):format(tostring(first), tostring(first + count - 1), s.n), 2)
     end
     local p, last = s.p, first + count - 1
-    for i = first, last - 1 do p[i].next = p + i + 1 end
     local keep = p[last].next
     p[last].next = nil
     local rc = cpost(h, p + first, bad)

@@ -80,7 +80,7 @@ describe("ibverbs.ffi on " .. support.DEVICE, function()
   end)
 
   it("writes with RDMA and with immediate data through WRs made by ffi.new", function()
-    local sw = xffi.span("struct ibv_send_wr", ffi.new("struct ibv_send_wr[2]"), 2)
+    local sw = xffi.link(xffi.span("struct ibv_send_wr", ffi.new("struct ibv_send_wr[2]"), 2))
     local sges = ffi.new("struct ibv_sge[2]")
     local rw = xffi.span("struct ibv_recv_wr", ffi.new("struct ibv_recv_wr[1]"), 1)
     rw:at(0).wr_id = 9 -- a write with immediate consumes a receive, its SGE list may be empty
@@ -118,17 +118,21 @@ describe("ibverbs.ffi on " .. support.DEVICE, function()
   end)
 
   it("gives the 0-based index of the first WR the queue cannot take", function()
-    local cap = env.b.cap.max_recv_wr
-    local rl = ibv.recv_wrs(cap + 2)
+    local cap = env.b.cap.max_recv_wr -- granted; rxe may round its queue up
+    local rl = ibv.recv_wrs(8 * cap)
     rl:fill{ sg_list = { { mr = mrb, offset = 0, length = 16 } } }
     local rw = xffi.recv_wrs(rl)
-    local ok, msg, err, bad = xffi.post_recv(qb, rw, 1, cap + 1)
+    local ok, msg, err, bad = xffi.post_recv(qb, rw, 1, 8 * cap - 1)
     assert.is_nil(ok)
     assert.equal("ibv_post_recv: Cannot allocate memory", msg)
     assert.equal(12, err)
-    assert.equal(cap + 1, bad) -- span index: WRs 1..cap went in
+    assert.is_true(bad >= 1 + cap and bad < 8 * cap, "bad index " .. tostring(bad))
+    -- the queue is full: the WR it names fails again on its own
+    assert.same({ nil, msg, 12, bad }, { xffi.post_recv(qb, rw, bad, 1) })
     assert.equal(ffi.cast("void *", rw.p + 1), ffi.cast("void *", rw.p[0].next),
-      "the chain before the posted range is left as it was")
+      "the list stays chained around the posted range")
+    assert.equal(ffi.cast("void *", rw.p + 8 * cap - 1), ffi.cast("void *", rw.p[8 * cap - 2].next))
+    assert.is_true(rw.p[8 * cap - 1].next == nil)
   end)
 
   it("fails the flat calls cleanly once the object is closed", function()

@@ -66,6 +66,13 @@ describe("ibverbs.ffi under LuaJIT", function()
     assert.equal(42, wcs:wr_id(3))
   end)
 
+  it("links a WR array made by ffi.new into one chain", function()
+    local sw = xffi.link(xffi.span("struct ibv_send_wr", ffi.new("struct ibv_send_wr[3]"), 3))
+    assert.is_true(sw.p[0].next == sw.p + 1)
+    assert.is_true(sw.p[1].next == sw.p + 2)
+    assert.is_true(sw.p[2].next == nil)
+  end)
+
   it("refuses memory of the wrong kind", function()
     local buf = ibv.buffer(64)
     assert.has_error(function() xffi.wc_array(buf) end,
