@@ -11,14 +11,17 @@
 --   assert(xffi.post_recv(q, rw, 0, 16))        -- posts the chain rw[0..15]
 --   local n = assert(xffi.poll_cq(c, wc))       -- fills wc.p[0..n-1]
 --   if wc.p[0].status == xffi.C.IBV_WC_SUCCESS then ... end
+--   local sw = xffi.link(xffi.span("struct ibv_send_wr", ffi.new("struct ibv_send_wr[4]"), 4))
 --
 -- The data-path verbs (ibv_post_send, ibv_poll_cq, ...) are static inline in
 -- verbs.h, so the core module exports flat C functions (ibvl_ffi_*) that this
 -- file declares next to the verbs structs they take.  Spans and handles keep
 -- the Lua object they come from alive; closing that object makes a handle's
 -- calls fail with EBADF, while pointers into its memory become invalid, as
--- they would in C.  tools/ffi-layout.lua checks every struct, field and
--- constant below against the C headers.
+-- they would in C.  What FFI code writes into WRs is not checked: SGE
+-- addresses and keys are the device's to check, and an AH or MW a send WR
+-- names must stay open while it is posted.  tools/ffi-layout.lua checks
+-- every struct, field and constant below against the C headers.
 if type(jit) ~= "table" then
   error("ibverbs.ffi needs LuaJIT (it uses the ffi library); this interpreter is " .. _VERSION, 2)
 end
