@@ -63,7 +63,7 @@ test: all
 check-host: all
 	$(ENV) $(LUA) /usr/bin/busted --run=host
 
-demo: all
+demo: deps all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
 
 lint:
