@@ -76,7 +76,7 @@ check-ffi:
 bench: all
 	bench/run ffi_post_poll
 
-demo: all
+demo: deps all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
 
 lint:

@@ -222,18 +222,18 @@ void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ib
 void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,
                         int max_sge, struct ibvl_wr_slot *slot);
 
-/* A chain about to be posted: a part of a prepared list is cut at its end
- * and restored by ibvl_chain_done. */
+/* A chain about to be posted: the list is cut after its last WR and
+ * restored by ibvl_chain_done. */
 struct ibvl_chain {
-	void *base;   /* the WR that index0 names */
-	void *cut;    /* the last WR of a prepared range, or NULL */
-	void *saved;  /* its next pointer */
+	void *base;       /* the WR that index0 names */
+	void **next_slot; /* the next pointer of the last WR */
+	void *saved;      /* its value before the cut */
 	int index0;
 };
 
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
-void ibvl_chain_done(struct ibvl_chain *c, int send);
+void ibvl_chain_done(struct ibvl_chain *c);
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
 void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
                        int *nsge);

@@ -470,7 +470,7 @@ static int l_post_recv(lua_State *L)
 	struct ibvl_chain c;
 	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
 	int rc = ibv_post_recv(qp->o.ptr, wr, &bad);
-	ibvl_chain_done(&c, 0);
+	ibvl_chain_done(&c);
 	return ibvl_post_result(L, "ibv_post_recv", rc, &c, bad, sizeof *wr);
 }
 
@@ -481,7 +481,7 @@ static int l_post_send(lua_State *L)
 	struct ibvl_chain c;
 	struct ibv_send_wr *wr = ibvl_send_chain(L, 2, &c), *bad = NULL;
 	int rc = ibv_post_send(qp->o.ptr, wr, &bad);
-	ibvl_chain_done(&c, 1);
+	ibvl_chain_done(&c);
 	return ibvl_post_result(L, "ibv_post_send", rc, &c, bad, sizeof *wr);
 }
 

@@ -68,7 +68,7 @@ static int l_post_recv(lua_State *L)
 	struct ibvl_chain c;
 	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
 	int rc = ibv_post_srq_recv(s->o.ptr, wr, &bad);
-	ibvl_chain_done(&c, 0);
+	ibvl_chain_done(&c);
 	return ibvl_post_result(L, "ibv_post_srq_recv", rc, &c, bad, sizeof *wr);
 }
 
