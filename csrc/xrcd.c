@@ -31,6 +31,10 @@ static int fd_field(lua_State *L, int idx)
 	int fd = -1;
 	if (luaL_testudata(L, -1, "FILE*") != NULL) {
 		FILE *f = *(FILE **)lua_touserdata(L, -1);
+#if LUA_VERSION_NUM >= 502
+		if (((luaL_Stream *)lua_touserdata(L, -1))->closef == NULL)
+			f = NULL;
+#endif
 		if (f == NULL)
 			luaL_error(L, "field 'fd': attempt to use a closed file");
 		fd = fileno(f);
