@@ -210,6 +210,23 @@ void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
 void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
+/* ---- shared receive queues (srq.c) -------------------------------------- */
+struct ibvl_srq {
+	struct ibvl_obj o;        /* o.ptr: struct ibv_srq * */
+	struct rdma_cm_id *cm_id; /* set when rdma_create_srq made it: rdma_destroy_srq */
+	uint32_t max_wr, max_sge; /* granted */
+	int srq_type;             /* enum ibv_srq_type */
+	uint32_t srq_num;         /* XRC SRQs */
+};
+
+/* Finishes the SRQ userdata at the top of the stack (made with ibvl_new and
+ * given its ptr, and cm_id where rdma_create_srq made it, and its ibvl_use of
+ * the objects it uses): records the granted sizes and tracks it for events. */
+void ibvl_srq_adopt(lua_State *L, const struct ibv_srq_attr *granted, int srq_type);
+
+/* ---- XRC domains (xrcd.c) ----------------------------------------------- */
+int ibvl_xrc_errno(struct ibv_context *ctx, int err);
+
 /* ---- work requests (wr.c) ----------------------------------------------- */
 struct ibvl_wr_slot {
 	struct ibvl_obj *ah; /* objects a prepared WR points to, checked at post time */

@@ -91,7 +91,7 @@ void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ib
 static const char *const send_fields[] = {
 	"wr_id", "opcode", "send_flags", "sg_list", "sge", "inline", "imm_data",
 	"invalidate_rkey", "remote_addr", "rkey", "compare_add", "swap", "ah", "remote_qpn",
-	"remote_qkey", "remote_srqn", "mw", "bind_info", NULL,
+	"remote_qkey", "remote_srqn", "xrc_remote_srq_num", "mw", "bind_info", NULL,
 };
 
 static const char *const bind_fields[] = {"mr", "addr", "length", "mw_access_flags", NULL};
@@ -176,8 +176,12 @@ void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ib
 		                                               UINT32_MAX);
 	else
 		wr->imm_data = htobe32((uint32_t)ibvl_int_field(L, idx, "imm_data", 0, 0, UINT32_MAX));
+	/* remote_srqn; xrc_remote_srq_num is its OFED 1.x name */
 	wr->qp_type.xrc.remote_srqn = (uint32_t)ibvl_int_field(L, idx, "remote_srqn", 0, 0,
 	                                                       0xffffff);
+	if (ibvl_has_field(L, idx, "xrc_remote_srq_num"))
+		wr->qp_type.xrc.remote_srqn = (uint32_t)ibvl_int_field(L, idx, "xrc_remote_srq_num",
+		                                                       0, 0, 0xffffff);
 	parse_send_union(L, idx, wr, slot);
 }
 
