@@ -5,7 +5,7 @@
  *   qp:post_send{{wr_id = 2, opcode = "send", send_flags = {"signaled"},
  *                 sg_list = {{addr = a, length = n, lkey = k}}}, {...}}   -- a chain
  *   local rl = ibv.recv_wrs(64 [, max_sge])      -- 64 linked ibv_recv_wr
- *   rl:fill{mr = mr, length = 64, stride = 64}   -- WR i: wr_id i-1, bytes at (i-1)*64
+ *   rl:fill{sge = {mr = mr, length = 64}, stride = 64}  -- WR i: wr_id i-1, bytes at (i-1)*64
  *   qp:post_recv(rl [, first, count])            -- one C call, no allocation
  *   local sl = ibv.send_wrs(16); sl:set(1, {opcode = "rdma_write", ...})
  *   sl:wr_id(i [, v]), sl:length(i [, v]), #sl

@@ -39,6 +39,7 @@ build = {
       libdirs = { "$(IBVERBS_LIBDIR)", "$(RDMACM_LIBDIR)" },
     },
     ["ibverbs"] = "lua/ibverbs.lua",
+    ["ibverbs.xrc"] = "lua/ibverbs/xrc.lua",
     ["ibverbs.ffi"] = "lua/ibverbs/ffi.lua",
   },
 }
