@@ -107,6 +107,7 @@ static void parse_bind(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv
 	int b = lua_gettop(L);
 	ibvl_check_fields(L, b, "bind_info", bind_fields);
 	struct ibvl_obj *mr = ibvl_obj_field(L, b, "mr", &ibvl_mr_class);
+	slot->mr = mr;
 	struct ibv_mw_bind_info *bi = &wr->bind_mw.bind_info;
 	bi->mr = mr ? mr->ptr : NULL;
 	bi->addr = ibvl_u64_field(L, b, "addr", mr ? (uintptr_t)bi->mr->addr : 0);
@@ -350,14 +351,16 @@ static int l_len(lua_State *L)
 	return 1;
 }
 
-/* Raises when a WR in [first, first+count) points to an AH or MW closed since. */
+/* Raises when a WR in [first, first+count) points to an AH, MW or MR closed since. */
 static void check_slots(lua_State *L, struct wr_list *l, int first, int count)
 {
 	for (int i = first; i < first + count; i++) {
 		struct ibvl_wr_slot *s = &l->slot[i];
-		if ((s->ah && s->ah->ptr == NULL) || (s->mw && s->mw->ptr == NULL))
-			luaL_error(L, "WR %d: attempt to use a closed %s", i + 1,
-			           s->ah && s->ah->ptr == NULL ? "ibverbs.ah" : "ibverbs.mw");
+		struct ibvl_obj *objs[] = {s->ah, s->mw, s->mr};
+		for (int k = 0; k < 3; k++)
+			if (objs[k] != NULL && objs[k]->ptr == NULL)
+				luaL_error(L, "WR %d: attempt to use a closed %s", i + 1,
+				           objs[k]->cls->name);
 	}
 }
 
@@ -403,6 +406,8 @@ struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c)
 		c->saved = ((struct ibv_recv_wr *)c->cut)->next;
 		((struct ibv_recv_wr *)c->cut)->next = NULL;
 		c->index0 = first + 1;
+		c->count = count;
+		c->slot = NULL;
 		return c->base;
 	}
 	int n = table_count(L, arg), single = n == 0;
@@ -421,6 +426,8 @@ struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c)
 	c->base = wr;
 	c->cut = NULL;
 	c->index0 = 1;
+	c->count = n;
+	c->slot = NULL;
 	return wr;
 }
 
@@ -436,6 +443,8 @@ struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 		c->saved = ((struct ibv_send_wr *)c->cut)->next;
 		((struct ibv_send_wr *)c->cut)->next = NULL;
 		c->index0 = first + 1;
+		c->count = count;
+		c->slot = &l->slot[first];
 		return c->base;
 	}
 	int n = table_count(L, arg), single = n == 0;
@@ -443,12 +452,12 @@ struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 	int max_sge = 16;
 	struct ibv_send_wr *wr = lua_newuserdatauv(L, (size_t)n * sizeof *wr, 0);
 	struct ibv_sge *sge = lua_newuserdatauv(L, (size_t)n * max_sge * sizeof *sge, 0);
-	struct ibvl_wr_slot slot;
+	struct ibvl_wr_slot *slot = lua_newuserdatauv(L, (size_t)n * sizeof *slot, 0);
 	for (int i = 0; i < n; i++) {
 		if (!single)
 			lua_rawgeti(L, arg, i + 1);
 		ibvl_parse_send_wr(L, single ? arg : lua_gettop(L), &wr[i], &sge[i * max_sge], max_sge,
-		                   &slot);
+		                   &slot[i]);
 		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 		if (!single)
 			lua_pop(L, 1);
@@ -456,7 +465,23 @@ struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 	c->base = wr;
 	c->cut = NULL;
 	c->index0 = 1;
+	c->count = n;
+	c->slot = slot;
 	return wr;
+}
+
+/* Raises (restoring a prepared list first) when a send chain cannot go to qp:
+ * a WR on a UD QP needs an address handle, which verbs would dereference. */
+void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c)
+{
+	if (((struct ibv_qp *)qp->o.ptr)->qp_type != IBV_QPT_UD)
+		return;
+	for (int i = 0; i < c->count; i++) {
+		if (c->slot[i].ah == NULL) {
+			ibvl_chain_done(c, 1);
+			luaL_error(L, "WR %d: field 'ah' is required on a UD QP", c->index0 + i);
+		}
+	}
 }
 
 /* Restores a prepared list after posting a part of it. */
