@@ -164,7 +164,7 @@ static int build(struct ibv_qp_ex *x, enum ibv_qp_type type, const struct ibv_se
 	if (!provided(x, type, wr))
 		return 0;
 	x->wr_id = wr->wr_id;
-	x->wr_flags = wr->send_flags & ~(unsigned int)IBV_SEND_INLINE;
+	x->wr_flags = wr->send_flags; /* rxe needs IBV_SEND_INLINE here too */
 	build_op(x, wr);
 	if (type == IBV_QPT_UD)
 		ibv_wr_set_ud_addr(x, wr->wr.ud.ah, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey);
