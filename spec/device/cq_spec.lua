@@ -31,11 +31,11 @@ describe("on rxe0, a cq", function()
   it("resizes, keeping what is queued", function()
     local env = support.pair{ cqe = 16 }
     local mr = assert(env.pd:reg_mr(64))
-    assert(env.a:post_send{ wr_id = 5, opcode = "rdma_write", send_flags = { "signaled" }, sge = { mr = mr, length = 0 },
-      remote_addr = mr.addr, rkey = mr.rkey })
+    assert(env.a:post_send{ wr_id = 5, opcode = "rdma_write", send_flags = { "signaled" },
+      sge = { mr = mr, length = 0 }, remote_addr = mr.addr, rkey = mr.rkey })
     assert.equal(1, env.cq:wait(env.wcs, 1, 2))
-    assert(env.a:post_send{ wr_id = 6, opcode = "rdma_write", send_flags = { "signaled" }, sge = { mr = mr, length = 0 },
-      remote_addr = mr.addr, rkey = mr.rkey })
+    assert(env.a:post_send{ wr_id = 6, opcode = "rdma_write", send_flags = { "signaled" },
+      sge = { mr = mr, length = 0 }, remote_addr = mr.addr, rkey = mr.rkey })
     local cqe = assert(env.cq:resize(300))
     assert.is_true(cqe >= 300)
     assert.equal(cqe, env.cq.cqe)
@@ -135,7 +135,8 @@ describe("on rxe0, a cq_ex", function()
     local env = support.pair{ cq_attr = { cqe = 64, wc_flags = { "byte_len", "imm", "qp_num", "src_qp", "sl" } } }
     assert.is_true(env.cq.extended)
     local mr = assert(env.pd:reg_mr(4096))
-    assert(env.b:post_recv{ { wr_id = 1, sge = { mr = mr, length = 64 } }, { wr_id = 2, sge = { mr = mr, length = 64 } } })
+    assert(env.b:post_recv{ { wr_id = 1, sge = { mr = mr, length = 64 } },
+                            { wr_id = 2, sge = { mr = mr, length = 64 } } })
     assert(env.a:post_send{
       { wr_id = 3, opcode = "send_with_imm", imm_data = 99, inline = "cq_ex!", send_flags = { "signaled" } },
       { wr_id = 4, inline = "two", send_flags = { "signaled" } },

@@ -56,7 +56,8 @@ describe("on rxe0, an mr", function()
 
   it("takes every access flag combination rxe supports", function()
     for _, access in ipairs{ {}, { "local_write" }, { "remote_read" }, { "local_write", "remote_write" },
-      { "local_write", "remote_atomic" }, BIND_ACCESS, { "local_write", "remote_write", "remote_read", "remote_atomic" } } do
+      { "local_write", "remote_atomic" }, BIND_ACCESS,
+      { "local_write", "remote_write", "remote_read", "remote_atomic" } } do
       assert(pd:reg_mr(64, access)):close()
     end
   end)

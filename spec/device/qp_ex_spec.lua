@@ -273,7 +273,8 @@ describe("on rxe0, wr_post misuse", function()
     assert.has_error(function() env.a:wr_post(many) end)
     local sgl = {}
     for i = 1, cap.max_send_sge + 1 do sgl[i] = { mr = mr, offset = i, length = 1 } end
-    local ok, err = pcall(env.a.wr_post, env.a, { { opcode = "send", inline = "a" }, { opcode = "send", sg_list = sgl } })
+    local ok, err = pcall(env.a.wr_post, env.a,
+      { { opcode = "send", inline = "a" }, { opcode = "send", sg_list = sgl } })
     assert.is_false(ok)
     assert.matches("WR 2: %d+ SGEs, the QP takes at most", err)
     ok, err = pcall(env.a.wr_post, env.a, { opcode = "send", inline = string.rep("x", cap.max_inline_data + 1) })
@@ -286,7 +287,9 @@ describe("on rxe0, wr_post misuse", function()
 
   it("leaves no batch open after an error: the next wr_post goes through", function()
     for _ = 1, 3 do
-      assert.has_error(function() env.a:wr_post{ { opcode = "send", inline = "ok" }, { opcode = "send", lkey = 1 } } end)
+      assert.has_error(function()
+        env.a:wr_post{ { opcode = "send", inline = "ok" }, { opcode = "send", lkey = 1 } }
+      end)
     end
     local sl = ibv.send_wrs(2)
     sl:set(1, { opcode = "send", inline = "a" })

@@ -68,12 +68,14 @@ describe("on rxe0, creating a qp", function()
 
   it("raises for a bad qp_type, unknown fields, wrong object types and negative caps", function()
     assert.has_error(function() pd:create_qp{ qp_type = "rcc", send_cq = cq, recv_cq = cq } end)
-    assert.has_error(function() pd:create_qp{ send_cq = cq, recv_cq = cq } end, "init_attr: field 'qp_type' is required")
+    assert.has_error(function() pd:create_qp{ send_cq = cq, recv_cq = cq } end,
+      "init_attr: field 'qp_type' is required")
     assert.has_error(function() pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq, sendcq = cq } end,
       "init_attr: unknown field 'sendcq'")
     assert.has_error(function() pd:create_qp{ qp_type = "rc", send_cq = pd, recv_cq = cq } end)
-    assert.has_error(function() pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq, cap = { max_send_wr = -1 } } end)
-    assert.has_error(function() pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq, cap = { max_sendwr = 1 } } end,
+    local function rc(cap) return pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq, cap = cap } end
+    assert.has_error(function() rc{ max_send_wr = -1 } end)
+    assert.has_error(function() rc{ max_sendwr = 1 } end,
       "cap: unknown field 'max_sendwr'")
     assert.has_error(function() ctx:create_qp_ex{ pd = pd, qp_type = "rc", send_cq = cq, recv_cq = cq,
       send_ops_flags = { "sendd" } } end)

@@ -2,7 +2,6 @@
 -- exit with a whole object graph alive, EBUSY for parents with children, and
 -- a clear error from every method of a closed object.
 local ibv = require "ibverbs"
-local support = require "support"
 
 local INTERP = rawget(_G, "jit") and "luajit" or "lua5.4"
 
