@@ -171,6 +171,7 @@ void ibvl_open_mw(lua_State *L);
 void ibvl_open_srq(lua_State *L);
 void ibvl_open_xrcd(lua_State *L);
 void ibvl_open_loop(lua_State *L);
+void ibvl_open_qp_ex(lua_State *L);
 
 extern const struct ibvl_class ibvl_context_class, ibvl_pd_class, ibvl_mr_class,
 	ibvl_buffer_class, ibvl_channel_class, ibvl_cq_class, ibvl_qp_class, ibvl_srq_class,
@@ -201,6 +202,7 @@ struct ibvl_qp {
 	struct ibv_qp_ex *qpx;       /* non-NULL when created with send_ops_flags */
 	struct rdma_cm_id *cm_id;    /* set when rdma_create_qp made it: rdma_destroy_qp */
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+	uint64_t send_ops_flags;     /* what qp:wr_post may build (qp_ex.c) */
 };
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg);
@@ -231,6 +233,7 @@ int ibvl_xrc_errno(struct ibv_context *ctx, int err);
 struct ibvl_wr_slot {
 	struct ibvl_obj *ah; /* objects a prepared WR points to, checked at post time */
 	struct ibvl_obj *mw;
+	struct ibvl_obj *mr; /* a bind_mw WR's bind_info.mr */
 };
 
 int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, int max_sge);
@@ -246,11 +249,14 @@ struct ibvl_chain {
 	void **next_slot; /* the next pointer of the last WR */
 	void *saved;      /* its value before the cut */
 	int index0;
+	int count;                  /* WRs in the chain */
+	struct ibvl_wr_slot *slot;  /* their slots (send chains) */
 };
 
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
 void ibvl_chain_done(struct ibvl_chain *c);
+void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c);
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
 void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
                        int *nsge);

@@ -187,8 +187,10 @@ void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_i
 			ibvl_use(L, self, -1);
 		lua_pop(L, 1);
 	}
-	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
 		qp->qpx = ibv_qp_to_qp_ex(qp->o.ptr);
+		qp->send_ops_flags = a->send_ops_flags;
+	}
 	ibvl_track(L, self);
 }
 
@@ -511,6 +513,7 @@ static int l_post_send(lua_State *L)
 	if (no_queue(L, qp->o.ptr, 1))
 		return 4;
 	struct ibv_send_wr *wr = ibvl_send_chain(L, 2, &c), *bad = NULL;
+	ibvl_check_send_chain(L, qp, &c);
 	int rc = ibv_post_send(qp->o.ptr, wr, &bad);
 	ibvl_chain_done(&c);
 	return ibvl_post_result(L, "ibv_post_send", rc, &c, bad, sizeof *wr);

@@ -107,6 +107,7 @@ static void parse_bind(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv
 	int b = lua_gettop(L);
 	ibvl_check_fields(L, b, "bind_info", bind_fields);
 	struct ibvl_obj *mr = ibvl_obj_field(L, b, "mr", &ibvl_mr_class);
+	slot->mr = mr;
 	struct ibv_mw_bind_info *bi = &wr->bind_mw.bind_info;
 	bi->mr = mr ? mr->ptr : NULL;
 	bi->addr = ibvl_u64_field(L, b, "addr", mr ? (uintptr_t)bi->mr->addr : 0);
@@ -369,14 +370,16 @@ static int l_len(lua_State *L)
 	return 1;
 }
 
-/* Raises when a WR in [first, first+count) points to an AH or MW closed since. */
+/* Raises when a WR in [first, first+count) points to an AH, MW or MR closed since. */
 static void check_slots(lua_State *L, struct wr_list *l, int first, int count)
 {
 	for (int i = first; i < first + count; i++) {
 		struct ibvl_wr_slot *s = &l->slot[i];
-		if ((s->ah && s->ah->ptr == NULL) || (s->mw && s->mw->ptr == NULL))
-			luaL_error(L, "WR %d: attempt to use a closed %s", i + 1,
-			           s->ah && s->ah->ptr == NULL ? "ibverbs.ah" : "ibverbs.mw");
+		struct ibvl_obj *objs[] = {s->ah, s->mw, s->mr};
+		for (int k = 0; k < 3; k++)
+			if (objs[k] != NULL && objs[k]->ptr == NULL)
+				luaL_error(L, "WR %d: attempt to use a closed %s", i + 1,
+				           objs[k]->cls->name);
 	}
 }
 
@@ -463,6 +466,8 @@ static void *chain(lua_State *L, int arg, struct ibvl_chain *c, int send)
 	c->saved = *c->next_slot;
 	*c->next_slot = NULL;
 	c->index0 = first + 1;
+	c->count = count;
+	c->slot = send ? &l->slot[first] : NULL;
 	return c->base;
 }
 
@@ -480,6 +485,20 @@ struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 void ibvl_chain_done(struct ibvl_chain *c)
 {
 	*c->next_slot = c->saved;
+}
+
+/* Raises (restoring a prepared list first) when a send chain cannot go to qp:
+ * a WR on a UD QP needs an address handle, which verbs would dereference. */
+void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c)
+{
+	if (((struct ibv_qp *)qp->o.ptr)->qp_type != IBV_QPT_UD)
+		return;
+	for (int i = 0; i < c->count; i++) {
+		if (c->slot[i].ah == NULL) {
+			ibvl_chain_done(c);
+			luaL_error(L, "WR %d: field 'ah' is required on a UD QP", c->index0 + i);
+		}
+	}
 }
 
 /* nil, msg, errno, bad_index (1-based, in the list or table given) */
