@@ -4,6 +4,7 @@
 #   make deps         install the Debian packages the project needs
 #   make test         build, host specs, device specs in the soft-RoCE VM, luacheck
 #   make demo         show rxe0 from inside the soft-RoCE VM
+#   make bench        bench/run: Lua against C on rxe0 (post_poll), one VM boot
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
 PKG_LUA_luajit = luajit
@@ -66,10 +67,13 @@ check-host: all
 demo: all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
 
+bench:
+	bench/run $(BENCH_ARGS)
+
 lint:
 	luacheck -q lua spec examples $(wildcard bench/*.lua tools/*.lua)
 
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-host demo lint clean
+.PHONY: all deps test check-host demo bench lint clean

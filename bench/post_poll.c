@@ -2,7 +2,7 @@
  * post_poll.c: the C reference for bench/post_poll.lua, plain libibverbs.
  *
  *   gcc -O2 -o post_poll post_poll.c -libverbs
- *   ./post_poll [-d rxe0] [-g 1] [-n 1000000] [-c 8000] [-m 50000] [-w 256] [-r 5]
+ *   ./post_poll [-d rxe0] [-g 1] [-n 1000000] [-c 8000] [-m 51200] [-w 256] [-r 5]
  *
  * recv: posts n receive WRs in chains of 64 on one RC QP.  Every c WRs the
  * receive queue is drained: the QP goes to ERR, the flush completions are
@@ -11,7 +11,7 @@
  * sendrecv: an RC loopback pair on the device (GID index g); m 64-byte sends
  * posted in chains of 16 (the last one signaled); a ring of w receives
  * reposted in chains of 64 as they complete (in order, as RC receives do).
- * Each measurement runs r times; the output lines
+ * Each measurement runs once to warm up, then r times; the output lines
  *   RESULT c <measure> <median WRs/s> <best WRs/s> [extra]
  * are what bench/run tabulates.
  */
@@ -216,10 +216,13 @@ static void bench_recv(const struct opts *o)
 	struct ibv_sge sge[CHAIN];
 	fill_recv(&e, wr, sge, CHAIN);
 	to_init(qp);
-	double post[MAX_REPS], cycle[MAX_REPS];
+	double post[MAX_REPS], cycle[MAX_REPS], cs;
 	long flushed = 0;
+	struct opts warm = *o;
+	warm.total = o->cycle;
+	recv_run(&warm, qp, cq, wr, &cs, &flushed); /* warm-up, one cycle */
 	for (int r = 0; r < o->reps; r++) {
-		double cs, ps = recv_run(o, qp, cq, wr, &cs, &flushed);
+		double ps = recv_run(o, qp, cq, wr, &cs, &flushed);
 		post[r] = (double)o->total / ps;
 		cycle[r] = (double)o->total / cs;
 	}
@@ -357,9 +360,11 @@ static void bench_sendrecv(const struct opts *o)
 	struct pair p;
 	make_pair(&e, o, &p);
 	double rate[MAX_REPS];
+	struct opts warm = *o;
+	warm.msgs = 4 * o->window;
+	sendrecv_run(&warm, &p); /* warm-up */
 	for (int r = 0; r < o->reps; r++) {
-		if (r > 0)
-			reconnect(&e, o, &p);
+		reconnect(&e, o, &p);
 		rate[r] = (double)o->msgs / sendrecv_run(o, &p);
 	}
 	report("sendrecv", rate, o->reps, "");
@@ -367,7 +372,7 @@ static void bench_sendrecv(const struct opts *o)
 
 int main(int argc, char **argv)
 {
-	struct opts o = {"rxe0", 1, 8000, 256, 5, 1000000, 50000};
+	struct opts o = {"rxe0", 1, 8000, 256, 5, 1000000, 51200};
 	int c;
 	while ((c = getopt(argc, argv, "d:g:n:c:m:w:r:")) != -1) {
 		switch (c) {

@@ -1,6 +1,6 @@
 --- post_poll.lua: the work of bench/post_poll.c through the Lua module.
 --
---   lua5.4 bench/post_poll.lua [-d rxe0] [-g 1] [-n 1000000] [-c 8000] [-m 50000] [-w 256] [-r 5]
+--   lua5.4 bench/post_poll.lua [-d rxe0] [-g 1] [-n 1000000] [-c 8000] [-m 51200] [-w 256] [-r 5]
 --   (luajit too; bench/run runs both next to the C reference in one VM boot)
 --
 -- recv: a prepared ibv.recv_wrs(64) posted again and again with qp:post_recv(list);
@@ -10,6 +10,10 @@
 -- ibv.send_wrs(16) (the last one signaled), a ring of w receives reposted in
 -- chains of 64 as they complete; once as a Lua loop ("sendrecv") and once
 -- with the module's C loop ibv.transfer ("transfer").
+-- The hot loops call methods kept in locals (qp.post_recv and such): objects
+-- with fields (qp.qp_num, cq.cqe) find their methods through a C __index,
+-- one more C call per qp:method(...).
+-- Each measurement runs once to warm up, then r times.
 -- Output lines: RESULT <lua> <measure> <median WRs/s> <best WRs/s> [extra], where
 -- extra gives the Lua heap (collectgarbage("count"), GC stopped) before and
 -- after the last run and the bytes allocated per WR.
@@ -20,7 +24,7 @@ local now = ibv.now
 local IMPL = jit and "luajit" or "lua5.4" -- luacheck: globals jit
 
 local function options(argv)
-  local o = { d = "rxe0", g = 1, n = 1000000, c = 8000, m = 50000, w = 256, r = 5 }
+  local o = { d = "rxe0", g = 1, n = 1000000, c = 8000, m = 51200, w = 256, r = 5 }
   local i = 1
   while i <= #argv do
     local k = argv[i]:match("^%-(%a)$")
@@ -74,9 +78,9 @@ end
 
 --- Polls until n completions arrived or 5 s passed; returns the count.
 local function drain(cq, wcs, n)
-  local got, deadline = 0, now() + 5
+  local got, deadline, poll = 0, now() + 5, cq.poll
   while got < n do
-    local k = assert(cq:poll(wcs))
+    local k = assert(poll(cq, wcs))
     got = got + k
     if k == 0 and now() > deadline then break end
   end
@@ -88,19 +92,23 @@ end
 local ERR, RESET = { qp_state = "err" }, { qp_state = "reset" }
 local INIT = { qp_state = "init", pkey_index = 0, port_num = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }
 
---- One run: posting seconds, whole seconds (flush counts go to flushed[1]).
-local function recv_run(o, qp, cq, rl, wcs, flushed)
-  local post_s, start = 0, now()
-  local chains = o.c / CHAIN
-  flushed[1] = 0
+--- One run: posting seconds, whole seconds; st.flushed counts the flush
+-- completions, st.post_kib the heap growth while posting.
+local function recv_run(o, qp, cq, rl, wcs, st)
+  local post_s, start, count = 0, now(), collectgarbage
+  st.flushed, st.post_kib = 0, 0
+  local chains, post_recv = o.c / CHAIN, qp.post_recv
   for _ = 1, o.n / o.c do
+    local kib = count("count")
     local t0 = now()
     for _ = 1, chains do
-      assert(qp:post_recv(rl))
+      local ok, err = post_recv(qp, rl)
+      if not ok then error(err) end
     end
     post_s = post_s + (now() - t0)
+    st.post_kib = st.post_kib + (count("count") - kib)
     assert(qp:modify(ERR))
-    flushed[1] = flushed[1] + drain(cq, wcs, o.c)
+    st.flushed = st.flushed + drain(cq, wcs, o.c)
     assert(qp:modify(RESET))
     assert(qp:modify(INIT))
   end
@@ -115,19 +123,24 @@ local function bench_recv(o)
   rl:fill{ sge = { mr = e.mr, length = MSG }, stride = MSG }
   local wcs = ibv.wc_array(64)
   assert(qp:modify(INIT))
-  local post, cycle, flushed, before, after = {}, {}, {}, 0, 0
+  local post, cycle, st, before, after = {}, {}, {}, 0, 0
+  recv_run({ n = o.c, c = o.c }, qp, cq, rl, wcs, st) -- warm-up, one cycle
   for r = 1, o.r do
     local ps, cs
-    ps, cs, before, after = measured(function() return recv_run(o, qp, cq, rl, wcs, flushed) end)
+    ps, cs, before, after = measured(function() return recv_run(o, qp, cq, rl, wcs, st) end)
     post[r], cycle[r] = o.n / ps, o.n / cs
   end
-  local extra = string.format("flushed=%d/%d; %s", flushed[1], o.n, alloc_note(before, after, o.n))
-  report("recv_post", post, extra)
-  report("recv_cycle", cycle, extra)
+  local flushed = string.format("flushed=%d/%d; ", st.flushed, o.n)
+  report("recv_post", post, flushed .. string.format("heap +%.3f KiB while posting, %.4f bytes/WR",
+    st.post_kib, st.post_kib * 1024 / o.n))
+  report("recv_cycle", cycle, flushed .. alloc_note(before, after, o.n) ..
+    " (qp:modify makes field-name strings)")
   qp:close(); cq:close(); e.mr:close(); e.pd:close(); e.ctx:close()
 end
 
 -- ---- sendrecv: loopback message rate ---------------------------------------
+
+local poll, status -- cq.poll and wcs.status, set by make_pair
 
 local function connect(o, p)
   local gid = p.ctx:query_gid(1, o.g)
@@ -151,14 +164,16 @@ local function make_pair(o)
   p.sl:set(SCHAIN, { wr_id = SCHAIN - 1, opcode = "send", sge = { mr = p.mr, length = MSG },
     send_flags = ibv.SEND_SIGNALED })
   p.wcs = ibv.wc_array(64)
+  poll, status = p.scq.poll, p.wcs.status
   return p
 end
 
 --- Polls cq once into wcs; every completion must be successful.
 local function poll_ok(cq, wcs)
-  local n = assert(cq:poll(wcs))
+  local n, err = poll(cq, wcs)
+  if not n then error(err) end
   for i = 1, n do
-    if wcs:status(i) ~= "success" then error("wc status " .. wcs:status(i)) end
+    if status(wcs, i) ~= "success" then error("wc status " .. status(wcs, i)) end
   end
   return n
 end
@@ -167,19 +182,22 @@ end
 local function sendrecv_run(o, p)
   local a, b, scq, rcq, sl, rl, wcs = p.a, p.b, p.scq, p.rcq, p.sl, p.rl, p.wcs
   local nchunks, msgs, window = o.w / CHAIN, o.m, o.w
-  for c = 0, nchunks - 1 do assert(b:post_recv(rl, c * CHAIN + 1, CHAIN)) end
+  local post_send, post_recv = a.post_send, b.post_recv
+  for c = 0, nchunks - 1 do assert(post_recv(b, rl, c * CHAIN + 1, CHAIN)) end
   local sent, scomp, recvd, reposted, rposted, chunk = 0, 0, 0, 0, window, 0
   local start = now()
   local deadline = start + 60
   while recvd < msgs do
     if sent < msgs and sent - scomp + SCHAIN <= window and sent + SCHAIN <= rposted then
-      assert(a:post_send(sl))
+      local ok, err = post_send(a, sl)
+      if not ok then error(err) end
       sent = sent + SCHAIN
     end
     scomp = scomp + poll_ok(scq, wcs) * SCHAIN
     recvd = recvd + poll_ok(rcq, wcs)
     while recvd - reposted >= CHAIN do
-      assert(b:post_recv(rl, chunk * CHAIN + 1, CHAIN))
+      local ok, err = post_recv(b, rl, chunk * CHAIN + 1, CHAIN)
+      if not ok then error(err) end
       chunk = chunk + 1
       if chunk == nchunks then chunk = 0 end
       reposted, rposted = reposted + CHAIN, rposted + CHAIN
@@ -215,8 +233,9 @@ end
 local function bench_sendrecv(o, measure, run)
   local p = make_pair(o)
   local rates, before, after = {}, 0, 0
+  run({ m = 4 * o.w, w = o.w }, p) -- warm-up
   for r = 1, o.r do
-    if r > 1 then reconnect(o, p) end
+    reconnect(o, p)
     local s, _
     s, _, before, after = measured(function() return run(o, p) end)
     rates[r] = o.m / s
