@@ -4,8 +4,8 @@
 #   make deps         install the Debian packages the project needs
 #   make test         build, host specs, device specs in the soft-RoCE VM, luacheck
 #   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
-#   make bench        bench/ffi_post_poll: FFI, C and Lua API in the soft-RoCE VM
 #   make demo         show rxe0 from inside the soft-RoCE VM
+#   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
 PKG_LUA_luajit = luajit
@@ -73,11 +73,12 @@ check-ffi:
 	$(CC) $(WARN) $(CFLAGS) $(shell pkg-config --cflags libibverbs) $(FFI_LAYOUT).c -o $(FFI_LAYOUT)
 	$(FFI_LAYOUT)
 
-bench: all
-	bench/run ffi_post_poll
-
 demo: deps all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
+
+bench: all
+	bench/run $(BENCH_ARGS)
+	bench/run-ffi ffi_post_poll
 
 lint:
 	luacheck -q lua spec examples $(wildcard bench/*.lua tools/*.lua)
