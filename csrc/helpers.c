@@ -209,28 +209,31 @@ static lua_Integer lookup_flags(lua_State *L, int idx, const struct ibvl_enum *e
 	return v;
 }
 
-lua_Integer ibvl_enum_field(lua_State *L, int idx, const char *field,
-                            const struct ibvl_enum *e, lua_Integer def)
+typedef lua_Integer (*lookup_fn)(lua_State *L, int idx, const struct ibvl_enum *e,
+                                 const char *what);
+
+static lua_Integer lookup_field(lua_State *L, int idx, const char *field,
+                                const struct ibvl_enum *e, lua_Integer def, lookup_fn lookup)
 {
 	lua_getfield(L, idx, field);
 	int top = lua_gettop(L);
 	lua_Integer v = def;
 	if (!lua_isnil(L, top))
-		v = lookup_enum(L, top, e, lua_pushfstring(L, "field '%s'", field));
+		v = lookup(L, top, e, lua_pushfstring(L, "field '%s'", field));
 	lua_settop(L, top - 1);
 	return v;
+}
+
+lua_Integer ibvl_enum_field(lua_State *L, int idx, const char *field,
+                            const struct ibvl_enum *e, lua_Integer def)
+{
+	return lookup_field(L, idx, field, e, def, lookup_enum);
 }
 
 lua_Integer ibvl_flags_field(lua_State *L, int idx, const char *field,
                              const struct ibvl_enum *e, lua_Integer def)
 {
-	lua_getfield(L, idx, field);
-	int top = lua_gettop(L);
-	lua_Integer v = def;
-	if (!lua_isnil(L, top))
-		v = lookup_flags(L, top, e, lua_pushfstring(L, "field '%s'", field));
-	lua_settop(L, top - 1);
-	return v;
+	return lookup_field(L, idx, field, e, def, lookup_flags);
 }
 
 const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len)

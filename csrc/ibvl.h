@@ -73,6 +73,8 @@ struct ibvl_obj {
 
 void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *methods);
 void ibvl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);
+void ibvl_register_plain(lua_State *L, const char *tname, const luaL_Reg *methods,
+                         lua_CFunction len);
 void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size);
 void ibvl_use(lua_State *L, int objidx, int usedidx);
 void ibvl_keep(lua_State *L, int objidx, int validx);

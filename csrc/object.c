@@ -183,6 +183,21 @@ void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *m
 	lua_pop(L, 1);
 }
 
+/* A metatable for plain userdata (wc arrays, WR lists): methods, and __len.
+ * Leaves the methods table on the stack for more entries. */
+void ibvl_register_plain(lua_State *L, const char *tname, const luaL_Reg *methods,
+                         lua_CFunction len)
+{
+	luaL_newmetatable(L, tname);
+	lua_pushcfunction(L, len);
+	lua_setfield(L, -2, "__len");
+	lua_newtable(L);
+	luaL_setfuncs(L, methods, 0);
+	lua_pushvalue(L, -1);
+	lua_setfield(L, -3, "__index");
+	lua_remove(L, -2);
+}
+
 /* Adds constructors to another type's methods: ctx:alloc_pd() lives in pd.c. */
 void ibvl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods)
 {

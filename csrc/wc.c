@@ -158,14 +158,9 @@ void ibvl_open_wc(lua_State *L)
 		{"dlid_path_bits", l_dlid_path_bits}, {"invalidated_rkey", l_invalidated_rkey},
 		{"count", l_count}, {NULL, NULL},
 	};
-	luaL_newmetatable(L, IBVL_WC_ARRAY);
-	lua_newtable(L);
-	luaL_setfuncs(L, methods, 0);
+	ibvl_register_plain(L, IBVL_WC_ARRAY, methods, l_len);
 	add_named(L, "status", l_status, ibvl_wc_statuses);
 	add_named(L, "opcode", l_opcode, ibvl_wc_opcodes);
-	lua_setfield(L, -2, "__index");
-	lua_pushcfunction(L, l_len);
-	lua_setfield(L, -2, "__len");
 	lua_pop(L, 1);
 	lua_pushcfunction(L, l_wc_array);
 	lua_setfield(L, -2, "wc_array");

@@ -526,12 +526,7 @@ void ibvl_open_wr(lua_State *L)
 	};
 	const char *names[] = {RECV_WRS, SEND_WRS};
 	for (int k = 0; k < 2; k++) {
-		luaL_newmetatable(L, names[k]);
-		lua_newtable(L);
-		luaL_setfuncs(L, methods, 0);
-		lua_setfield(L, -2, "__index");
-		lua_pushcfunction(L, l_len);
-		lua_setfield(L, -2, "__len");
+		ibvl_register_plain(L, names[k], methods, l_len);
 		lua_pop(L, 1);
 	}
 	lua_pushcfunction(L, l_recv_wrs);
