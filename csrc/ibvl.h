@@ -78,6 +78,7 @@ void ibvl_use(lua_State *L, int objidx, int usedidx);
 void ibvl_keep(lua_State *L, int objidx, int validx);
 int ibvl_push_ref(lua_State *L, int objidx, int n);
 void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx);
+void ibvl_unuse(lua_State *L, int objidx, int slot);
 void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_opt(lua_State *L, int idx, const struct ibvl_class *cls);
@@ -162,5 +163,36 @@ void ibvl_open_constants(lua_State *L);
 
 extern const struct ibvl_class ibvl_context_class, ibvl_pd_class, ibvl_mr_class,
 	ibvl_buffer_class;
+
+/* ---- rdma_cm (cm_channel.c, cm_id.c, cm_addr.c, cm_qp.c) ------------------ */
+struct rdma_cm_id;
+struct rdma_cm_event;
+struct sockaddr;
+struct sockaddr_storage;
+
+struct ibvl_cm_id {
+	struct ibvl_obj o;  /* o.ptr: struct rdma_cm_id * */
+	int ep;             /* made by rdma_create_ep: destroyed with rdma_destroy_ep */
+	int chan_slot;      /* which used object is its event channel; -1 in sync mode */
+	size_t connect_len; /* private data rdma_create_ep prepends to rdma_connect's */
+	/* what the cm made for the id, adopted as ordinary userdata the id keeps
+	 * (user value) and closes with it; librdmacm's pointers to all but the QP
+	 * are cleared, so rdma_destroy_qp/ep never free them a second time */
+	struct ibvl_obj *owned[6]; /* qp, srq, send_cq, recv_cq, send/recv channels */
+};
+
+void ibvl_open_cm_channel(lua_State *L);
+void ibvl_open_cm_id(lua_State *L);
+void ibvl_open_cm_addr(lua_State *L);
+void ibvl_cm_functions(lua_State *L, const luaL_Reg *fns);
+struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L);
+void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_idx);
+void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx);
+int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
+void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);
+void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa);
+
+extern const struct ibvl_class ibvl_cm_channel_class, ibvl_cm_id_class, ibvl_cm_addrinfo_class;
+extern const struct ibvl_enum ibvl_cm_port_spaces[], ibvl_cm_event_types[];
 
 #endif
