@@ -63,6 +63,16 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_buffer(L);
 	ibvl_open_pd(L);
 	ibvl_open_mr(L);
+	ibvl_open_channel(L);
+	ibvl_open_cq(L);
+	ibvl_open_wc(L);
+	ibvl_open_xrcd(L);
+	ibvl_open_srq(L);
+	ibvl_open_ah(L);
+	ibvl_open_mw(L);
+	ibvl_open_qp(L);
+	ibvl_open_wr(L);
+	ibvl_open_loop(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");
 	return 1;

@@ -269,11 +269,13 @@ static int parse_gid(lua_State *L, int idx, union ibv_gid *gid)
 	const char *s = lua_tolstring(L, idx, &len);
 	if (lua_type(L, idx) != LUA_TSTRING)
 		return 0;
-	if (len == 16) { /* raw bytes */
+	if (inet_pton(AF_INET6, s, gid->raw) == 1)
+		return 1;
+	if (len == 16) { /* raw bytes ("::ffff:192.0.2.1" is 16 characters too) */
 		memcpy(gid->raw, s, 16);
 		return 1;
 	}
-	return inet_pton(AF_INET6, s, gid->raw) == 1;
+	return 0;
 }
 
 void ibvl_gid_field(lua_State *L, int idx, const char *field, union ibv_gid *gid)

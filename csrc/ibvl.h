@@ -161,8 +161,82 @@ void ibvl_open_mr(lua_State *L);
 void ibvl_open_buffer(lua_State *L);
 void ibvl_open_constants(lua_State *L);
 
+void ibvl_open_channel(lua_State *L);
+void ibvl_open_cq(lua_State *L);
+void ibvl_open_wc(lua_State *L);
+void ibvl_open_qp(lua_State *L);
+void ibvl_open_wr(lua_State *L);
+void ibvl_open_ah(lua_State *L);
+void ibvl_open_mw(lua_State *L);
+void ibvl_open_srq(lua_State *L);
+void ibvl_open_xrcd(lua_State *L);
+void ibvl_open_loop(lua_State *L);
+
 extern const struct ibvl_class ibvl_context_class, ibvl_pd_class, ibvl_mr_class,
-	ibvl_buffer_class;
+	ibvl_buffer_class, ibvl_channel_class, ibvl_cq_class, ibvl_qp_class, ibvl_srq_class,
+	ibvl_ah_class, ibvl_mw_class, ibvl_xrcd_class;
+
+/* ---- completion queues (cq.c) and wc arrays (wc.c) ---------------------- */
+struct ibvl_cq {
+	struct ibvl_obj o;       /* o.ptr: struct ibv_cq * */
+	struct ibv_cq_ex *cqx;   /* non-NULL when made by ibv_create_cq_ex */
+	unsigned int unacked;    /* completion events not yet acknowledged */
+	uint64_t wc_flags;
+};
+
+struct ibvl_wc_array {
+	int n;     /* capacity */
+	int count; /* filled by the last poll */
+	struct ibv_wc wc[];
+};
+
+#define IBVL_WC_ARRAY "ibverbs.wc_array"
+int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc);
+void ibvl_push_wc(lua_State *L, const struct ibv_wc *wc);
+struct ibvl_wc_array *ibvl_check_wcs(lua_State *L, int arg);
+
+/* ---- queue pairs (qp.c) ------------------------------------------------- */
+struct ibvl_qp {
+	struct ibvl_obj o;           /* o.ptr: struct ibv_qp * */
+	struct ibv_qp_ex *qpx;       /* non-NULL when created with send_ops_flags */
+	struct rdma_cm_id *cm_id;    /* set when rdma_create_qp made it: rdma_destroy_qp */
+	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+};
+
+struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg);
+void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a);
+int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
+void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
+void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
+void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
+
+/* ---- work requests (wr.c) ----------------------------------------------- */
+struct ibvl_wr_slot {
+	struct ibvl_obj *ah; /* objects a prepared WR points to, checked at post time */
+	struct ibvl_obj *mw;
+};
+
+int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, int max_sge);
+void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ibv_sge *sge,
+                        int max_sge);
+void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,
+                        int max_sge, struct ibvl_wr_slot *slot);
+
+/* A chain about to be posted: a part of a prepared list is cut at its end
+ * and restored by ibvl_chain_done. */
+struct ibvl_chain {
+	void *base;   /* the WR that index0 names */
+	void *cut;    /* the last WR of a prepared range, or NULL */
+	void *saved;  /* its next pointer */
+	int index0;
+};
+
+struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
+struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
+void ibvl_chain_done(struct ibvl_chain *c, int send);
+void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
+int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
+                     const void *bad, size_t wrsize);
 
 /* ---- rdma_cm (cm_channel.c, cm_id.c, cm_addr.c, cm_qp.c) ------------------ */
 struct rdma_cm_id;

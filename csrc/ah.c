@@ -1,0 +1,114 @@
+/*
+ * ah.c: address handles for UD.
+ *
+ *   local ah = assert(pd:create_ah{port_num = 1, grh = {dgid = gid, sgid_index = 1}})
+ *   local ah2 = assert(pd:create_ah_from_wc(wc_table_or_wcs, i, grh_bytes, port_num))
+ *   ctx:init_ah_from_wc(port_num, wc, grh_bytes) -> ah_attr table
+ *   qp:post_send{ah = ah, remote_qpn = n, remote_qkey = k, sg_list = {...}}
+ */
+#include <string.h>
+
+#include "ibvl.h"
+
+static int destroy_ah(struct ibvl_obj *o, void *ptr)
+{
+	(void)o;
+	return ibv_destroy_ah(ptr);
+}
+
+const struct ibvl_class ibvl_ah_class = {"ibverbs.ah", destroy_ah, "ibv_destroy_ah", NULL};
+
+static int l_create_ah(lua_State *L)
+{
+	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
+	struct ibv_ah_attr a;
+	memset(&a, 0, sizeof a);
+	ibvl_parse_ah_attr(L, 2, &a);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_ah_class, sizeof *o);
+	o->ptr = ibv_create_ah(pd->ptr, &a);
+	if (o->ptr == NULL)
+		return ibvl_fail(L, "ibv_create_ah", errno);
+	ibvl_use(L, -1, 1);
+	return 1;
+}
+
+/* A completion from a wc_array (wcs, i) or a wc table's fields (arg, arg+1). */
+static void check_wc(lua_State *L, int arg, struct ibv_wc *wc, int *next)
+{
+	memset(wc, 0, sizeof *wc);
+	if (lua_isuserdata(L, arg)) {
+		struct ibvl_wc_array *w = ibvl_check_wcs(L, arg);
+		int i = (int)ibvl_check_range(L, arg + 1, 1, w->n);
+		*wc = w->wc[i - 1];
+		*next = arg + 2;
+		return;
+	}
+	luaL_checktype(L, arg, LUA_TTABLE);
+	wc->src_qp = (uint32_t)ibvl_int_field(L, arg, "src_qp", 0, 0, 0xffffff);
+	wc->slid = (uint16_t)ibvl_int_field(L, arg, "slid", 0, 0, UINT16_MAX);
+	wc->sl = (uint8_t)ibvl_int_field(L, arg, "sl", 0, 0, 15);
+	wc->dlid_path_bits = (uint8_t)ibvl_int_field(L, arg, "dlid_path_bits", 0, 0, 127);
+	wc->pkey_index = (uint16_t)ibvl_int_field(L, arg, "pkey_index", 0, 0, UINT16_MAX);
+	lua_getfield(L, arg, "wc_flags");
+	if (!lua_isnil(L, -1))
+		wc->wc_flags = (unsigned int)ibvl_check_flags(L, lua_gettop(L), ibvl_wc_flags);
+	lua_pop(L, 1);
+	*next = arg + 1;
+}
+
+/* The 40-byte GRH that a UD receive wrote at the start of its buffer. */
+static const struct ibv_grh *check_grh(lua_State *L, int arg)
+{
+	size_t len;
+	const char *g = luaL_checklstring(L, arg, &len);
+	if (len < sizeof(struct ibv_grh))
+		luaL_argerror(L, arg, "the 40 GRH bytes expected");
+	return (const struct ibv_grh *)g;
+}
+
+/* pd:create_ah_from_wc(wc, grh, port_num) */
+static int l_create_ah_from_wc(lua_State *L)
+{
+	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
+	struct ibv_wc wc;
+	int next;
+	check_wc(L, 2, &wc, &next);
+	const struct ibv_grh *grh = check_grh(L, next);
+	uint8_t port = (uint8_t)ibvl_check_range(L, next + 1, 1, 255);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_ah_class, sizeof *o);
+	o->ptr = ibv_create_ah_from_wc(pd->ptr, &wc, (struct ibv_grh *)grh, port);
+	if (o->ptr == NULL)
+		return ibvl_fail(L, "ibv_create_ah_from_wc", errno);
+	ibvl_use(L, -1, 1);
+	return 1;
+}
+
+/* ctx:init_ah_from_wc(port_num, wc, grh) -> ah_attr table */
+static int l_init_ah_from_wc(lua_State *L)
+{
+	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
+	uint8_t port = (uint8_t)ibvl_check_range(L, 2, 1, 255);
+	struct ibv_wc wc;
+	int next;
+	check_wc(L, 3, &wc, &next);
+	const struct ibv_grh *grh = check_grh(L, next);
+	struct ibv_ah_attr a;
+	memset(&a, 0, sizeof a);
+	int rc = ibv_init_ah_from_wc(ctx->ptr, port, &wc, (struct ibv_grh *)grh, &a);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_init_ah_from_wc", rc < 0 ? errno : rc);
+	ibvl_push_ah_attr(L, &a);
+	return 1;
+}
+
+void ibvl_open_ah(lua_State *L)
+{
+	static const luaL_Reg methods[] = {{NULL, NULL}};
+	static const luaL_Reg pd_methods[] = {
+		{"create_ah", l_create_ah}, {"create_ah_from_wc", l_create_ah_from_wc}, {NULL, NULL},
+	};
+	static const luaL_Reg ctx_methods[] = {{"init_ah_from_wc", l_init_ah_from_wc}, {NULL, NULL}};
+	ibvl_register(L, &ibvl_ah_class, methods);
+	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+}

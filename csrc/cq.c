@@ -1,0 +1,217 @@
+/*
+ * cq.c: completion queues, plain and extended.
+ *
+ *   local cq = assert(ctx:create_cq{cqe = 256 [, channel = ch, comp_vector = 0]})
+ *   local cqx = assert(ctx:create_cq{cqe = 256, wc_flags = {"byte_len", "imm", "qp_num"}})
+ *   local wcs = ibv.wc_array(32)
+ *   local n = cq:poll(wcs)           -- fills wcs, returns the count; allocates nothing
+ *   for _, wc in ipairs(cq:poll(8)) do print(wc.wr_id, wc.status) end  -- tables
+ *   cq:req_notify([solicited_only]); cq:ack_events(n); cq:resize(512); cq.cqe
+ * A cq_ex is polled with ibv_start_poll/next_poll/end_poll and the
+ * ibv_wc_read_* fields its wc_flags allow, through the same cq:poll.
+ */
+#include <string.h>
+
+#include "ibvl.h"
+
+static int destroy_cq(struct ibvl_obj *o, void *ptr)
+{
+	struct ibvl_cq *cq = (struct ibvl_cq *)o;
+	if (cq->unacked > 0) /* ibv_destroy_cq waits for every event to be acknowledged */
+		ibv_ack_cq_events(ptr, cq->unacked);
+	cq->unacked = 0;
+	return ibv_destroy_cq(ptr);
+}
+
+static int cq_field(lua_State *L, void *obj, const char *key)
+{
+	struct ibvl_cq *cq = obj;
+	if (strcmp(key, "cqe") == 0)
+		lua_pushinteger(L, ((struct ibv_cq *)cq->o.ptr)->cqe);
+	else if (strcmp(key, "extended") == 0)
+		lua_pushboolean(L, cq->cqx != NULL);
+	else
+		return 0;
+	return 1;
+}
+
+const struct ibvl_class ibvl_cq_class = {"ibverbs.cq", destroy_cq, "ibv_destroy_cq", cq_field};
+
+static struct ibvl_cq *check_cq(lua_State *L)
+{
+	return ibvl_check(L, 1, &ibvl_cq_class);
+}
+
+static const char *const cq_fields[] = {"cqe", "channel", "comp_vector", "wc_flags", "flags",
+                                        NULL};
+
+/* ctx:create_cq(cqe | {cqe=, channel=, comp_vector=, wc_flags=, flags=});
+ * ibv_create_cq_ex when wc_flags or flags are given, or for ctx:create_cq_ex. */
+static int create_cq(lua_State *L, int ex)
+{
+	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
+	struct ibv_cq_init_attr_ex a = {.cqe = 1};
+	struct ibvl_obj *ch = NULL;
+	if (lua_istable(L, 2)) {
+		ibvl_check_fields(L, 2, "attr", cq_fields);
+		a.cqe = (uint32_t)ibvl_int_field(L, 2, "cqe", 1, 1, INT32_MAX);
+		ch = ibvl_obj_field(L, 2, "channel", &ibvl_channel_class);
+		a.comp_vector = (uint32_t)ibvl_int_field(L, 2, "comp_vector", 0, 0, INT32_MAX);
+		ex = ex || ibvl_has_field(L, 2, "wc_flags") || ibvl_has_field(L, 2, "flags");
+		a.wc_flags = (uint64_t)ibvl_flags_field(L, 2, "wc_flags", ibvl_wc_ex_flags,
+		                                        IBV_WC_STANDARD_FLAGS);
+		a.flags = (uint32_t)ibvl_int_field(L, 2, "flags", 0, 0, UINT32_MAX);
+		if (a.flags)
+			a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_FLAGS;
+	} else {
+		a.cqe = (uint32_t)ibvl_check_range(L, 2, 1, INT32_MAX);
+		a.wc_flags = IBV_WC_STANDARD_FLAGS;
+	}
+	a.channel = ch ? ch->ptr : NULL;
+	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq);
+	if (ex) {
+		cq->cqx = ibv_create_cq_ex(ctx->ptr, &a);
+		cq->o.ptr = cq->cqx ? ibv_cq_ex_to_cq(cq->cqx) : NULL;
+		cq->wc_flags = a.wc_flags;
+	} else {
+		cq->o.ptr = ibv_create_cq(ctx->ptr, (int)a.cqe, NULL, a.channel, (int)a.comp_vector);
+	}
+	if (cq->o.ptr == NULL)
+		return ibvl_fail(L, ex ? "ibv_create_cq_ex" : "ibv_create_cq", errno);
+	int self = lua_gettop(L);
+	ibvl_use(L, self, 1);
+	if (ch != NULL) {
+		lua_getfield(L, 2, "channel");
+		ibvl_use(L, self, -1);
+		lua_pop(L, 1);
+	}
+	ibvl_track(L, self);
+	return 1;
+}
+
+static int l_create_cq(lua_State *L)
+{
+	return create_cq(L, 0);
+}
+
+static int l_create_cq_ex(lua_State *L)
+{
+	return create_cq(L, 1);
+}
+
+/* One completion of a cq_ex, read field by field into a struct ibv_wc. */
+static void read_wc_ex(struct ibvl_cq *cq, struct ibv_wc *wc)
+{
+	struct ibv_cq_ex *x = cq->cqx;
+	uint64_t f = cq->wc_flags;
+	memset(wc, 0, sizeof *wc);
+	wc->wr_id = x->wr_id;
+	wc->status = x->status;
+	wc->opcode = ibv_wc_read_opcode(x);
+	wc->vendor_err = ibv_wc_read_vendor_err(x);
+	wc->wc_flags = ibv_wc_read_wc_flags(x);
+	if (f & IBV_WC_EX_WITH_BYTE_LEN)
+		wc->byte_len = ibv_wc_read_byte_len(x);
+	if ((f & IBV_WC_EX_WITH_IMM) && (wc->wc_flags & IBV_WC_WITH_IMM))
+		wc->imm_data = ibv_wc_read_imm_data(x);
+	else if (wc->wc_flags & IBV_WC_WITH_INV)
+		wc->invalidated_rkey = ibv_wc_read_invalidated_rkey(x);
+	if (f & IBV_WC_EX_WITH_QP_NUM)
+		wc->qp_num = ibv_wc_read_qp_num(x);
+	if (f & IBV_WC_EX_WITH_SRC_QP)
+		wc->src_qp = ibv_wc_read_src_qp(x);
+	if (f & IBV_WC_EX_WITH_SLID)
+		wc->slid = (uint16_t)ibv_wc_read_slid(x);
+	if (f & IBV_WC_EX_WITH_SL)
+		wc->sl = ibv_wc_read_sl(x);
+	if (f & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		wc->dlid_path_bits = ibv_wc_read_dlid_path_bits(x);
+}
+
+/* Polls up to n completions into wc; returns the count or a negative errno. */
+int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
+{
+	if (cq->cqx == NULL)
+		return ibv_poll_cq(cq->o.ptr, n, wc);
+	struct ibv_poll_cq_attr attr = {0};
+	int rc = ibv_start_poll(cq->cqx, &attr);
+	if (rc == ENOENT)
+		return 0;
+	if (rc != 0)
+		return -rc;
+	int got = 0;
+	do
+		read_wc_ex(cq, &wc[got++]);
+	while (got < n && (rc = ibv_next_poll(cq->cqx)) == 0);
+	ibv_end_poll(cq->cqx);
+	return rc == 0 || rc == ENOENT ? got : -rc;
+}
+
+/* cq:poll(wcs) -> count filled in the wc array; cq:poll([n]) -> array of tables */
+static int l_poll(lua_State *L)
+{
+	struct ibvl_cq *cq = check_cq(L);
+	if (lua_isuserdata(L, 2)) {
+		struct ibvl_wc_array *w = ibvl_check_wcs(L, 2);
+		int got = ibvl_cq_poll(cq, w->n, w->wc);
+		if (got < 0)
+			return ibvl_fail(L, "ibv_poll_cq", -got);
+		w->count = got;
+		lua_pushinteger(L, got);
+		return 1;
+	}
+	int n = (int)ibvl_opt_range(L, 2, 16, 1, 4096);
+	struct ibv_wc *wc = lua_newuserdatauv(L, (size_t)n * sizeof *wc, 0);
+	int got = ibvl_cq_poll(cq, n, wc);
+	if (got < 0)
+		return ibvl_fail(L, "ibv_poll_cq", -got);
+	lua_createtable(L, got, 0);
+	for (int i = 0; i < got; i++) {
+		ibvl_push_wc(L, &wc[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
+static int l_req_notify(lua_State *L)
+{
+	struct ibvl_cq *cq = check_cq(L);
+	int solicited = lua_toboolean(L, 2);
+	return ibvl_result(L, "ibv_req_notify_cq", ibv_req_notify_cq(cq->o.ptr, solicited));
+}
+
+static int l_ack_events(lua_State *L)
+{
+	struct ibvl_cq *cq = check_cq(L);
+	lua_Integer n = ibvl_opt_range(L, 2, cq->unacked, 0, UINT32_MAX);
+	if ((unsigned int)n > cq->unacked)
+		return luaL_argerror(L, 2, lua_pushfstring(L, "only %d event(s) to acknowledge",
+		                                           (int)cq->unacked));
+	ibv_ack_cq_events(cq->o.ptr, (unsigned int)n);
+	cq->unacked -= (unsigned int)n;
+	return 0;
+}
+
+static int l_resize(lua_State *L)
+{
+	struct ibvl_cq *cq = check_cq(L);
+	int cqe = (int)ibvl_check_range(L, 2, 1, INT32_MAX);
+	int rc = ibv_resize_cq(cq->o.ptr, cqe);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_resize_cq", rc);
+	lua_pushinteger(L, ((struct ibv_cq *)cq->o.ptr)->cqe);
+	return 1;
+}
+
+void ibvl_open_cq(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"poll", l_poll}, {"req_notify", l_req_notify}, {"ack_events", l_ack_events},
+		{"resize", l_resize}, {NULL, NULL},
+	};
+	static const luaL_Reg ctx_methods[] = {
+		{"create_cq", l_create_cq}, {"create_cq_ex", l_create_cq_ex}, {NULL, NULL},
+	};
+	ibvl_register(L, &ibvl_cq_class, methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+}

@@ -1,0 +1,235 @@
+/*
+ * loop.c: the common data-path loops, entirely in C.
+ *
+ *   local n = cq:wait(wcs, 16 [, timeout_s])   -- poll until 16 completions (or timeout)
+ *   local st = assert(ibv.transfer{
+ *     send_qp = qp, send_cq = scq, send_wrs = sl,     -- post sl whole, again and again
+ *     recv = rqp_or_srq, recv_cq = rcq, recv_wrs = rl, -- repost each consumed receive
+ *     count = 1000000, window = 128 [, timeout = 10]})
+ *   st.sent, st.received, st.seconds
+ * Either side may be left out: a client only sends, a server only receives.
+ * The script posts recv_wrs once before; the loop reposts a consumed receive
+ * while fewer than count are posted.  Receive WR ids must be their 0-based
+ * index in recv_wrs (what fill does);
+ * only the last send WR of the list needs to be signaled: each completion on
+ * send_cq counts #send_wrs WRs.  A completion with an error stops the loop:
+ * nil, "wc status: <status> (wr_id n)", EIO.
+ */
+#include <string.h>
+#include <time.h>
+
+#include "ibvl.h"
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ibv.now(): a monotonic clock in seconds, for timing loops */
+static int l_now(lua_State *L)
+{
+	lua_pushnumber(L, now());
+	return 1;
+}
+
+static lua_Number opt_timeout(lua_State *L, int arg)
+{
+	lua_Number t = luaL_optnumber(L, arg, 10.0);
+	luaL_argcheck(L, t >= 0, arg, "timeout in seconds expected");
+	return t;
+}
+
+/* cq:wait(wcs, n [, timeout_s]) -> completions gathered into wcs[1..] */
+static int l_wait(lua_State *L)
+{
+	struct ibvl_cq *cq = ibvl_check(L, 1, &ibvl_cq_class);
+	struct ibvl_wc_array *w = ibvl_check_wcs(L, 2);
+	int n = (int)ibvl_check_range(L, 3, 1, w->n);
+	double deadline = now() + opt_timeout(L, 4);
+	int got = 0;
+	while (got < n) {
+		int rc = ibvl_cq_poll(cq, n - got, &w->wc[got]);
+		if (rc < 0)
+			return ibvl_fail(L, "ibv_poll_cq", -rc);
+		got += rc;
+		if (rc == 0 && now() > deadline)
+			break;
+	}
+	w->count = got;
+	lua_pushinteger(L, got);
+	return 1;
+}
+
+static int wc_error(lua_State *L, const struct ibv_wc *wc)
+{
+	lua_pushnil(L);
+	lua_pushfstring(L, "wc status: %s (wr_id %d)", ibv_wc_status_str(wc->status),
+	                (int)wc->wr_id);
+	lua_pushinteger(L, EIO);
+	return 3;
+}
+
+struct xfer {
+	struct ibv_qp *sqp;
+	struct ibvl_cq *scq, *rcq;
+	struct ibv_send_wr *swr;
+	int nsend;
+	struct ibv_qp *rqp;
+	struct ibv_srq *rsrq;
+	struct ibv_recv_wr *rwr;
+	int nrecv;
+	long long count, window;
+	double timeout;
+};
+
+static void *field_obj(lua_State *L, const char *field, const struct ibvl_class *cls)
+{
+	return ibvl_obj_field(L, 1, field, cls);
+}
+
+static const char *const xfer_fields[] = {"send_qp", "send_cq", "send_wrs", "recv", "recv_cq",
+                                          "recv_wrs", "count", "window", "timeout", NULL};
+
+/* Reads the ibv.transfer table; WR lists come as raw chains from wr.c. */
+static void parse_xfer(lua_State *L, struct xfer *x)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	ibvl_check_fields(L, 1, "transfer", xfer_fields);
+	memset(x, 0, sizeof *x);
+	struct ibvl_qp *sqp = field_obj(L, "send_qp", &ibvl_qp_class);
+	x->scq = field_obj(L, "send_cq", &ibvl_cq_class);
+	x->rcq = field_obj(L, "recv_cq", &ibvl_cq_class);
+	x->count = ibvl_int_field(L, 1, "count", 0, 1, INT64_MAX / 2);
+	x->window = ibvl_int_field(L, 1, "window", 128, 1, INT32_MAX);
+	lua_getfield(L, 1, "timeout");
+	x->timeout = lua_isnil(L, -1) ? 10.0 : luaL_checknumber(L, -1);
+	lua_pop(L, 1);
+	if (sqp != NULL) {
+		if (x->scq == NULL)
+			luaL_error(L, "transfer: send_qp needs send_cq");
+		x->sqp = sqp->o.ptr;
+		lua_getfield(L, 1, "send_wrs");
+		x->swr = ibvl_wr_list(L, lua_gettop(L), 1, &x->nsend);
+		lua_pop(L, 1);
+		if (x->nsend > x->window)
+			luaL_error(L, "transfer: window %d is smaller than send_wrs (%d WRs)",
+			           (int)x->window, x->nsend);
+	}
+	lua_getfield(L, 1, "recv");
+	if (!lua_isnil(L, -1)) {
+		struct ibvl_obj *r = ibvl_test(L, -1, &ibvl_qp_class);
+		struct ibvl_obj *s = r ? NULL : ibvl_test(L, -1, &ibvl_srq_class);
+		if (r == NULL && s == NULL)
+			luaL_error(L, "transfer: field 'recv': ibverbs.qp or ibverbs.srq expected");
+		x->rqp = r ? r->ptr : NULL;
+		x->rsrq = s ? s->ptr : NULL;
+		if (x->rcq == NULL)
+			luaL_error(L, "transfer: recv needs recv_cq");
+		lua_getfield(L, 1, "recv_wrs");
+		x->rwr = ibvl_wr_list(L, lua_gettop(L), 0, &x->nrecv);
+		lua_pop(L, 1);
+	}
+	lua_pop(L, 1);
+	if (x->sqp == NULL && x->rwr == NULL)
+		luaL_error(L, "transfer: give a send side, a receive side or both");
+}
+
+/* Reposts the receives the completions consumed, as one chain. */
+static int repost(struct xfer *x, const struct ibv_wc *wc, int n)
+{
+	struct ibv_recv_wr *head = NULL, **tail = &head, *saved[64], *bad;
+	int idx[64];
+	for (int i = 0; i < n; i++) {
+		idx[i] = (int)(wc[i].wr_id % (uint64_t)x->nrecv);
+		struct ibv_recv_wr *w = &x->rwr[idx[i]];
+		saved[i] = w->next;
+		*tail = w;
+		tail = &w->next;
+	}
+	*tail = NULL;
+	int rc = x->rqp ? ibv_post_recv(x->rqp, head, &bad) : ibv_post_srq_recv(x->rsrq, head, &bad);
+	for (int i = n - 1; i >= 0; i--) /* restore the list's own links */
+		x->rwr[idx[i]].next = saved[i];
+	return rc;
+}
+
+struct progress {
+	long long sent, completed, received, posted;
+};
+
+/* Counts a batch of completions from either CQ (they may be one CQ) and
+ * reposts the consumed receives; returns 0, or pushes an error and returns
+ * its result count. */
+static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc *wc, int n)
+{
+	int nr = 0;
+	for (int i = 0; i < n; i++) {
+		if (wc[i].status != IBV_WC_SUCCESS)
+			return wc_error(L, &wc[i]);
+		if (wc[i].opcode & IBV_WC_RECV)
+			wc[nr++] = wc[i]; /* receives gather at the front */
+		else
+			p->completed += x->nsend;
+	}
+	int k = p->posted + nr <= x->count ? nr : (int)(x->count - p->posted);
+	if (k > 0) {
+		int rc = repost(x, wc, k);
+		if (rc != 0)
+			return ibvl_fail(L, "ibv_post_recv", rc);
+		p->posted += k;
+	}
+	p->received += nr;
+	return 0;
+}
+
+static int l_transfer(lua_State *L)
+{
+	struct xfer x;
+	parse_xfer(L, &x);
+	struct ibv_wc wc[64];
+	struct progress p = {0, 0, 0, x.nrecv};
+	double start = now(), deadline = start + x.timeout;
+	while ((x.sqp && p.completed < x.count) || (x.rwr && p.received < x.count)) {
+		int busy = 0;
+		if (x.sqp && p.sent < x.count && p.sent - p.completed + x.nsend <= x.window) {
+			struct ibv_send_wr *bad;
+			int rc = ibv_post_send(x.sqp, x.swr, &bad);
+			if (rc != 0)
+				return ibvl_fail(L, "ibv_post_send", rc);
+			p.sent += x.nsend;
+			busy = 1;
+		}
+		struct ibvl_cq *cqs[2] = {x.scq, x.rcq != x.scq ? x.rcq : NULL};
+		for (int c = 0; c < 2; c++) {
+			int n = cqs[c] ? ibvl_cq_poll(cqs[c], 64, wc) : 0;
+			if (n < 0)
+				return ibvl_fail(L, "ibv_poll_cq", -n);
+			int err = consume(L, &x, &p, wc, n);
+			if (err)
+				return err;
+			busy |= n > 0;
+		}
+		if (!busy && now() > deadline)
+			return ibvl_fail(L, "transfer", ETIMEDOUT);
+	}
+	lua_createtable(L, 0, 3);
+	lua_pushinteger(L, (lua_Integer)p.completed);
+	lua_setfield(L, -2, "sent");
+	lua_pushinteger(L, (lua_Integer)p.received);
+	lua_setfield(L, -2, "received");
+	lua_pushnumber(L, now() - start);
+	lua_setfield(L, -2, "seconds");
+	return 1;
+}
+
+void ibvl_open_loop(lua_State *L)
+{
+	static const luaL_Reg cq_methods[] = {{"wait", l_wait}, {NULL, NULL}};
+	ibvl_add_methods(L, ibvl_cq_class.name, cq_methods);
+	lua_pushcfunction(L, l_transfer);
+	lua_setfield(L, -2, "transfer");
+	lua_pushcfunction(L, l_now);
+	lua_setfield(L, -2, "now");
+}

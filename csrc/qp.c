@@ -1,0 +1,499 @@
+/*
+ * qp.c: queue pairs: create (plain and extended), modify, query, post.
+ *
+ *   local qp = assert(pd:create_qp{qp_type = "rc", send_cq = cq, recv_cq = cq,
+ *                                  cap = {max_send_wr = 64, max_recv_wr = 64}})
+ *   qp.qp_num, qp.qp_type, qp.state, qp.cap  -- cap: what the device granted
+ *   local qpx = assert(ctx:create_qp_ex{pd = pd, qp_type = "rc", send_cq = cq,
+ *                     recv_cq = cq, send_ops_flags = {"send", "rdma_write"}})
+ *   qp:modify{qp_state = "init", pkey_index = 0, port_num = 1, qp_access_flags = 0}
+ *   qp:modify{qp_state = "rtr", path_mtu = 1024, dest_qp_num = n, rq_psn = 0,
+ *             max_dest_rd_atomic = 1, min_rnr_timer = 12,
+ *             ah_attr = {port_num = 1, grh = {dgid = "::ffff:192.0.2.1", sgid_index = 1}}}
+ *   qp:query().qp_state; qp:post_recv(wrs [, first, count]); qp:post_send(wrs ...)
+ * The attribute mask is computed from the fields given.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "ibvl.h"
+
+static int destroy_qp(struct ibvl_obj *o, void *ptr)
+{
+	struct ibvl_qp *qp = (struct ibvl_qp *)o;
+	if (qp->cm_id != NULL) {
+		rdma_destroy_qp(qp->cm_id);
+		return 0;
+	}
+	return ibv_destroy_qp(ptr);
+}
+
+void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap)
+{
+	lua_createtable(L, 0, 5);
+	ibvl_set_int(L, "max_send_wr", cap->max_send_wr);
+	ibvl_set_int(L, "max_recv_wr", cap->max_recv_wr);
+	ibvl_set_int(L, "max_send_sge", cap->max_send_sge);
+	ibvl_set_int(L, "max_recv_sge", cap->max_recv_sge);
+	ibvl_set_int(L, "max_inline_data", cap->max_inline_data);
+}
+
+static int qp_field(lua_State *L, void *obj, const char *key)
+{
+	struct ibvl_qp *qp = obj;
+	struct ibv_qp *q = qp->o.ptr;
+	if (strcmp(key, "qp_num") == 0)
+		lua_pushinteger(L, q->qp_num);
+	else if (strcmp(key, "qp_type") == 0)
+		ibvl_push_enum(L, ibvl_qp_types, q->qp_type);
+	else if (strcmp(key, "state") == 0)
+		ibvl_push_enum(L, ibvl_qp_states, q->state);
+	else if (strcmp(key, "handle") == 0)
+		lua_pushinteger(L, q->handle);
+	else if (strcmp(key, "extended") == 0)
+		lua_pushboolean(L, qp->qpx != NULL);
+	else if (strcmp(key, "cap") == 0) {
+		struct ibv_qp_cap cap = {qp->max_send_wr, qp->max_recv_wr, qp->max_send_sge,
+		                         qp->max_recv_sge, qp->max_inline_data};
+		ibvl_push_qp_cap(L, &cap);
+	} else
+		return 0;
+	return 1;
+}
+
+const struct ibvl_class ibvl_qp_class = {"ibverbs.qp", destroy_qp, "ibv_destroy_qp", qp_field};
+
+struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg)
+{
+	return ibvl_check(L, arg, &ibvl_qp_class);
+}
+
+/* ---- creation ------------------------------------------------------------ */
+static const char *const cap_fields[] = {"max_send_wr", "max_recv_wr", "max_send_sge",
+                                         "max_recv_sge", "max_inline_data", NULL};
+
+static void parse_cap(lua_State *L, int idx, struct ibv_qp_cap *cap)
+{
+	lua_getfield(L, idx, "cap");
+	int c = lua_gettop(L);
+	if (!lua_isnil(L, c)) {
+		ibvl_check_fields(L, c, "cap", cap_fields);
+		cap->max_send_wr = (uint32_t)ibvl_int_field(L, c, "max_send_wr", 16, 0, INT32_MAX);
+		cap->max_recv_wr = (uint32_t)ibvl_int_field(L, c, "max_recv_wr", 16, 0, INT32_MAX);
+		cap->max_send_sge = (uint32_t)ibvl_int_field(L, c, "max_send_sge", 1, 0, INT32_MAX);
+		cap->max_recv_sge = (uint32_t)ibvl_int_field(L, c, "max_recv_sge", 1, 0, INT32_MAX);
+		cap->max_inline_data = (uint32_t)ibvl_int_field(L, c, "max_inline_data", 0, 0,
+		                                                INT32_MAX);
+	} else {
+		*cap = (struct ibv_qp_cap){16, 16, 1, 1, 0};
+	}
+	lua_pop(L, 1);
+}
+
+static const char *const hash_fields[] = {"function", "key", "fields_mask", NULL};
+
+static void parse_rx_hash(lua_State *L, int idx, struct ibv_rx_hash_conf *h)
+{
+	lua_getfield(L, idx, "rx_hash_conf");
+	int t = lua_gettop(L);
+	ibvl_check_fields(L, t, "rx_hash_conf", hash_fields);
+	h->rx_hash_function = (uint8_t)ibvl_int_field(L, t, "function", IBV_RX_HASH_FUNC_TOEPLITZ,
+	                                              0, 255);
+	size_t len = 0;
+	h->rx_hash_key = (uint8_t *)ibvl_str_field(L, t, "key", &len);
+	if (len > 255)
+		luaL_error(L, "rx_hash_conf: key longer than 255 bytes");
+	h->rx_hash_key_len = (uint8_t)len;
+	h->rx_hash_fields_mask = ibvl_u64_field(L, t, "fields_mask", 0);
+	lua_pop(L, 1);
+}
+
+static const char *const init_fields[] = {
+	"qp_type", "send_cq", "recv_cq", "srq", "cap", "sq_sig_all", "pd", "xrcd",
+	"create_flags", "max_tso_header", "rwq_ind_tbl", "rx_hash_conf", "source_qpn",
+	"send_ops_flags", NULL,
+};
+
+/* Objects an init attr names, in the order the new QP uses them. */
+static const char *const used_fields[] = {"pd", "send_cq", "recv_cq", "srq", "xrcd", NULL};
+
+/* Reads an ibv_qp_init_attr_ex; comp_mask gets a bit for each extended field given. */
+static void parse_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a)
+{
+	ibvl_check_fields(L, idx, "init_attr", init_fields);
+	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_cq_class, &ibvl_cq_class,
+	                                      &ibvl_srq_class, &ibvl_xrcd_class};
+	void **ptrs[] = {(void **)&a->pd, (void **)&a->send_cq, (void **)&a->recv_cq,
+	                 (void **)&a->srq, (void **)&a->xrcd};
+	for (int i = 0; used_fields[i] != NULL; i++) {
+		struct ibvl_obj *o = ibvl_obj_field(L, idx, used_fields[i], classes[i]);
+		*ptrs[i] = o ? o->ptr : NULL;
+	}
+	a->qp_type = (enum ibv_qp_type)ibvl_enum_field(L, idx, "qp_type", ibvl_qp_types, -1);
+	if ((int)a->qp_type == -1)
+		luaL_error(L, "init_attr: field 'qp_type' is required");
+	a->sq_sig_all = ibvl_bool_field(L, idx, "sq_sig_all", 0);
+	parse_cap(L, idx, &a->cap);
+	if (a->pd)
+		a->comp_mask |= IBV_QP_INIT_ATTR_PD;
+	if (a->xrcd)
+		a->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	if (ibvl_has_field(L, idx, "create_flags")) {
+		a->create_flags = (uint32_t)ibvl_flags_field(L, idx, "create_flags",
+		                                             ibvl_qp_create_flags, 0);
+		a->comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	}
+	if (ibvl_has_field(L, idx, "max_tso_header")) {
+		a->max_tso_header = (uint16_t)ibvl_int_field(L, idx, "max_tso_header", 0, 0, UINT16_MAX);
+		a->comp_mask |= IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
+	}
+	if (ibvl_has_field(L, idx, "rwq_ind_tbl"))
+		luaL_error(L, "init_attr: field 'rwq_ind_tbl': receive WQ indirection tables "
+		              "are not available in this binding");
+	if (ibvl_has_field(L, idx, "rx_hash_conf")) {
+		parse_rx_hash(L, idx, &a->rx_hash_conf);
+		a->comp_mask |= IBV_QP_INIT_ATTR_RX_HASH;
+	}
+	if (ibvl_has_field(L, idx, "source_qpn")) {
+		a->source_qpn = (uint32_t)ibvl_int_field(L, idx, "source_qpn", 0, 0, 0xffffff);
+		a->create_flags |= IBV_QP_CREATE_SOURCE_QPN;
+		a->comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	}
+	if (ibvl_has_field(L, idx, "send_ops_flags")) {
+		a->send_ops_flags = (uint64_t)ibvl_flags_field(L, idx, "send_ops_flags",
+		                                               ibvl_send_ops_flags, 0);
+		a->comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	}
+}
+
+/* Wraps a created QP: the userdata uses its pd, cqs, srq and xrcd (from the
+ * init attr table at attr_idx, or pd at pd_idx), and records the granted caps. */
+void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a)
+{
+	struct ibvl_qp *qp = lua_touserdata(L, -1);
+	int self = lua_gettop(L);
+	qp->max_send_wr = a->cap.max_send_wr;
+	qp->max_recv_wr = a->cap.max_recv_wr;
+	qp->max_send_sge = a->cap.max_send_sge;
+	qp->max_recv_sge = a->cap.max_recv_sge;
+	qp->max_inline_data = a->cap.max_inline_data;
+	if (pd_idx != 0)
+		ibvl_use(L, self, pd_idx);
+	for (int i = pd_idx != 0; used_fields[i] != NULL; i++) {
+		lua_getfield(L, attr_idx, used_fields[i]);
+		if (!lua_isnil(L, -1))
+			ibvl_use(L, self, -1);
+		lua_pop(L, 1);
+	}
+	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+		qp->qpx = ibv_qp_to_qp_ex(qp->o.ptr);
+	ibvl_track(L, self);
+}
+
+static int create(lua_State *L, int pd_idx, int ctx_idx)
+{
+	struct ibv_qp_init_attr_ex a;
+	memset(&a, 0, sizeof a);
+	int attr = pd_idx ? 2 : 2;
+	luaL_checktype(L, attr, LUA_TTABLE);
+	if (pd_idx && ibvl_has_field(L, attr, "pd"))
+		luaL_error(L, "init_attr: field 'pd': the QP is created on this PD already");
+	parse_init_attr(L, attr, &a);
+	if (pd_idx) {
+		a.pd = ((struct ibvl_obj *)lua_touserdata(L, pd_idx))->ptr;
+		a.comp_mask |= IBV_QP_INIT_ATTR_PD;
+	}
+	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
+	const char *call = "ibv_create_qp_ex";
+	if (pd_idx && a.comp_mask == IBV_QP_INIT_ATTR_PD) {
+		call = "ibv_create_qp";
+		qp->o.ptr = ibv_create_qp(a.pd, (struct ibv_qp_init_attr *)&a);
+	} else {
+		struct ibv_context *ctx = ctx_idx ? ((struct ibvl_obj *)lua_touserdata(L, ctx_idx))->ptr
+		                                  : a.pd->context;
+		qp->o.ptr = ibv_create_qp_ex(ctx, &a);
+	}
+	if (qp->o.ptr == NULL)
+		return ibvl_fail(L, call, errno);
+	if (ctx_idx && a.pd == NULL && a.xrcd == NULL)
+		ibvl_use(L, -1, ctx_idx); /* a QP with neither pd nor xrcd */
+	ibvl_qp_adopt(L, attr, pd_idx, &a);
+	return 1;
+}
+
+/* pd:create_qp(init_attr) */
+static int l_create_qp(lua_State *L)
+{
+	ibvl_check(L, 1, &ibvl_pd_class);
+	return create(L, 1, 0);
+}
+
+/* ctx:create_qp_ex(init_attr_ex) */
+static int l_create_qp_ex(lua_State *L)
+{
+	ibvl_check(L, 1, &ibvl_context_class);
+	return create(L, 0, 1);
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+struct attr_int {
+	const char *name;
+	size_t off;
+	int size; /* bytes */
+	int mask;
+	lua_Integer min, max;
+};
+
+#define A(f, m, lo, hi) {#f, offsetof(struct ibv_qp_attr, f), \
+	(int)sizeof(((struct ibv_qp_attr *)0)->f), m, lo, hi}
+static const struct attr_int attr_ints[] = {
+	A(qkey, IBV_QP_QKEY, 0, UINT32_MAX),
+	A(rq_psn, IBV_QP_RQ_PSN, 0, 0xffffff),
+	A(sq_psn, IBV_QP_SQ_PSN, 0, 0xffffff),
+	A(dest_qp_num, IBV_QP_DEST_QPN, 0, 0xffffff),
+	A(pkey_index, IBV_QP_PKEY_INDEX, 0, UINT16_MAX),
+	A(alt_pkey_index, IBV_QP_ALT_PATH, 0, UINT16_MAX),
+	A(en_sqd_async_notify, IBV_QP_EN_SQD_ASYNC_NOTIFY, 0, 1),
+	A(max_rd_atomic, IBV_QP_MAX_QP_RD_ATOMIC, 0, 255),
+	A(max_dest_rd_atomic, IBV_QP_MAX_DEST_RD_ATOMIC, 0, 255),
+	A(min_rnr_timer, IBV_QP_MIN_RNR_TIMER, 0, 31),
+	A(port_num, IBV_QP_PORT, 1, 255),
+	A(timeout, IBV_QP_TIMEOUT, 0, 31),
+	A(retry_cnt, IBV_QP_RETRY_CNT, 0, 7),
+	A(rnr_retry, IBV_QP_RNR_RETRY, 0, 7),
+	A(alt_port_num, IBV_QP_ALT_PATH, 1, 255),
+	A(alt_timeout, IBV_QP_ALT_PATH, 0, 31),
+	A(rate_limit, IBV_QP_RATE_LIMIT, 0, UINT32_MAX),
+	{NULL, 0, 0, 0, 0, 0},
+};
+#undef A
+
+static const char *const attr_fields[] = {
+	"qp_state", "cur_qp_state", "path_mtu", "path_mig_state", "qkey", "rq_psn", "sq_psn",
+	"dest_qp_num", "qp_access_flags", "cap", "ah_attr", "alt_ah_attr", "pkey_index",
+	"alt_pkey_index", "en_sqd_async_notify", "max_rd_atomic", "max_dest_rd_atomic",
+	"min_rnr_timer", "port_num", "timeout", "retry_cnt", "rnr_retry", "alt_port_num",
+	"alt_timeout", "rate_limit", "sq_draining", NULL,
+};
+
+static const char *const ah_fields[] = {"dlid", "sl", "src_path_bits", "static_rate",
+                                        "is_global", "port_num", "grh", NULL};
+static const char *const grh_fields[] = {"dgid", "flow_label", "sgid_index", "hop_limit",
+                                         "traffic_class", NULL};
+
+/* ah_attr tables, shared with ah.c: a grh table makes the address global. */
+void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah)
+{
+	luaL_checktype(L, idx, LUA_TTABLE);
+	ibvl_check_fields(L, idx, "ah_attr", ah_fields);
+	ah->dlid = (uint16_t)ibvl_int_field(L, idx, "dlid", 0, 0, UINT16_MAX);
+	ah->sl = (uint8_t)ibvl_int_field(L, idx, "sl", 0, 0, 15);
+	ah->src_path_bits = (uint8_t)ibvl_int_field(L, idx, "src_path_bits", 0, 0, 127);
+	ah->static_rate = (uint8_t)ibvl_int_field(L, idx, "static_rate", 0, 0, 255);
+	ah->port_num = (uint8_t)ibvl_int_field(L, idx, "port_num", 1, 1, 255);
+	lua_getfield(L, idx, "grh");
+	int g = lua_gettop(L);
+	ah->is_global = (uint8_t)ibvl_bool_field(L, idx, "is_global", !lua_isnil(L, g));
+	if (!lua_isnil(L, g)) {
+		ibvl_check_fields(L, g, "grh", grh_fields);
+		ibvl_gid_field(L, g, "dgid", &ah->grh.dgid);
+		ah->grh.flow_label = (uint32_t)ibvl_int_field(L, g, "flow_label", 0, 0, 0xfffff);
+		ah->grh.sgid_index = (uint8_t)ibvl_int_field(L, g, "sgid_index", 0, 0, 255);
+		ah->grh.hop_limit = (uint8_t)ibvl_int_field(L, g, "hop_limit", 1, 0, 255);
+		ah->grh.traffic_class = (uint8_t)ibvl_int_field(L, g, "traffic_class", 0, 0, 255);
+	}
+	lua_pop(L, 1);
+}
+
+void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah)
+{
+	lua_createtable(L, 0, 7);
+	ibvl_set_int(L, "dlid", ah->dlid);
+	ibvl_set_int(L, "sl", ah->sl);
+	ibvl_set_int(L, "src_path_bits", ah->src_path_bits);
+	ibvl_set_int(L, "static_rate", ah->static_rate);
+	ibvl_set_bool(L, "is_global", ah->is_global);
+	ibvl_set_int(L, "port_num", ah->port_num);
+	if (ah->is_global) {
+		lua_createtable(L, 0, 5);
+		ibvl_push_gid(L, &ah->grh.dgid);
+		lua_setfield(L, -2, "dgid");
+		ibvl_set_int(L, "flow_label", ah->grh.flow_label);
+		ibvl_set_int(L, "sgid_index", ah->grh.sgid_index);
+		ibvl_set_int(L, "hop_limit", ah->grh.hop_limit);
+		ibvl_set_int(L, "traffic_class", ah->grh.traffic_class);
+		lua_setfield(L, -2, "grh");
+	}
+}
+
+static lua_Integer mtu_field(lua_State *L, int idx)
+{
+	lua_Integer bytes = ibvl_int_field(L, idx, "path_mtu", 0, 0, 4096);
+	for (int m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
+		if (bytes == (128 << m))
+			return m;
+	return luaL_error(L, "field 'path_mtu': 256, 512, 1024, 2048 or 4096 expected");
+}
+
+static void set_attr_int(struct ibv_qp_attr *a, const struct attr_int *f, lua_Integer v)
+{
+	char *p = (char *)a + f->off;
+	switch (f->size) {
+	case 1: *(uint8_t *)p = (uint8_t)v; break;
+	case 2: *(uint16_t *)p = (uint16_t)v; break;
+	default: *(uint32_t *)p = (uint32_t)v; break;
+	}
+}
+
+static lua_Integer get_attr_int(const struct ibv_qp_attr *a, const struct attr_int *f)
+{
+	const char *p = (const char *)a + f->off;
+	return f->size == 1 ? *(const uint8_t *)p : f->size == 2 ? *(const uint16_t *)p
+	                                                        : *(const uint32_t *)p;
+}
+
+/* Reads an ibv_qp_attr table; returns the attribute mask of the fields given. */
+int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
+{
+	ibvl_check_fields(L, idx, "attr", attr_fields);
+	if (ibvl_has_field(L, idx, "sq_draining"))
+		luaL_error(L, "attr: field 'sq_draining' is read-only");
+	int mask = 0;
+	for (const struct attr_int *f = attr_ints; f->name != NULL; f++) {
+		if (ibvl_has_field(L, idx, f->name)) {
+			set_attr_int(a, f, ibvl_int_field(L, idx, f->name, 0, f->min, f->max));
+			mask |= f->mask;
+		}
+	}
+	static const struct {
+		const char *name;
+		const struct ibvl_enum *e;
+		int mask;
+		size_t off;
+	} enums[] = {
+		{"qp_state", ibvl_qp_states, IBV_QP_STATE, offsetof(struct ibv_qp_attr, qp_state)},
+		{"cur_qp_state", ibvl_qp_states, IBV_QP_CUR_STATE,
+		 offsetof(struct ibv_qp_attr, cur_qp_state)},
+		{"path_mig_state", ibvl_mig_states, IBV_QP_PATH_MIG_STATE,
+		 offsetof(struct ibv_qp_attr, path_mig_state)},
+	};
+	for (size_t i = 0; i < sizeof enums / sizeof enums[0]; i++) {
+		if (ibvl_has_field(L, idx, enums[i].name)) {
+			*(int *)((char *)a + enums[i].off) =
+				(int)ibvl_enum_field(L, idx, enums[i].name, enums[i].e, 0);
+			mask |= enums[i].mask;
+		}
+	}
+	if (ibvl_has_field(L, idx, "path_mtu")) {
+		a->path_mtu = (enum ibv_mtu)mtu_field(L, idx);
+		mask |= IBV_QP_PATH_MTU;
+	}
+	if (ibvl_has_field(L, idx, "qp_access_flags")) {
+		a->qp_access_flags = (unsigned int)ibvl_flags_field(L, idx, "qp_access_flags",
+		                                                    ibvl_access_flags, 0);
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	if (ibvl_has_field(L, idx, "cap")) {
+		parse_cap(L, idx, &a->cap);
+		mask |= IBV_QP_CAP;
+	}
+	const char *ahs[] = {"ah_attr", "alt_ah_attr"};
+	struct ibv_ah_attr *aha[] = {&a->ah_attr, &a->alt_ah_attr};
+	for (int i = 0; i < 2; i++) {
+		lua_getfield(L, idx, ahs[i]);
+		if (!lua_isnil(L, -1)) {
+			ibvl_parse_ah_attr(L, lua_gettop(L), aha[i]);
+			mask |= i == 0 ? IBV_QP_AV : IBV_QP_ALT_PATH;
+		}
+		lua_pop(L, 1);
+	}
+	return mask;
+}
+
+static int l_modify(lua_State *L)
+{
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof a);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	int mask = ibvl_parse_qp_attr(L, 2, &a);
+	if (mask == 0)
+		return luaL_argerror(L, 2, "attr: no attribute given");
+	return ibvl_result(L, "ibv_modify_qp", ibv_modify_qp(qp->o.ptr, &a, mask));
+}
+
+/* qp:query([t]) -> every attribute, and init_attr's cap as cap */
+static int l_query(lua_State *L)
+{
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr init;
+	int mask = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY |
+		   IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY | IBV_QP_AV |
+		   IBV_QP_PATH_MTU | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		   IBV_QP_RQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_ALT_PATH | IBV_QP_MIN_RNR_TIMER |
+		   IBV_QP_SQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MIG_STATE | IBV_QP_CAP |
+		   IBV_QP_DEST_QPN;
+	memset(&a, 0, sizeof a);
+	memset(&init, 0, sizeof init);
+	int rc = ibv_query_qp(qp->o.ptr, &a, mask, &init);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_query_qp", rc);
+	ibvl_out_table(L, 2, 32);
+	for (const struct attr_int *f = attr_ints; f->name != NULL; f++)
+		ibvl_set_int(L, f->name, get_attr_int(&a, f));
+	ibvl_set_enum(L, "qp_state", ibvl_qp_states, a.qp_state);
+	ibvl_set_enum(L, "cur_qp_state", ibvl_qp_states, a.cur_qp_state);
+	ibvl_set_enum(L, "path_mig_state", ibvl_mig_states, a.path_mig_state);
+	ibvl_set_int(L, "path_mtu", a.path_mtu >= IBV_MTU_256 && a.path_mtu <= IBV_MTU_4096
+	                                ? 128 << a.path_mtu : 0);
+	ibvl_set_int(L, "qp_access_flags", a.qp_access_flags);
+	ibvl_set_int(L, "sq_draining", a.sq_draining);
+	ibvl_push_ah_attr(L, &a.ah_attr);
+	lua_setfield(L, -2, "ah_attr");
+	ibvl_push_ah_attr(L, &a.alt_ah_attr);
+	lua_setfield(L, -2, "alt_ah_attr");
+	ibvl_push_qp_cap(L, &init.cap);
+	lua_setfield(L, -2, "cap");
+	ibvl_set_bool(L, "sq_sig_all", init.sq_sig_all);
+	return 1;
+}
+
+/* ---- posting ------------------------------------------------------------- */
+
+/* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]) */
+static int l_post_recv(lua_State *L)
+{
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	struct ibvl_chain c;
+	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
+	int rc = ibv_post_recv(qp->o.ptr, wr, &bad);
+	ibvl_chain_done(&c, 0);
+	return ibvl_post_result(L, "ibv_post_recv", rc, &c, bad, sizeof *wr);
+}
+
+/* qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
+static int l_post_send(lua_State *L)
+{
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	struct ibvl_chain c;
+	struct ibv_send_wr *wr = ibvl_send_chain(L, 2, &c), *bad = NULL;
+	int rc = ibv_post_send(qp->o.ptr, wr, &bad);
+	ibvl_chain_done(&c, 1);
+	return ibvl_post_result(L, "ibv_post_send", rc, &c, bad, sizeof *wr);
+}
+
+void ibvl_open_qp(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"modify", l_modify}, {"query", l_query}, {"post_recv", l_post_recv},
+		{"post_send", l_post_send}, {NULL, NULL},
+	};
+	static const luaL_Reg pd_methods[] = {{"create_qp", l_create_qp}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {{"create_qp_ex", l_create_qp_ex}, {NULL, NULL}};
+	ibvl_register(L, &ibvl_qp_class, methods);
+	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+}

@@ -1,0 +1,150 @@
+/*
+ * wc.c: reusable arrays of work completions for allocation-free polling.
+ *
+ *   local wcs = ibv.wc_array(64)
+ *   local n = cq:poll(wcs)
+ *   for i = 1, n do
+ *     if wcs:status(i) ~= "success" then error(wcs:status(i)) end
+ *     handle(wcs:wr_id(i), wcs:byte_len(i), wcs:opcode(i))
+ *   end
+ *   wcs:get(i [, t]) -> the whole completion as a table; #wcs, wcs:count()
+ * Accessors take 1 <= i <= #wcs and allocate nothing.
+ */
+#include <endian.h>
+#include <string.h>
+
+#include "ibvl.h"
+
+struct ibvl_wc_array *ibvl_check_wcs(lua_State *L, int arg)
+{
+	return luaL_checkudata(L, arg, IBVL_WC_ARRAY);
+}
+
+/* The wc_array and the 1-based index at arg 2, bounds checked. */
+static struct ibv_wc *check_index(lua_State *L)
+{
+	struct ibvl_wc_array *w = ibvl_check_wcs(L, 1);
+	lua_Integer i = luaL_checkinteger(L, 2);
+	if (i < 1 || i > w->n)
+		luaL_argerror(L, 2, lua_pushfstring(L, "index %d outside the %d completions",
+		                                    (int)i, w->n));
+	return &w->wc[i - 1];
+}
+
+static int l_wc_array(lua_State *L)
+{
+	int n = (int)ibvl_check_range(L, 1, 1, 1 << 20);
+	struct ibvl_wc_array *w =
+		lua_newuserdatauv(L, sizeof *w + (size_t)n * sizeof(struct ibv_wc), 0);
+	memset(w, 0, sizeof *w + (size_t)n * sizeof(struct ibv_wc));
+	w->n = n;
+	luaL_setmetatable(L, IBVL_WC_ARRAY);
+	return 1;
+}
+
+void ibvl_push_wc(lua_State *L, const struct ibv_wc *wc)
+{
+	lua_createtable(L, 0, 14);
+	ibvl_set_u64(L, "wr_id", wc->wr_id);
+	ibvl_set_enum(L, "status", ibvl_wc_statuses, wc->status);
+	ibvl_set_enum(L, "opcode", ibvl_wc_opcodes, wc->opcode);
+	ibvl_set_int(L, "vendor_err", wc->vendor_err);
+	ibvl_set_int(L, "byte_len", wc->byte_len);
+	if (wc->wc_flags & IBV_WC_WITH_IMM)
+		ibvl_set_int(L, "imm_data", be32toh(wc->imm_data));
+	if (wc->wc_flags & IBV_WC_WITH_INV)
+		ibvl_set_int(L, "invalidated_rkey", wc->invalidated_rkey);
+	ibvl_set_int(L, "qp_num", wc->qp_num);
+	ibvl_set_int(L, "src_qp", wc->src_qp);
+	ibvl_set_flags(L, "wc_flags", ibvl_wc_flags, wc->wc_flags);
+	ibvl_set_int(L, "pkey_index", wc->pkey_index);
+	ibvl_set_int(L, "slid", wc->slid);
+	ibvl_set_int(L, "sl", wc->sl);
+	ibvl_set_int(L, "dlid_path_bits", wc->dlid_path_bits);
+}
+
+static int l_get(lua_State *L)
+{
+	const struct ibv_wc *wc = check_index(L);
+	ibvl_push_wc(L, wc);
+	return 1;
+}
+
+static int l_wr_id(lua_State *L)
+{
+	ibvl_push_u64(L, check_index(L)->wr_id);
+	return 1;
+}
+
+static int l_status(lua_State *L)
+{
+	ibvl_push_enum(L, ibvl_wc_statuses, check_index(L)->status);
+	return 1;
+}
+
+static int l_opcode(lua_State *L)
+{
+	ibvl_push_enum(L, ibvl_wc_opcodes, check_index(L)->opcode);
+	return 1;
+}
+
+/* imm_data in host order, or nil when the completion carries none */
+static int l_imm_data(lua_State *L)
+{
+	const struct ibv_wc *wc = check_index(L);
+	if (wc->wc_flags & IBV_WC_WITH_IMM)
+		lua_pushinteger(L, be32toh(wc->imm_data));
+	else
+		lua_pushnil(L);
+	return 1;
+}
+
+#define WC_INT_ACCESSOR(field)                                  \
+	static int l_##field(lua_State *L)                      \
+	{                                                       \
+		lua_pushinteger(L, check_index(L)->field);      \
+		return 1;                                       \
+	}
+WC_INT_ACCESSOR(byte_len)
+WC_INT_ACCESSOR(qp_num)
+WC_INT_ACCESSOR(src_qp)
+WC_INT_ACCESSOR(vendor_err)
+WC_INT_ACCESSOR(wc_flags)
+WC_INT_ACCESSOR(pkey_index)
+WC_INT_ACCESSOR(slid)
+WC_INT_ACCESSOR(sl)
+WC_INT_ACCESSOR(dlid_path_bits)
+WC_INT_ACCESSOR(invalidated_rkey)
+
+static int l_len(lua_State *L)
+{
+	lua_pushinteger(L, ibvl_check_wcs(L, 1)->n);
+	return 1;
+}
+
+static int l_count(lua_State *L)
+{
+	lua_pushinteger(L, ibvl_check_wcs(L, 1)->count);
+	return 1;
+}
+
+void ibvl_open_wc(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"get", l_get}, {"wr_id", l_wr_id}, {"status", l_status}, {"opcode", l_opcode},
+		{"imm_data", l_imm_data}, {"byte_len", l_byte_len}, {"qp_num", l_qp_num},
+		{"src_qp", l_src_qp}, {"vendor_err", l_vendor_err}, {"wc_flags", l_wc_flags},
+		{"pkey_index", l_pkey_index}, {"slid", l_slid}, {"sl", l_sl},
+		{"dlid_path_bits", l_dlid_path_bits}, {"invalidated_rkey", l_invalidated_rkey},
+		{"count", l_count}, {NULL, NULL},
+	};
+	luaL_newmetatable(L, IBVL_WC_ARRAY);
+	lua_newtable(L);
+	luaL_setfuncs(L, methods, 0);
+	lua_setfield(L, -2, "__index");
+	lua_pushcfunction(L, l_len);
+	lua_setfield(L, -2, "__len");
+	lua_pop(L, 1);
+	lua_pushcfunction(L, l_wc_array);
+	lua_setfield(L, -2, "wc_array");
+}

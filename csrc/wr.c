@@ -1,0 +1,510 @@
+/*
+ * wr.c: work requests, from Lua tables and as prepared lists.
+ *
+ *   qp:post_recv{wr_id = 1, sg_list = {{mr = mr, offset = 0, length = 64}}}
+ *   qp:post_send{{wr_id = 2, opcode = "send", send_flags = {"signaled"},
+ *                 sg_list = {{addr = a, length = n, lkey = k}}}, {...}}   -- a chain
+ *   local rl = ibv.recv_wrs(64 [, max_sge])      -- 64 linked ibv_recv_wr
+ *   rl:fill{mr = mr, length = 64, stride = 64}   -- WR i: wr_id i-1, bytes at (i-1)*64
+ *   qp:post_recv(rl [, first, count])            -- one C call, no allocation
+ *   local sl = ibv.send_wrs(16); sl:set(1, {opcode = "rdma_write", ...})
+ *   sl:wr_id(i [, v]), sl:length(i [, v]), #sl
+ * Send WR fields: wr_id, opcode, send_flags, sg_list (or sge = {...} for one),
+ * inline (a string sent inline), imm_data, invalidate_rkey, remote_addr, rkey,
+ * compare_add, swap, ah, remote_qpn, remote_qkey, remote_srqn, mw, bind_info.
+ * An SGE is {addr=, length=, lkey=} (passed as is, the device checks it) or
+ * {mr=, offset=, length=} (checked against the MR here).
+ */
+#include <endian.h>
+#include <string.h>
+
+#include "ibvl.h"
+
+#define RECV_WRS "ibverbs.recv_wrs"
+#define SEND_WRS "ibverbs.send_wrs"
+
+static const char *const sge_fields[] = {"addr", "length", "lkey", "mr", "offset", NULL};
+
+static void parse_sge(lua_State *L, int idx, struct ibv_sge *sge)
+{
+	ibvl_check_fields(L, idx, "sge", sge_fields);
+	struct ibvl_obj *mro = ibvl_obj_field(L, idx, "mr", &ibvl_mr_class);
+	if (mro == NULL) {
+		sge->addr = ibvl_u64_field(L, idx, "addr", 0);
+		sge->length = (uint32_t)ibvl_int_field(L, idx, "length", 0, 0, UINT32_MAX);
+		sge->lkey = (uint32_t)ibvl_int_field(L, idx, "lkey", 0, 0, UINT32_MAX);
+		return;
+	}
+	if (ibvl_has_field(L, idx, "addr") || ibvl_has_field(L, idx, "lkey"))
+		luaL_error(L, "sge: give either mr (with offset, length) or addr, length, lkey");
+	struct ibv_mr *mr = mro->ptr;
+	lua_Integer size = (lua_Integer)mr->length;
+	lua_Integer off = ibvl_int_field(L, idx, "offset", 0, 0, size);
+	lua_Integer len = ibvl_int_field(L, idx, "length", size - off, 0, size - off);
+	sge->addr = (uintptr_t)mr->addr + (uint64_t)off;
+	sge->length = (uint32_t)len;
+	sge->lkey = mr->lkey;
+}
+
+/* Reads sg_list (an array of SGE tables) or sge (one SGE table) of the WR
+ * table at idx into sge[0..max_sge); returns the count. */
+int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, int max_sge)
+{
+	int n = 0;
+	lua_getfield(L, idx, "sge");
+	if (!lua_isnil(L, -1)) {
+		if (max_sge < 1)
+			luaL_error(L, "field 'sge': this list has no room for SGEs");
+		parse_sge(L, lua_gettop(L), &sge[0]);
+		n = 1;
+	}
+	lua_pop(L, 1);
+	lua_getfield(L, idx, "sg_list");
+	if (!lua_isnil(L, -1)) {
+		if (n > 0)
+			luaL_error(L, "give either 'sge' or 'sg_list', not both");
+		luaL_checktype(L, -1, LUA_TTABLE);
+		n = (int)lua_rawlen(L, -1);
+		if (n > max_sge)
+			luaL_error(L, "field 'sg_list': %d SGEs, at most %d here", n, max_sge);
+		for (int j = 0; j < n; j++) {
+			lua_rawgeti(L, -1, j + 1);
+			parse_sge(L, lua_gettop(L), &sge[j]);
+			lua_pop(L, 1);
+		}
+	}
+	lua_pop(L, 1);
+	return n;
+}
+
+static const char *const recv_fields[] = {"wr_id", "sg_list", "sge", NULL};
+
+void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ibv_sge *sge,
+                        int max_sge)
+{
+	ibvl_check_fields(L, idx, "recv wr", recv_fields);
+	wr->wr_id = ibvl_u64_field(L, idx, "wr_id", 0);
+	wr->sg_list = sge;
+	wr->num_sge = ibvl_parse_sges(L, idx, sge, max_sge);
+}
+
+static const char *const send_fields[] = {
+	"wr_id", "opcode", "send_flags", "sg_list", "sge", "inline", "imm_data",
+	"invalidate_rkey", "remote_addr", "rkey", "compare_add", "swap", "ah", "remote_qpn",
+	"remote_qkey", "remote_srqn", "mw", "bind_info", NULL,
+};
+
+static const char *const bind_fields[] = {"mr", "addr", "length", "mw_access_flags", NULL};
+
+static void parse_bind(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibvl_wr_slot *slot)
+{
+	slot->mw = ibvl_obj_field(L, idx, "mw", &ibvl_mw_class);
+	if (slot->mw == NULL)
+		luaL_error(L, "opcode 'bind_mw' needs field 'mw'");
+	wr->bind_mw.mw = slot->mw->ptr;
+	wr->bind_mw.rkey = (uint32_t)ibvl_int_field(L, idx, "rkey", 0, 0, UINT32_MAX);
+	lua_getfield(L, idx, "bind_info");
+	int b = lua_gettop(L);
+	ibvl_check_fields(L, b, "bind_info", bind_fields);
+	struct ibvl_obj *mr = ibvl_obj_field(L, b, "mr", &ibvl_mr_class);
+	struct ibv_mw_bind_info *bi = &wr->bind_mw.bind_info;
+	bi->mr = mr ? mr->ptr : NULL;
+	bi->addr = ibvl_u64_field(L, b, "addr", mr ? (uintptr_t)bi->mr->addr : 0);
+	bi->length = ibvl_u64_field(L, b, "length", mr ? bi->mr->length : 0);
+	bi->mw_access_flags =
+		(unsigned int)ibvl_flags_field(L, b, "mw_access_flags", ibvl_access_flags, 0);
+	lua_pop(L, 1);
+}
+
+/* The opcode-dependent part of a send WR. */
+static void parse_send_union(lua_State *L, int idx, struct ibv_send_wr *wr,
+                             struct ibvl_wr_slot *slot)
+{
+	switch (wr->opcode) {
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		wr->wr.atomic.remote_addr = ibvl_u64_field(L, idx, "remote_addr", 0);
+		wr->wr.atomic.rkey = (uint32_t)ibvl_int_field(L, idx, "rkey", 0, 0, UINT32_MAX);
+		wr->wr.atomic.compare_add = ibvl_u64_field(L, idx, "compare_add", 0);
+		wr->wr.atomic.swap = ibvl_u64_field(L, idx, "swap", 0);
+		return;
+	case IBV_WR_BIND_MW:
+		parse_bind(L, idx, wr, slot);
+		return;
+	default:
+		break;
+	}
+	slot->ah = ibvl_obj_field(L, idx, "ah", &ibvl_ah_class);
+	if (slot->ah != NULL) {
+		wr->wr.ud.ah = slot->ah->ptr;
+		wr->wr.ud.remote_qpn = (uint32_t)ibvl_int_field(L, idx, "remote_qpn", 0, 0, 0xffffff);
+		wr->wr.ud.remote_qkey = (uint32_t)ibvl_int_field(L, idx, "remote_qkey", 0, 0, UINT32_MAX);
+	} else {
+		wr->wr.rdma.remote_addr = ibvl_u64_field(L, idx, "remote_addr", 0);
+		wr->wr.rdma.rkey = (uint32_t)ibvl_int_field(L, idx, "rkey", 0, 0, UINT32_MAX);
+	}
+}
+
+/* Parses the send WR table at idx.  An 'inline' string becomes the single
+ * SGE with IBV_SEND_INLINE; the caller keeps the string alive. */
+void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,
+                        int max_sge, struct ibvl_wr_slot *slot)
+{
+	ibvl_check_fields(L, idx, "send wr", send_fields);
+	memset(wr, 0, sizeof *wr);
+	memset(slot, 0, sizeof *slot);
+	wr->wr_id = ibvl_u64_field(L, idx, "wr_id", 0);
+	wr->opcode = (enum ibv_wr_opcode)ibvl_enum_field(L, idx, "opcode", ibvl_wr_opcodes,
+	                                                 IBV_WR_SEND);
+	wr->send_flags = (unsigned int)ibvl_flags_field(L, idx, "send_flags", ibvl_send_flags, 0);
+	wr->sg_list = sge;
+	size_t len;
+	const char *data = ibvl_str_field(L, idx, "inline", &len);
+	if (data != NULL) {
+		if (max_sge < 1 || ibvl_has_field(L, idx, "sg_list") || ibvl_has_field(L, idx, "sge"))
+			luaL_error(L, "field 'inline': give the data either inline or in SGEs");
+		sge->addr = (uintptr_t)data;
+		sge->length = (uint32_t)len;
+		sge->lkey = 0;
+		wr->num_sge = 1;
+		wr->send_flags |= IBV_SEND_INLINE;
+	} else {
+		wr->num_sge = ibvl_parse_sges(L, idx, sge, max_sge);
+	}
+	if (wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV)
+		wr->invalidate_rkey = (uint32_t)ibvl_int_field(L, idx, "invalidate_rkey", 0, 0,
+		                                               UINT32_MAX);
+	else
+		wr->imm_data = htobe32((uint32_t)ibvl_int_field(L, idx, "imm_data", 0, 0, UINT32_MAX));
+	wr->qp_type.xrc.remote_srqn = (uint32_t)ibvl_int_field(L, idx, "remote_srqn", 0, 0,
+	                                                       0xffffff);
+	parse_send_union(L, idx, wr, slot);
+}
+
+/* ---- prepared lists ------------------------------------------------------ */
+struct wr_list {
+	int n, max_sge, send;
+	struct ibv_sge *sge;
+	struct ibvl_wr_slot *slot; /* send lists only */
+	union {
+		struct ibv_recv_wr *recv;
+		struct ibv_send_wr *snd;
+	} wr;
+	/* followed by the arrays */
+};
+
+static int new_list(lua_State *L, int send)
+{
+	int n = (int)ibvl_check_range(L, 1, 1, 1 << 20);
+	int max_sge = (int)ibvl_opt_range(L, 2, 1, 0, 64);
+	size_t wrsz = send ? sizeof(struct ibv_send_wr) : sizeof(struct ibv_recv_wr);
+	size_t slotsz = send ? sizeof(struct ibvl_wr_slot) : 0;
+	size_t size = sizeof(struct wr_list) + (size_t)n * (wrsz + slotsz) +
+		      (size_t)n * (size_t)max_sge * sizeof(struct ibv_sge);
+	struct wr_list *l = lua_newuserdatauv(L, size, 1);
+	memset(l, 0, size);
+	char *p = (char *)(l + 1);
+	l->n = n;
+	l->max_sge = max_sge;
+	l->send = send;
+	l->wr.recv = (void *)p;
+	p += (size_t)n * wrsz;
+	l->slot = send ? (void *)p : NULL;
+	p += (size_t)n * slotsz;
+	l->sge = (void *)p;
+	for (int i = 0; i < n; i++) {
+		if (send) {
+			l->wr.snd[i].next = i + 1 < n ? &l->wr.snd[i + 1] : NULL;
+			l->wr.snd[i].sg_list = &l->sge[i * max_sge];
+		} else {
+			l->wr.recv[i].next = i + 1 < n ? &l->wr.recv[i + 1] : NULL;
+			l->wr.recv[i].sg_list = &l->sge[i * max_sge];
+		}
+	}
+	lua_createtable(L, 0, 0); /* WR index -> the Lua values it points into */
+	lua_setiuservalue(L, -2, 1);
+	luaL_setmetatable(L, send ? SEND_WRS : RECV_WRS);
+	return 1;
+}
+
+static int l_recv_wrs(lua_State *L)
+{
+	return new_list(L, 0);
+}
+
+static int l_send_wrs(lua_State *L)
+{
+	return new_list(L, 1);
+}
+
+static struct wr_list *check_list(lua_State *L, int arg)
+{
+	struct wr_list *l = luaL_testudata(L, arg, RECV_WRS);
+	if (l == NULL)
+		l = luaL_checkudata(L, arg, SEND_WRS);
+	return l;
+}
+
+static int check_wr_index(lua_State *L, struct wr_list *l, int arg)
+{
+	lua_Integer i = luaL_checkinteger(L, arg);
+	if (i < 1 || i > l->n)
+		luaL_argerror(L, arg, lua_pushfstring(L, "WR index %d outside the list of %d",
+		                                      (int)i, l->n));
+	return (int)i - 1;
+}
+
+/* Parses the WR table at idx into entry i, keeping its objects and strings. */
+static void set_entry(lua_State *L, struct wr_list *l, int i, int idx)
+{
+	struct ibv_sge *sge = &l->sge[i * l->max_sge];
+	if (l->send) {
+		struct ibv_send_wr *wr = &l->wr.snd[i], *next = wr->next;
+		ibvl_parse_send_wr(L, idx, wr, sge, l->max_sge, &l->slot[i]);
+		wr->next = next;
+	} else {
+		ibvl_parse_recv_wr(L, idx, &l->wr.recv[i], sge, l->max_sge);
+	}
+	lua_getiuservalue(L, 1, 1);
+	lua_pushvalue(L, idx); /* the table keeps its ah, mw and inline string alive */
+	lua_rawseti(L, -2, i + 1);
+	lua_pop(L, 1);
+}
+
+/* list:set(i, wr) */
+static int l_set(lua_State *L)
+{
+	struct wr_list *l = check_list(L, 1);
+	int i = check_wr_index(L, l, 2);
+	luaL_checktype(L, 3, LUA_TTABLE);
+	set_entry(L, l, i, 3);
+	return 0;
+}
+
+/* list:fill(wr): every entry from one template; entry i gets wr_id + i - 1
+ * and, with stride = s, its SGE addresses (or MR offsets) moved by (i-1)*s. */
+static int l_fill(lua_State *L)
+{
+	struct wr_list *l = check_list(L, 1);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	lua_Integer stride = 0;
+	lua_newtable(L); /* the template without 'stride' */
+	int tmpl = lua_gettop(L);
+	lua_pushnil(L);
+	while (lua_next(L, 2)) {
+		if (lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), "stride") == 0) {
+			stride = ibvl_check_range(L, lua_gettop(L), INT32_MIN, INT32_MAX);
+			lua_pop(L, 1);
+			continue;
+		}
+		lua_pushvalue(L, -2);
+		lua_insert(L, -2);
+		lua_rawset(L, tmpl);
+	}
+	for (int i = 0; i < l->n; i++) {
+		set_entry(L, l, i, tmpl);
+		uint64_t id0 = l->send ? l->wr.snd[i].wr_id : l->wr.recv[i].wr_id;
+		int nsge = l->send ? l->wr.snd[i].num_sge : l->wr.recv[i].num_sge;
+		if (l->send)
+			l->wr.snd[i].wr_id = id0 + (uint64_t)i;
+		else
+			l->wr.recv[i].wr_id = id0 + (uint64_t)i;
+		for (int j = 0; j < nsge; j++)
+			l->sge[i * l->max_sge + j].addr += (uint64_t)(stride * i);
+	}
+	return 0;
+}
+
+static int l_wr_id(lua_State *L)
+{
+	struct wr_list *l = check_list(L, 1);
+	int i = check_wr_index(L, l, 2);
+	uint64_t *id = l->send ? &l->wr.snd[i].wr_id : &l->wr.recv[i].wr_id;
+	if (lua_isnoneornil(L, 3)) {
+		ibvl_push_u64(L, *id);
+		return 1;
+	}
+	*id = ibvl_check_u64(L, 3);
+	return 0;
+}
+
+/* list:length(i [, bytes]): the length of entry i's first SGE */
+static int l_length(lua_State *L)
+{
+	struct wr_list *l = check_list(L, 1);
+	int i = check_wr_index(L, l, 2);
+	if (l->max_sge == 0)
+		return luaL_argerror(L, 1, "list has no SGEs");
+	struct ibv_sge *sge = &l->sge[i * l->max_sge];
+	if (lua_isnoneornil(L, 3)) {
+		lua_pushinteger(L, sge->length);
+		return 1;
+	}
+	sge->length = (uint32_t)ibvl_check_range(L, 3, 0, UINT32_MAX);
+	return 0;
+}
+
+static int l_len(lua_State *L)
+{
+	lua_pushinteger(L, check_list(L, 1)->n);
+	return 1;
+}
+
+/* Raises when a WR in [first, first+count) points to an AH or MW closed since. */
+static void check_slots(lua_State *L, struct wr_list *l, int first, int count)
+{
+	for (int i = first; i < first + count; i++) {
+		struct ibvl_wr_slot *s = &l->slot[i];
+		if ((s->ah && s->ah->ptr == NULL) || (s->mw && s->mw->ptr == NULL))
+			luaL_error(L, "WR %d: attempt to use a closed %s", i + 1,
+			           s->ah && s->ah->ptr == NULL ? "ibverbs.ah" : "ibverbs.mw");
+	}
+}
+
+/* The WR array of the prepared list at idx (send or recv), and its length. */
+void *ibvl_wr_list(lua_State *L, int idx, int send, int *n)
+{
+	struct wr_list *l = luaL_checkudata(L, idx, send ? SEND_WRS : RECV_WRS);
+	if (send)
+		check_slots(L, l, 0, l->n);
+	*n = l->n;
+	return l->wr.recv;
+}
+
+/* ---- the chain to post --------------------------------------------------- */
+
+/* Posting helpers used by qp.c and srq.c: the WRs at arg (a prepared list with
+ * optional first, count; one WR table; or an array of WR tables) as a chain.
+ * *base is the entry that index 1 refers to, for the bad_wr index. */
+static void list_range(lua_State *L, struct wr_list *l, int arg, int *first, int *count)
+{
+	*first = lua_isnoneornil(L, arg + 1) ? 0 : check_wr_index(L, l, arg + 1);
+	lua_Integer c = ibvl_opt_range(L, arg + 2, l->n - *first, 1, l->n - *first);
+	*count = (int)c;
+}
+
+static int table_count(lua_State *L, int arg)
+{
+	luaL_checktype(L, arg, LUA_TTABLE);
+	lua_rawgeti(L, arg, 1);
+	int array = lua_istable(L, -1);
+	lua_pop(L, 1);
+	return array ? (int)lua_rawlen(L, arg) : 0; /* 0: a single WR table */
+}
+
+struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c)
+{
+	struct wr_list *l = luaL_testudata(L, arg, RECV_WRS);
+	if (l != NULL) {
+		int first, count;
+		list_range(L, l, arg, &first, &count);
+		c->base = &l->wr.recv[first];
+		c->cut = &l->wr.recv[first + count - 1];
+		c->saved = ((struct ibv_recv_wr *)c->cut)->next;
+		((struct ibv_recv_wr *)c->cut)->next = NULL;
+		c->index0 = first + 1;
+		return c->base;
+	}
+	int n = table_count(L, arg), single = n == 0;
+	n += single;
+	int max_sge = 16;
+	struct ibv_recv_wr *wr = lua_newuserdatauv(L, (size_t)n * sizeof *wr, 0);
+	struct ibv_sge *sge = lua_newuserdatauv(L, (size_t)n * max_sge * sizeof *sge, 0);
+	for (int i = 0; i < n; i++) {
+		if (!single)
+			lua_rawgeti(L, arg, i + 1);
+		ibvl_parse_recv_wr(L, single ? arg : lua_gettop(L), &wr[i], &sge[i * max_sge], max_sge);
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		if (!single)
+			lua_pop(L, 1);
+	}
+	c->base = wr;
+	c->cut = NULL;
+	c->index0 = 1;
+	return wr;
+}
+
+struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
+{
+	struct wr_list *l = luaL_testudata(L, arg, SEND_WRS);
+	if (l != NULL) {
+		int first, count;
+		list_range(L, l, arg, &first, &count);
+		check_slots(L, l, first, count);
+		c->base = &l->wr.snd[first];
+		c->cut = &l->wr.snd[first + count - 1];
+		c->saved = ((struct ibv_send_wr *)c->cut)->next;
+		((struct ibv_send_wr *)c->cut)->next = NULL;
+		c->index0 = first + 1;
+		return c->base;
+	}
+	int n = table_count(L, arg), single = n == 0;
+	n += single;
+	int max_sge = 16;
+	struct ibv_send_wr *wr = lua_newuserdatauv(L, (size_t)n * sizeof *wr, 0);
+	struct ibv_sge *sge = lua_newuserdatauv(L, (size_t)n * max_sge * sizeof *sge, 0);
+	struct ibvl_wr_slot slot;
+	for (int i = 0; i < n; i++) {
+		if (!single)
+			lua_rawgeti(L, arg, i + 1);
+		ibvl_parse_send_wr(L, single ? arg : lua_gettop(L), &wr[i], &sge[i * max_sge], max_sge,
+		                   &slot);
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		if (!single)
+			lua_pop(L, 1);
+	}
+	c->base = wr;
+	c->cut = NULL;
+	c->index0 = 1;
+	return wr;
+}
+
+/* Restores a prepared list after posting a part of it. */
+void ibvl_chain_done(struct ibvl_chain *c, int send)
+{
+	if (c->cut == NULL)
+		return;
+	if (send)
+		((struct ibv_send_wr *)c->cut)->next = c->saved;
+	else
+		((struct ibv_recv_wr *)c->cut)->next = c->saved;
+}
+
+/* nil, msg, errno, bad_index (1-based, in the list or table given) */
+int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
+                     const void *bad, size_t wrsize)
+{
+	if (rc == 0) {
+		lua_pushboolean(L, 1);
+		return 1;
+	}
+	ibvl_fail(L, call, rc);
+	if (bad != NULL)
+		lua_pushinteger(L, c->index0 + ((const char *)bad - (const char *)c->base) /
+		                                   (ptrdiff_t)wrsize);
+	else
+		lua_pushnil(L);
+	return 4;
+}
+
+void ibvl_open_wr(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"set", l_set}, {"fill", l_fill}, {"wr_id", l_wr_id}, {"length", l_length},
+		{NULL, NULL},
+	};
+	const char *names[] = {RECV_WRS, SEND_WRS};
+	for (int k = 0; k < 2; k++) {
+		luaL_newmetatable(L, names[k]);
+		lua_newtable(L);
+		luaL_setfuncs(L, methods, 0);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, l_len);
+		lua_setfield(L, -2, "__len");
+		lua_pop(L, 1);
+	}
+	lua_pushcfunction(L, l_recv_wrs);
+	lua_setfield(L, -2, "recv_wrs");
+	lua_pushcfunction(L, l_send_wrs);
+	lua_setfield(L, -2, "send_wrs");
+}
