@@ -105,14 +105,6 @@ static int destroy_addrinfo(struct ibvl_obj *o, void *ptr)
 	return 0;
 }
 
-static void set_addr(lua_State *L, const char *field, const struct sockaddr *sa, socklen_t len)
-{
-	if (sa == NULL || len == 0)
-		return;
-	ibvl_push_sockaddr(L, sa);
-	lua_setfield(L, -2, field);
-}
-
 static int push_entry_field(lua_State *L, const struct rdma_addrinfo *ai, const char *key)
 {
 	if (strcmp(key, "flags") == 0)

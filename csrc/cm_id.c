@@ -63,6 +63,13 @@ static const struct ibvl_class borrowed_pd = {"ibverbs.pd", destroy_borrowed,
 
 static const char *const owned_keys[] = {"qp", "srq", "send_cq", "recv_cq", NULL};
 
+static void push_borrowed(lua_State *L, const struct ibvl_class *cls, void *cptr);
+
+void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx)
+{
+	push_borrowed(L, &borrowed_context, ctx);
+}
+
 static void push_borrowed(lua_State *L, const struct ibvl_class *cls, void *cptr)
 {
 	if (ibvl_push_tracked(L, cptr))

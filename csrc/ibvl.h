@@ -208,6 +208,8 @@ void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_i
 int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
 void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
 void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
+void ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
+struct ibvl_obj *ibvl_srq_new(lua_State *L, uint32_t max_wr, uint32_t max_sge);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
 /* ---- work requests (wr.c) ----------------------------------------------- */
@@ -261,6 +263,9 @@ void ibvl_open_cm_addr(lua_State *L);
 void ibvl_cm_functions(lua_State *L, const luaL_Reg *fns);
 struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L);
 void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_idx);
+void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
+void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx);
+void ibvl_open_cm_qp(lua_State *L);
 void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx);
 int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
 void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);

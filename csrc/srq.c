@@ -41,6 +41,16 @@ const struct ibvl_class ibvl_srq_class = {"ibverbs.srq", destroy_srq, "ibv_destr
 static const char *const srq_fields[] = {"max_wr", "max_sge", "srq_limit", NULL};
 
 /* pd:create_srq{max_wr=, max_sge=, srq_limit=} */
+/* A closed SRQ userdata that will hold an SRQ with the given caps (for
+ * SRQs that rdma_create_srq makes). */
+struct ibvl_obj *ibvl_srq_new(lua_State *L, uint32_t max_wr, uint32_t max_sge)
+{
+	struct srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
+	s->max_wr = max_wr;
+	s->max_sge = max_sge;
+	return &s->o;
+}
+
 static int l_create_srq(lua_State *L)
 {
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
