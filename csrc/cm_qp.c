@@ -13,9 +13,10 @@
  *   local ep = assert(cm.create_ep(ai [, {pd = pd, qp_init_attr = {...}}]))
  * With no pd the QP is on the id's default PD; with no CQs librdmacm makes
  * them, each with a completion channel.  These are adopted as ordinary
- * userdata and detached from the C id (only id->qp stays, for the connection
- * calls), so rdma_destroy_qp/rdma_destroy_ep never free them a second time;
- * the id keeps them and closes them when it closes.
+ * userdata and detached from the C id (only id->qp and id->srq stay: the QP
+ * and SRQ userdata free them with rdma_destroy_qp/rdma_destroy_srq), so
+ * rdma_destroy_ep never frees them a second time; the id keeps them and
+ * closes them when it closes.
  */
 #include <string.h>
 
@@ -280,19 +281,19 @@ static int create_srq(lua_State *L, int ex)
 	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
 	if (owned(id, OWN_SRQ) != NULL)
 		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", EEXIST);
-	struct ibvl_obj *o = ibvl_srq_new(L, a.attr.max_wr, a.attr.max_sge);
+	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
 	int rc = ex ? rdma_create_srq_ex(cid, &a)
 	            : rdma_create_srq(cid, a.pd, (struct ibv_srq_init_attr *)&a);
 	if (rc != 0)
 		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", errno);
-	o->ptr = cid->srq;
-	cid->srq = NULL; /* ours now: rdma_destroy_ep must not free it */
+	s->o.ptr = cid->srq; /* cid->srq stays: rdma_destroy_srq frees it */
+	s->cm_id = cid;
 	if (pd != NULL) {
 		lua_getfield(L, 2, "pd");
 		ibvl_use(L, -2, -1);
 		lua_pop(L, 1);
 	}
-	ibvl_track(L, -1);
+	ibvl_srq_adopt(L, &a.attr, a.srq_type);
 	set_owned(L, 1, OWN_SRQ);
 	adopt_cqs(L, 1); /* an XRC SRQ's CQ */
 	return 1;

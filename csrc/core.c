@@ -73,6 +73,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_qp(L);
 	ibvl_open_wr(L);
 	ibvl_open_loop(L);
+	ibvl_open_ffi(L);
 	ibvl_open_cm_channel(L);
 	ibvl_open_cm_id(L);
 	ibvl_open_cm_addr(L);

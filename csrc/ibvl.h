@@ -160,6 +160,7 @@ void ibvl_open_pd(lua_State *L);
 void ibvl_open_mr(lua_State *L);
 void ibvl_open_buffer(lua_State *L);
 void ibvl_open_constants(lua_State *L);
+void ibvl_open_ffi(lua_State *L); /* last: core.rawptr, core.rawmem */
 
 void ibvl_open_channel(lua_State *L);
 void ibvl_open_cq(lua_State *L);
@@ -209,8 +210,24 @@ int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
 void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
 void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
 void ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
-struct ibvl_obj *ibvl_srq_new(lua_State *L, uint32_t max_wr, uint32_t max_sge);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
+
+/* ---- shared receive queues (srq.c) -------------------------------------- */
+struct ibvl_srq {
+	struct ibvl_obj o;        /* o.ptr: struct ibv_srq * */
+	struct rdma_cm_id *cm_id; /* set when rdma_create_srq made it: rdma_destroy_srq */
+	uint32_t max_wr, max_sge; /* granted */
+	int srq_type;             /* enum ibv_srq_type */
+	uint32_t srq_num;         /* XRC SRQs */
+};
+
+/* Finishes the SRQ userdata at the top of the stack (made with ibvl_new and
+ * given its ptr, and cm_id where rdma_create_srq made it, and its ibvl_use of
+ * the objects it uses): records the granted sizes and tracks it for events. */
+void ibvl_srq_adopt(lua_State *L, const struct ibv_srq_attr *granted, int srq_type);
+
+/* ---- XRC domains (xrcd.c) ----------------------------------------------- */
+int ibvl_xrc_errno(struct ibv_context *ctx, int err);
 
 /* ---- work requests (wr.c) ----------------------------------------------- */
 struct ibvl_wr_slot {
@@ -224,19 +241,21 @@ void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ib
 void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,
                         int max_sge, struct ibvl_wr_slot *slot);
 
-/* A chain about to be posted: a part of a prepared list is cut at its end
- * and restored by ibvl_chain_done. */
+/* A chain about to be posted: the list is cut after its last WR and
+ * restored by ibvl_chain_done. */
 struct ibvl_chain {
-	void *base;   /* the WR that index0 names */
-	void *cut;    /* the last WR of a prepared range, or NULL */
-	void *saved;  /* its next pointer */
+	void *base;       /* the WR that index0 names */
+	void **next_slot; /* the next pointer of the last WR */
+	void *saved;      /* its value before the cut */
 	int index0;
 };
 
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
-void ibvl_chain_done(struct ibvl_chain *c, int send);
+void ibvl_chain_done(struct ibvl_chain *c);
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
+void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
+                       int *nsge);
 int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
                      const void *bad, size_t wrsize);
 
@@ -253,7 +272,7 @@ struct ibvl_cm_id {
 	size_t connect_len; /* private data rdma_create_ep prepends to rdma_connect's */
 	/* what the cm made for the id, adopted as ordinary userdata the id keeps
 	 * (user value) and closes with it; librdmacm's pointers to all but the QP
-	 * are cleared, so rdma_destroy_qp/ep never free them a second time */
+	 * and SRQ are cleared, so rdma_destroy_qp/srq/ep never free them twice */
 	struct ibvl_obj *owned[6]; /* qp, srq, send_cq, recv_cq, send/recv channels */
 };
 

@@ -111,4 +111,6 @@ end
 
 ibv.extend("ibverbs.qp", { to_init = to_init, to_rtr = to_rtr, to_rts = to_rts, connect = connect })
 
+require("ibverbs.xrc").install(ibv) -- the legacy OFED 1.x XRC calls
+
 return ibv
