@@ -1,6 +1,7 @@
 -- A synchronous rdma_cm server for the device specs: create_ep (passive) with
--- a QP template, get_request, accept, one receive.  Prints "ready", then the
--- message and the private data of the request.
+-- a QP template, get_request, accept, one receive, disconnect.  Prints
+-- "ready", then the message and the private data of the request, then the
+-- event its disconnect ended with.
 --   lua spec/cm/ep_server.lua ADDR PORT
 local cm = require "ibverbs.cm"
 
@@ -19,6 +20,9 @@ assert(id:accept())
 local wc = assert(id:get_recv_comp(20))
 assert(wc.status == "success", wc.status)
 print("got " .. mr:read(0, wc.byte_len) .. " " .. request_data)
+io.stdout:flush()
+assert(id:disconnect()) -- synchronous: returns once the peer's disconnect completes it
+print("disconnect " .. id.event.event)
 io.stdout:flush()
 assert(id:dereg_mr(mr))
 id:close()
