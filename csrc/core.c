@@ -75,6 +75,10 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_wr(L);
 	ibvl_open_loop(L);
 	ibvl_open_ffi(L);
+	ibvl_open_cm_channel(L);
+	ibvl_open_cm_id(L);
+	ibvl_open_cm_addr(L);
+	ibvl_open_cm_qp(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");
 	return 1;

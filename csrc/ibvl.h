@@ -80,6 +80,7 @@ void ibvl_use(lua_State *L, int objidx, int usedidx);
 void ibvl_keep(lua_State *L, int objidx, int validx);
 int ibvl_push_ref(lua_State *L, int objidx, int n);
 void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx);
+void ibvl_unuse(lua_State *L, int objidx, int slot);
 void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_opt(lua_State *L, int idx, const struct ibvl_class *cls);
@@ -212,6 +213,7 @@ void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_i
 int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
 void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
 void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
+void ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
 /* ---- shared receive queues (srq.c) -------------------------------------- */
@@ -264,5 +266,39 @@ void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge 
                        int *nsge);
 int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
                      const void *bad, size_t wrsize);
+
+/* ---- rdma_cm (cm_channel.c, cm_id.c, cm_addr.c, cm_qp.c) ------------------ */
+struct rdma_cm_id;
+struct rdma_cm_event;
+struct sockaddr;
+struct sockaddr_storage;
+
+struct ibvl_cm_id {
+	struct ibvl_obj o;  /* o.ptr: struct rdma_cm_id * */
+	int ep;             /* made by rdma_create_ep: destroyed with rdma_destroy_ep */
+	int chan_slot;      /* which used object is its event channel; -1 in sync mode */
+	size_t connect_len; /* private data rdma_create_ep prepends to rdma_connect's */
+	/* what the cm made for the id, adopted as ordinary userdata the id keeps
+	 * (user value) and closes with it; librdmacm's pointers to all but the QP
+	 * and SRQ are cleared, so rdma_destroy_qp/srq/ep never free them twice */
+	struct ibvl_obj *owned[6]; /* qp, srq, send_cq, recv_cq, send/recv channels */
+};
+
+void ibvl_open_cm_channel(lua_State *L);
+void ibvl_open_cm_id(lua_State *L);
+void ibvl_open_cm_addr(lua_State *L);
+void ibvl_cm_functions(lua_State *L, const luaL_Reg *fns);
+struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L);
+void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_idx);
+void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
+void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx);
+void ibvl_open_cm_qp(lua_State *L);
+void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx);
+int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
+void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);
+void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa);
+
+extern const struct ibvl_class ibvl_cm_channel_class, ibvl_cm_id_class, ibvl_cm_addrinfo_class;
+extern const struct ibvl_enum ibvl_cm_port_spaces[], ibvl_cm_event_types[];
 
 #endif

@@ -278,6 +278,40 @@ void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx)
 	list_append(&u->deps, l);
 }
 
+/* The object at objidx stops using its slot-th used object (a cm id leaving
+ * its event channel for synchronous operation); later slots move down. */
+void ibvl_unuse(lua_State *L, int objidx, int slot)
+{
+	objidx = lua_absindex(L, objidx);
+	struct ibvl_obj *o = lua_touserdata(L, objidx);
+	struct ibvl_obj *u = o->refs[slot];
+	list_remove(&o->links[slot]);
+	for (int i = slot + 1; i < o->nrefs; i++) {
+		list_remove(&o->links[i]);
+		o->refs[i - 1] = o->refs[i];
+		o->links[i - 1].user = o;
+		list_append(&o->refs[i - 1]->deps, &o->links[i - 1]);
+	}
+	o->nrefs--;
+	lua_getiuservalue(L, objidx, 1); /* drop the reference, shifting the rest down */
+	int t = lua_gettop(L), n = (int)lua_rawlen(L, t), at = 0;
+	for (int i = 1; i <= n && at == 0; i++) {
+		lua_rawgeti(L, t, i);
+		if (lua_touserdata(L, -1) == (void *)u)
+			at = i;
+		lua_pop(L, 1);
+	}
+	for (int i = at; at > 0 && i < n; i++) {
+		lua_rawgeti(L, t, i + 1);
+		lua_rawseti(L, t, i);
+	}
+	if (at > 0) {
+		lua_pushnil(L);
+		lua_rawseti(L, t, n);
+	}
+	lua_pop(L, 1);
+}
+
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls)
 {
 	struct ibvl_obj *o = luaL_testudata(L, idx, cls->name);

@@ -120,7 +120,7 @@ static const char *const init_fields[] = {
 static const char *const used_fields[] = {"pd", "send_cq", "recv_cq", "srq", "xrcd", NULL};
 
 /* Reads an ibv_qp_init_attr_ex; comp_mask gets a bit for each extended field given. */
-static void parse_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a)
+void ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a)
 {
 	ibvl_check_fields(L, idx, "init_attr", init_fields);
 	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_cq_class, &ibvl_cq_class,
@@ -202,7 +202,7 @@ static int create(lua_State *L, int pd_idx, int ctx_idx)
 	luaL_checktype(L, attr, LUA_TTABLE);
 	if (pd_idx && ibvl_has_field(L, attr, "pd"))
 		luaL_error(L, "init_attr: field 'pd': the QP is created on this PD already");
-	parse_init_attr(L, attr, &a);
+	ibvl_parse_qp_init_attr(L, attr, &a);
 	if (pd_idx) {
 		a.pd = ((struct ibvl_obj *)lua_touserdata(L, pd_idx))->ptr;
 		a.comp_mask |= IBV_QP_INIT_ATTR_PD;

@@ -28,7 +28,8 @@ build = {
   modules = {
     ["ibverbs.core"] = {
       sources = {
-        "csrc/ah.c", "csrc/buffer.c", "csrc/channel.c", "csrc/context.c", "csrc/core.c",
+        "csrc/ah.c", "csrc/buffer.c", "csrc/channel.c", "csrc/cm_addr.c", "csrc/cm_channel.c",
+        "csrc/cm_id.c", "csrc/cm_qp.c", "csrc/context.c", "csrc/core.c",
         "csrc/cq.c", "csrc/device.c", "csrc/enums.c", "csrc/ffi.c", "csrc/helpers.c", "csrc/loop.c",
         "csrc/mr.c", "csrc/mw.c", "csrc/object.c", "csrc/pd.c", "csrc/qp.c", "csrc/qp_ex.c", "csrc/srq.c",
         "csrc/wc.c", "csrc/wr.c", "csrc/xrcd.c",
@@ -41,6 +42,7 @@ build = {
     ["ibverbs"] = "lua/ibverbs.lua",
     ["ibverbs.xrc"] = "lua/ibverbs/xrc.lua",
     ["ibverbs.ffi"] = "lua/ibverbs/ffi.lua",
+    ["ibverbs.cm"] = "lua/ibverbs/cm.lua",
   },
 }
 test = {

@@ -1,0 +1,440 @@
+/*
+ * cm_id.c: rdma_cm ids: addresses, routes, connections, multicast.
+ *
+ *   local id = assert(ch:create_id{ps = "tcp"})      -- events come on ch
+ *   local sid = assert(cm.create_id{ps = "udp"})     -- no channel: synchronous calls
+ *   id:bind_addr("192.0.2.1:7471"); id:listen(8)
+ *   id:resolve_addr(nil, "192.0.2.1:7471", 2000); id:resolve_route(2000)
+ *   id:connect{private_data = "hi", qp_num = n, retry_count = 7}  -- conn_param, or nil
+ *   id:accept(conn_param); id:reject("why"); id:disconnect(); id:establish()
+ *   local cid = assert(sid:get_request(5.0))         -- synchronous listener
+ *   id:migrate_id(other_ch)  -- or nil: synchronous
+ *   id:set_option("tos", 32); id:get_local_addr(), id:get_peer_addr()  -- "ip:port"
+ *   id:join_multicast("239.1.1.1" [, "sendonly_fullmember"]); id:leave_multicast(addr)
+ *   id.port_num, id.ps, id.qp_type, id.context, id.pd, id.event (synchronous ids)
+ *   local ep = assert(cm.create_ep(ai [, {pd =, qp_init_attr = {...}}]))
+ * id:close() destroys what the cm made for the id (cm_qp.c) and then the id.
+ * id.context is librdmacm's own device context and id.pd its default PD,
+ * wrapped without taking ownership: closing them destroys nothing.
+ */
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "ibvl.h"
+
+const struct ibvl_enum ibvl_cm_port_spaces[] = {
+	{"tcp", RDMA_PS_TCP}, {"udp", RDMA_PS_UDP}, {"ib", RDMA_PS_IB}, {"ipoib", RDMA_PS_IPOIB},
+	{"rc", RDMA_PS_TCP}, {"ud", RDMA_PS_UDP}, {NULL, 0},
+};
+
+static const struct ibvl_enum join_flags[] = {
+	{"fullmember", RDMA_MC_JOIN_FLAG_FULLMEMBER},
+	{"sendonly_fullmember", RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER}, {NULL, 0},
+};
+
+static int destroy_id(struct ibvl_obj *o, void *ptr)
+{
+	struct ibvl_cm_id *id = (struct ibvl_cm_id *)o;
+	for (int i = 0; i < 6; i++) /* the QP first: the rest are its users' */
+		if (id->owned[i] != NULL)
+			ibvl_close_forced(id->owned[i]);
+	if (id->ep) {
+		rdma_destroy_ep(ptr);
+		return 0;
+	}
+	return rdma_destroy_id(ptr) ? errno : 0;
+}
+
+static int destroy_borrowed(struct ibvl_obj *o, void *ptr)
+{
+	(void)o;
+	(void)ptr;
+	return 0;
+}
+
+/* librdmacm's device context and default PD, under the core's metatables */
+static const struct ibvl_class borrowed_context = {"ibverbs.context", destroy_borrowed,
+                                                   "rdma_cm (context of an id)", NULL};
+static const struct ibvl_class borrowed_pd = {"ibverbs.pd", destroy_borrowed,
+                                              "rdma_cm (default PD of an id)", NULL};
+
+static const char *const owned_keys[] = {"qp", "srq", "send_cq", "recv_cq", NULL};
+
+static void push_borrowed(lua_State *L, const struct ibvl_class *cls, void *cptr);
+
+void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx)
+{
+	push_borrowed(L, &borrowed_context, ctx);
+}
+
+static void push_borrowed(lua_State *L, const struct ibvl_class *cls, void *cptr)
+{
+	if (ibvl_push_tracked(L, cptr))
+		return;
+	lua_pop(L, 1);
+	struct ibvl_obj *o = ibvl_new(L, cls, sizeof *o);
+	o->ptr = cptr;
+	ibvl_track(L, -1);
+}
+
+/* id.pd: the PD given to create_qp/create_ep, or librdmacm's default PD (which
+ * lives while an id on its device does: the wrapper uses this id). */
+static void push_pd(lua_State *L, struct rdma_cm_id *cid)
+{
+	lua_getiuservalue(L, 1, 1);
+	lua_getfield(L, -1, "pd");
+	struct ibvl_obj *user = lua_touserdata(L, -1);
+	if (user != NULL && user->ptr == cid->pd)
+		return;
+	lua_pop(L, 2);
+	if (ibvl_push_tracked(L, cid->pd))
+		return;
+	lua_pop(L, 1);
+	push_borrowed(L, &borrowed_context, cid->verbs);
+	struct ibvl_obj *pd = ibvl_new(L, &borrowed_pd, sizeof *pd);
+	pd->ptr = cid->pd;
+	ibvl_use(L, -1, -2); /* pd:context() is its first used object */
+	ibvl_use(L, -1, 1);
+	ibvl_track(L, -1);
+}
+
+static int id_field(lua_State *L, void *obj, const char *key)
+{
+	struct rdma_cm_id *cid = ((struct ibvl_obj *)obj)->ptr;
+	if (strcmp(key, "port_num") == 0)
+		lua_pushinteger(L, cid->port_num);
+	else if (strcmp(key, "ps") == 0)
+		ibvl_push_enum(L, ibvl_cm_port_spaces, cid->ps);
+	else if (strcmp(key, "qp_type") == 0)
+		ibvl_push_enum(L, ibvl_qp_types, cid->qp_type);
+	else if (strcmp(key, "context") == 0 && cid->verbs != NULL)
+		push_borrowed(L, &borrowed_context, cid->verbs);
+	else if (strcmp(key, "pd") == 0 && cid->pd != NULL)
+		push_pd(L, cid);
+	else if (strcmp(key, "event") == 0 && cid->event != NULL)
+		ibvl_cm_push_event(L, cid->event, 0);
+	else {
+		for (int i = 0; owned_keys[i] != NULL; i++) {
+			struct ibvl_obj *o = ((struct ibvl_cm_id *)obj)->owned[i];
+			if (strcmp(key, owned_keys[i]) == 0 && o != NULL && o->ptr != NULL) {
+				lua_getiuservalue(L, 1, 1);
+				lua_getfield(L, -1, key);
+				return 1;
+			}
+		}
+		return 0;
+	}
+	return 1;
+}
+
+const struct ibvl_class ibvl_cm_id_class = {"ibverbs.cm_id", destroy_id, "rdma_destroy_id",
+                                            id_field};
+
+static struct rdma_cm_id *check_id(lua_State *L)
+{
+	return ((struct ibvl_obj *)ibvl_check(L, 1, &ibvl_cm_id_class))->ptr;
+}
+
+/* A closed id userdata, for an id librdmacm is about to hand over. */
+struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L)
+{
+	struct ibvl_cm_id *id = ibvl_new(L, &ibvl_cm_id_class, sizeof *id);
+	id->chan_slot = -1;
+	return id;
+}
+
+/* The userdata at idx takes cid; it uses the event channel at chan_idx (0: none). */
+void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_idx)
+{
+	struct ibvl_cm_id *id = lua_touserdata(L, idx);
+	id->o.ptr = cid;
+	cid->context = id;
+	if (chan_idx != 0) {
+		ibvl_use(L, idx, chan_idx);
+		id->chan_slot = id->o.nrefs - 1;
+	}
+	ibvl_track(L, idx);
+}
+
+static const char *const id_fields[] = {"ps", NULL};
+
+/* cm.create_id([channel,] [{ps = "tcp"}]), ch:create_id([{ps = "udp"}]) */
+static int l_create_id(lua_State *L)
+{
+	struct ibvl_obj *ch = ibvl_test(L, 1, &ibvl_cm_channel_class);
+	int attr = ch != NULL ? 2 : 1;
+	if (ch == NULL && lua_isnil(L, 1))
+		attr = 2; /* cm.create_id(nil, {...}) */
+	int ps = RDMA_PS_TCP;
+	if (!lua_isnoneornil(L, attr)) {
+		ibvl_check_fields(L, attr, "attr", id_fields);
+		ps = (int)ibvl_enum_field(L, attr, "ps", ibvl_cm_port_spaces, RDMA_PS_TCP);
+	}
+	ibvl_cm_new_id(L);
+	struct rdma_cm_id *cid;
+	if (rdma_create_id(ch ? ch->ptr : NULL, &cid, NULL, (enum rdma_port_space)ps) != 0)
+		return ibvl_fail(L, "rdma_create_id", errno);
+	ibvl_cm_adopt_id(L, lua_gettop(L), cid, ch ? 1 : 0);
+	return 1;
+}
+
+/* ---- addresses and routes ----------------------------------------------- */
+static int l_bind_addr(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	struct sockaddr_storage ss;
+	ibvl_check_sockaddr(L, 2, &ss);
+	return ibvl_result(L, "rdma_bind_addr", rdma_bind_addr(cid, (struct sockaddr *)&ss));
+}
+
+/* id:resolve_addr(src_or_nil, dst [, timeout_ms = 2000]) */
+static int l_resolve_addr(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	struct sockaddr_storage src, dst;
+	if (!lua_isnil(L, 2))
+		ibvl_check_sockaddr(L, 2, &src);
+	ibvl_check_sockaddr(L, 3, &dst);
+	int ms = (int)ibvl_opt_range(L, 4, 2000, 1, INT32_MAX);
+	int rc = rdma_resolve_addr(cid, lua_isnil(L, 2) ? NULL : (struct sockaddr *)&src,
+	                           (struct sockaddr *)&dst, ms);
+	return ibvl_result(L, "rdma_resolve_addr", rc);
+}
+
+static int l_resolve_route(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	int ms = (int)ibvl_opt_range(L, 2, 2000, 1, INT32_MAX);
+	return ibvl_result(L, "rdma_resolve_route", rdma_resolve_route(cid, ms));
+}
+
+static int push_addr(lua_State *L, struct sockaddr *sa)
+{
+	ibvl_push_sockaddr(L, sa);
+	return 1;
+}
+
+static int l_get_local_addr(lua_State *L)
+{
+	return push_addr(L, rdma_get_local_addr(check_id(L)));
+}
+
+static int l_get_peer_addr(lua_State *L)
+{
+	return push_addr(L, rdma_get_peer_addr(check_id(L)));
+}
+
+static int l_get_src_port(lua_State *L)
+{
+	lua_pushinteger(L, ntohs(rdma_get_src_port(check_id(L))));
+	return 1;
+}
+
+static int l_get_dst_port(lua_State *L)
+{
+	lua_pushinteger(L, ntohs(rdma_get_dst_port(check_id(L))));
+	return 1;
+}
+
+/* ---- connections --------------------------------------------------------- */
+static const char *const conn_fields[] = {"private_data", "responder_resources",
+                                          "initiator_depth", "flow_control", "retry_count",
+                                          "rnr_retry_count", "srq", "qp_num", NULL};
+
+/* The conn_param table at idx into p; NULL when absent. */
+static struct rdma_conn_param *opt_conn_param(lua_State *L, int idx, struct rdma_conn_param *p)
+{
+	if (lua_isnoneornil(L, idx))
+		return NULL;
+	struct ibvl_cm_id *id = lua_touserdata(L, 1);
+	ibvl_check_fields(L, idx, "conn_param", conn_fields);
+	memset(p, 0, sizeof *p);
+	size_t len = 0, max = 255 - id->connect_len;
+	p->private_data = ibvl_str_field(L, idx, "private_data", &len);
+	if (len > max)
+		luaL_error(L, "conn_param: field 'private_data': at most %d bytes, got %d", (int)max,
+		           (int)len);
+	p->private_data_len = (uint8_t)len;
+	p->responder_resources =
+		(uint8_t)ibvl_int_field(L, idx, "responder_resources", RDMA_MAX_RESP_RES, 0, 255);
+	p->initiator_depth =
+		(uint8_t)ibvl_int_field(L, idx, "initiator_depth", RDMA_MAX_INIT_DEPTH, 0, 255);
+	p->flow_control = (uint8_t)ibvl_int_field(L, idx, "flow_control", 1, 0, 1);
+	p->retry_count = (uint8_t)ibvl_int_field(L, idx, "retry_count", 7, 0, 7);
+	p->rnr_retry_count = (uint8_t)ibvl_int_field(L, idx, "rnr_retry_count", 7, 0, 7);
+	p->srq = (uint8_t)ibvl_bool_field(L, idx, "srq", 0);
+	p->qp_num = (uint32_t)ibvl_int_field(L, idx, "qp_num", 0, 0, 0xffffff);
+	return p;
+}
+
+static int l_connect(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	struct rdma_conn_param p;
+	return ibvl_result(L, "rdma_connect", rdma_connect(cid, opt_conn_param(L, 2, &p)));
+}
+
+static int l_accept(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	struct rdma_conn_param p;
+	struct rdma_conn_param *pp = opt_conn_param(L, 2, &p);
+	if (pp == NULL && cid->qp == NULL && cid->ps == RDMA_PS_TCP)
+		return luaL_argerror(L, 2, "conn_param with qp_num expected (the id has no QP)");
+	return ibvl_result(L, "rdma_accept", rdma_accept(cid, pp));
+}
+
+/* id:reject([private_data]) */
+static int l_reject(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	size_t len = 0;
+	const char *data = luaL_optlstring(L, 2, NULL, &len);
+	luaL_argcheck(L, len <= 255, 2, "private data of at most 255 bytes expected");
+	return ibvl_result(L, "rdma_reject", rdma_reject(cid, data, (uint8_t)len));
+}
+
+static int l_disconnect(lua_State *L)
+{
+	return ibvl_result(L, "rdma_disconnect", rdma_disconnect(check_id(L)));
+}
+
+static int l_establish(lua_State *L)
+{
+	return ibvl_result(L, "rdma_establish", rdma_establish(check_id(L)));
+}
+
+static int l_listen(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	int backlog = (int)ibvl_opt_range(L, 2, 0, 0, INT32_MAX);
+	return ibvl_result(L, "rdma_listen", rdma_listen(cid, backlog));
+}
+
+/* sid:get_request([timeout_s]): the next connection request of a synchronous
+ * listener, as a new id (with its QP when the listener came from create_ep). */
+static int l_get_request(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	int n = ibvl_cm_wait(L, cid->channel->fd, 2, "rdma_get_request");
+	if (n != 0)
+		return n;
+	ibvl_cm_new_id(L);
+	int idx = lua_gettop(L);
+	struct rdma_cm_id *nid;
+	if (rdma_get_request(cid, &nid) != 0)
+		return ibvl_fail(L, "rdma_get_request", errno);
+	ibvl_cm_adopt_id(L, idx, nid, 0);
+	ibvl_cm_adopt_owned(L, idx, 1);
+	return 1;
+}
+
+/* id:migrate_id(channel | nil) */
+static int l_migrate_id(lua_State *L)
+{
+	struct ibvl_cm_id *id = ibvl_check(L, 1, &ibvl_cm_id_class);
+	struct ibvl_obj *ch = ibvl_opt(L, 2, &ibvl_cm_channel_class);
+	if (rdma_migrate_id(id->o.ptr, ch ? ch->ptr : NULL) != 0)
+		return ibvl_fail(L, "rdma_migrate_id", errno);
+	if (ch != NULL && id->chan_slot >= 0) {
+		ibvl_swap_use(L, 1, id->chan_slot, 2);
+	} else if (ch != NULL) {
+		ibvl_use(L, 1, 2);
+		id->chan_slot = id->o.nrefs - 1;
+	} else if (id->chan_slot >= 0) {
+		ibvl_unuse(L, 1, id->chan_slot);
+		id->chan_slot = -1;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static const struct {
+	const char *name;
+	int level, optname, size; /* size 0: a string of bytes */
+} options[] = {
+	{"tos", RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, 1},
+	{"reuseaddr", RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, sizeof(int)},
+	{"afonly", RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, sizeof(int)},
+	{"ack_timeout", RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, 1},
+	{"ib_path", RDMA_OPTION_IB, RDMA_OPTION_IB_PATH, 0},
+	{NULL, 0, 0, 0},
+};
+
+/* id:set_option(name, value): "tos", "ack_timeout" (0..255), "reuseaddr",
+ * "afonly" (boolean or integer), "ib_path" (struct ibv_path_data bytes) */
+static int l_set_option(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	const char *name = luaL_checkstring(L, 2);
+	int i = 0;
+	while (options[i].name != NULL && strcmp(options[i].name, name) != 0)
+		i++;
+	if (options[i].name == NULL)
+		return luaL_argerror(L, 2, lua_pushfstring(L, "unknown option '%s' (expected 'tos', "
+		                                              "'reuseaddr', 'afonly', 'ack_timeout' or "
+		                                              "'ib_path')", name));
+	uint8_t u8 = 0;
+	int iv = 0;
+	size_t len = (size_t)options[i].size;
+	void *val = len == 1 ? (void *)&u8 : (void *)&iv;
+	if (len == 0)
+		val = (void *)luaL_checklstring(L, 3, &len);
+	else if (lua_isboolean(L, 3))
+		iv = lua_toboolean(L, 3);
+	else if (len == 1)
+		u8 = (uint8_t)ibvl_check_range(L, 3, 0, 255);
+	else
+		iv = (int)ibvl_check_range(L, 3, INT32_MIN, INT32_MAX);
+	int rc = rdma_set_option(cid, options[i].level, options[i].optname, val, len);
+	return ibvl_result(L, "rdma_set_option", rc);
+}
+
+/* ---- multicast ----------------------------------------------------------- */
+static int l_join_multicast(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	struct sockaddr_storage ss;
+	ibvl_check_sockaddr(L, 2, &ss);
+	if (lua_isnoneornil(L, 3))
+		return ibvl_result(L, "rdma_join_multicast",
+		                   rdma_join_multicast(cid, (struct sockaddr *)&ss, NULL));
+	struct rdma_cm_join_mc_attr_ex a = {
+		.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+		.join_flags = (uint32_t)ibvl_check_enum(L, 3, join_flags),
+		.addr = (struct sockaddr *)&ss,
+	};
+	return ibvl_result(L, "rdma_join_multicast_ex", rdma_join_multicast_ex(cid, &a, NULL));
+}
+
+static int l_leave_multicast(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	struct sockaddr_storage ss;
+	ibvl_check_sockaddr(L, 2, &ss);
+	return ibvl_result(L, "rdma_leave_multicast",
+	                   rdma_leave_multicast(cid, (struct sockaddr *)&ss));
+}
+
+void ibvl_open_cm_id(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"bind_addr", l_bind_addr}, {"resolve_addr", l_resolve_addr},
+		{"resolve_route", l_resolve_route}, {"listen", l_listen},
+		{"get_request", l_get_request}, {"connect", l_connect}, {"accept", l_accept},
+		{"reject", l_reject}, {"disconnect", l_disconnect}, {"establish", l_establish},
+		{"migrate_id", l_migrate_id}, {"set_option", l_set_option},
+		{"get_local_addr", l_get_local_addr}, {"get_peer_addr", l_get_peer_addr},
+		{"get_src_port", l_get_src_port}, {"get_dst_port", l_get_dst_port},
+		{"join_multicast", l_join_multicast}, {"leave_multicast", l_leave_multicast},
+		{NULL, NULL},
+	};
+	static const luaL_Reg ch_methods[] = {{"create_id", l_create_id}, {NULL, NULL}};
+	static const luaL_Reg fns[] = {{"create_id", l_create_id}, {NULL, NULL}};
+	ibvl_register(L, &ibvl_cm_id_class, methods);
+	ibvl_add_methods(L, ibvl_cm_channel_class.name, ch_methods);
+	ibvl_cm_functions(L, fns);
+}

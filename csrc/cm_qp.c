@@ -1,0 +1,490 @@
+/*
+ * cm_qp.c: queue pairs and SRQs on cm ids, rdma_create_ep, and the
+ * rdma_verbs helpers.
+ *
+ *   local qp = assert(id:create_qp{cap = {max_send_wr = 16, max_recv_wr = 16}})
+ *   id.qp, id.send_cq, id.recv_cq   -- ibverbs.qp / ibverbs.cq: the core's methods work
+ *   id:create_qp_ex{...}; id:destroy_qp()
+ *   local srq = assert(id:create_srq{max_wr = 64}); id:destroy_srq()  -- QPs made later use it
+ *   id:post_recv(wr_id, mr [, offset, length]); id:post_send(wr_id, mr, off, len [, flags])
+ *   id:post_read(wr_id, mr, off, len, flags, remote_addr, rkey); id:post_write(...)
+ *   id:post_ud_send(wr_id, mr, off, len, flags, ah, remote_qpn)
+ *   local wc = id:get_send_comp([timeout_s]); id:get_recv_comp([timeout_s])
+ *   local ep = assert(cm.create_ep(ai [, {pd = pd, qp_init_attr = {...}}]))
+ * With no pd the QP is on the id's default PD; with no CQs librdmacm makes
+ * them, each with a completion channel.  These are adopted as ordinary
+ * userdata and detached from the C id (only id->qp and id->srq stay: the QP
+ * and SRQ userdata free them with rdma_destroy_qp/rdma_destroy_srq), so
+ * rdma_destroy_ep never frees them a second time; the id keeps them and
+ * closes them when it closes.
+ */
+#include <string.h>
+
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include "ibvl.h"
+
+enum { OWN_QP, OWN_SRQ, OWN_SEND_CQ, OWN_RECV_CQ, OWN_SEND_CH, OWN_RECV_CH };
+static const char *const own_keys[] = {"qp", "srq", "send_cq", "recv_cq", "send_channel",
+                                       "recv_channel"};
+
+static struct ibvl_cm_id *check_cm_id(lua_State *L)
+{
+	return ibvl_check(L, 1, &ibvl_cm_id_class);
+}
+
+static struct ibvl_obj *owned(struct ibvl_cm_id *id, int which)
+{
+	struct ibvl_obj *o = id->owned[which];
+	return o != NULL && o->ptr != NULL ? o : NULL;
+}
+
+/* The object at the top becomes the id's (at idx) which-th owned object. */
+static void set_owned(lua_State *L, int idx, int which)
+{
+	struct ibvl_cm_id *id = lua_touserdata(L, idx);
+	id->owned[which] = lua_touserdata(L, -1);
+	lua_getiuservalue(L, idx, 1);
+	lua_pushvalue(L, -2);
+	lua_setfield(L, -2, own_keys[which]);
+	lua_pop(L, 1);
+	ibvl_keep(L, -1, idx); /* it keeps the id (and so its device) alive */
+}
+
+static void adopt_channel(lua_State *L, int idx, int ctx_idx, struct ibv_comp_channel **ch,
+                          int which)
+{
+	if (*ch == NULL)
+		return;
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_channel_class, sizeof *o);
+	o->ptr = *ch;
+	*ch = NULL;
+	ibvl_use(L, -1, ctx_idx);
+	set_owned(L, idx, which);
+	lua_pop(L, 1);
+}
+
+static void adopt_cq(lua_State *L, int idx, int ctx_idx, struct ibv_cq **cq, int which,
+                     int ch_which)
+{
+	if (*cq == NULL)
+		return;
+	struct ibvl_cm_id *id = lua_touserdata(L, idx);
+	struct ibvl_cq *c = ibvl_new(L, &ibvl_cq_class, sizeof *c);
+	c->o.ptr = *cq;
+	*cq = NULL;
+	ibvl_use(L, -1, ctx_idx);
+	if (owned(id, ch_which) != NULL) {
+		lua_getiuservalue(L, idx, 1);
+		lua_getfield(L, -1, own_keys[ch_which]);
+		ibvl_use(L, -3, -1);
+		lua_pop(L, 2);
+	}
+	ibvl_track(L, -1);
+	set_owned(L, idx, which);
+	lua_pop(L, 1);
+}
+
+/* Adopts the CQs and channels librdmacm made for the id at idx. */
+static void adopt_cqs(lua_State *L, int idx)
+{
+	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, idx))->ptr;
+	ibvl_cm_push_context(L, cid->verbs);
+	int ctx = lua_gettop(L);
+	if (cid->send_cq_channel == cid->recv_cq_channel)
+		cid->send_cq_channel = NULL;
+	adopt_channel(L, idx, ctx, &cid->send_cq_channel, OWN_SEND_CH);
+	adopt_channel(L, idx, ctx, &cid->recv_cq_channel, OWN_RECV_CH);
+	if (cid->send_cq == cid->recv_cq)
+		cid->send_cq = NULL;
+	adopt_cq(L, idx, ctx, &cid->send_cq, OWN_SEND_CQ, OWN_SEND_CH);
+	adopt_cq(L, idx, ctx, &cid->recv_cq, OWN_RECV_CQ, OWN_RECV_CH);
+	lua_pop(L, 1);
+}
+
+static void use_owned(lua_State *L, int idx, int which)
+{
+	if (owned(lua_touserdata(L, idx), which) == NULL)
+		return;
+	lua_getiuservalue(L, idx, 1);
+	lua_getfield(L, -1, own_keys[which]);
+	ibvl_use(L, -3, -1);
+	lua_pop(L, 2);
+}
+
+/* Wraps the id's new QP: it uses the objects of the init attr table at
+ * attr_idx (pd, cqs, srq), and the CQs and SRQ the cm made. Pushes it. */
+static void adopt_qp(lua_State *L, int idx, int attr_idx, struct ibv_qp_init_attr_ex *a)
+{
+	struct ibvl_cm_id *id = lua_touserdata(L, idx);
+	struct rdma_cm_id *cid = id->o.ptr;
+	adopt_cqs(L, idx);
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr init;
+	if (ibv_query_qp(cid->qp, &qa, IBV_QP_CAP, &init) == 0)
+		a->cap = init.cap;
+	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
+	qp->o.ptr = cid->qp;
+	qp->cm_id = cid;
+	ibvl_qp_adopt(L, attr_idx, 0, a);
+	lua_getfield(L, attr_idx, "send_cq");
+	int given_send = !lua_isnil(L, -1);
+	lua_getfield(L, attr_idx, "recv_cq");
+	int given_recv = !lua_isnil(L, -1);
+	lua_getfield(L, attr_idx, "srq");
+	int given_srq = !lua_isnil(L, -1);
+	lua_pop(L, 3);
+	if (!given_send)
+		use_owned(L, idx, OWN_SEND_CQ);
+	if (!given_recv)
+		use_owned(L, idx, OWN_RECV_CQ);
+	if (!given_srq && a->srq != NULL)
+		use_owned(L, idx, OWN_SRQ);
+	lua_getfield(L, attr_idx, "pd");
+	if (!lua_isnil(L, -1)) { /* id.pd names it from now on */
+		lua_getiuservalue(L, idx, 1);
+		lua_pushvalue(L, -2);
+		lua_setfield(L, -2, "pd");
+		lua_pop(L, 1);
+	}
+	lua_pop(L, 1);
+	set_owned(L, idx, OWN_QP);
+}
+
+/* For rdma_get_request: the new id at idx got a QP from its listener's
+ * init attr, on the listener's (at pd_from_idx) PD. */
+void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx)
+{
+	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, idx))->ptr;
+	if (cid->qp == NULL)
+		return;
+	lua_createtable(L, 0, 1);
+	lua_getiuservalue(L, pd_from_idx, 1);
+	lua_getfield(L, -1, "pd");
+	lua_setfield(L, -3, "pd");
+	lua_pop(L, 1);
+	struct ibv_qp_init_attr_ex a;
+	memset(&a, 0, sizeof a);
+	adopt_qp(L, idx, lua_gettop(L), &a);
+	lua_pop(L, 2);
+}
+
+/* The init attr table at arg, with qp_type defaulting to the id's. */
+static int init_attr_table(lua_State *L, int arg, enum ibv_qp_type type)
+{
+	luaL_checktype(L, arg, LUA_TTABLE);
+	lua_getfield(L, arg, "qp_type");
+	int has = !lua_isnil(L, -1);
+	lua_pop(L, 1);
+	if (has)
+		return arg;
+	lua_newtable(L);
+	lua_pushnil(L);
+	while (lua_next(L, arg)) {
+		lua_pushvalue(L, -2);
+		lua_insert(L, -2);
+		lua_rawset(L, -4);
+	}
+	ibvl_push_enum(L, ibvl_qp_types, type);
+	lua_setfield(L, -2, "qp_type");
+	return lua_gettop(L);
+}
+
+static void parse_attr(lua_State *L, struct ibvl_cm_id *id, int attr,
+                       struct ibv_qp_init_attr_ex *a)
+{
+	memset(a, 0, sizeof *a);
+	ibvl_parse_qp_init_attr(L, attr, a);
+	struct ibvl_obj *srq = owned(id, OWN_SRQ);
+	if (a->srq == NULL && srq != NULL) /* as librdmacm does with id->srq */
+		a->srq = srq->ptr;
+}
+
+/* id:create_qp(init_attr) and id:create_qp_ex(init_attr_ex) */
+static int create_qp(lua_State *L, int ex)
+{
+	struct ibvl_cm_id *id = check_cm_id(L);
+	struct rdma_cm_id *cid = id->o.ptr;
+	int attr = init_attr_table(L, 2, cid->qp_type);
+	struct ibv_qp_init_attr_ex a;
+	parse_attr(L, id, attr, &a);
+	int rc;
+	if (ex) {
+		rc = rdma_create_qp_ex(cid, &a);
+	} else {
+		if (a.comp_mask & ~(unsigned)IBV_QP_INIT_ATTR_PD)
+			return luaL_argerror(L, 2, "extended fields given: use create_qp_ex");
+		struct ibv_qp_init_attr b;
+		memcpy(&b, &a, sizeof b);
+		rc = rdma_create_qp(cid, a.pd, &b);
+		a.cap = b.cap;
+	}
+	if (rc != 0)
+		return ibvl_fail(L, ex ? "rdma_create_qp_ex" : "rdma_create_qp", errno);
+	adopt_qp(L, 1, attr, &a);
+	return 1;
+}
+
+static int l_create_qp(lua_State *L)
+{
+	return create_qp(L, 0);
+}
+
+static int l_create_qp_ex(lua_State *L)
+{
+	return create_qp(L, 1);
+}
+
+static int close_owned(lua_State *L, int which)
+{
+	struct ibvl_obj *o = owned(check_cm_id(L), which);
+	if (o == NULL) {
+		lua_pushboolean(L, 1);
+		return 1;
+	}
+	return ibvl_close(L, o);
+}
+
+/* id:destroy_qp(): closes the QP (and with it nothing else: the CQs stay the
+ * id's until it closes) */
+static int l_destroy_qp(lua_State *L)
+{
+	return close_owned(L, OWN_QP);
+}
+
+static int l_destroy_srq(lua_State *L)
+{
+	return close_owned(L, OWN_SRQ);
+}
+
+static const char *const srq_fields[] = {"max_wr", "max_sge", "srq_limit", "pd", "srq_type",
+                                         NULL};
+
+/* id:create_srq{max_wr=, max_sge=, srq_limit=, pd=}, id:create_srq_ex{..., srq_type=} */
+static int create_srq(lua_State *L, int ex)
+{
+	struct ibvl_cm_id *id = check_cm_id(L);
+	struct rdma_cm_id *cid = id->o.ptr;
+	ibvl_check_fields(L, 2, "attr", srq_fields);
+	struct ibv_srq_init_attr_ex a;
+	memset(&a, 0, sizeof a);
+	a.attr.max_wr = (uint32_t)ibvl_int_field(L, 2, "max_wr", 16, 1, INT32_MAX);
+	a.attr.max_sge = (uint32_t)ibvl_int_field(L, 2, "max_sge", 1, 1, INT32_MAX);
+	a.attr.srq_limit = (uint32_t)ibvl_int_field(L, 2, "srq_limit", 0, 0, INT32_MAX);
+	struct ibvl_obj *pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
+	a.pd = pd ? pd->ptr : NULL;
+	a.srq_type = (enum ibv_srq_type)ibvl_enum_field(L, 2, "srq_type", ibvl_srq_types,
+	                                                IBV_SRQT_BASIC);
+	if (!ex && ibvl_has_field(L, 2, "srq_type"))
+		return luaL_argerror(L, 2, "attr: field 'srq_type' needs create_srq_ex");
+	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+	if (owned(id, OWN_SRQ) != NULL)
+		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", EEXIST);
+	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
+	int rc = ex ? rdma_create_srq_ex(cid, &a)
+	            : rdma_create_srq(cid, a.pd, (struct ibv_srq_init_attr *)&a);
+	if (rc != 0)
+		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", errno);
+	s->o.ptr = cid->srq; /* cid->srq stays: rdma_destroy_srq frees it */
+	s->cm_id = cid;
+	if (pd != NULL) {
+		lua_getfield(L, 2, "pd");
+		ibvl_use(L, -2, -1);
+		lua_pop(L, 1);
+	}
+	ibvl_srq_adopt(L, &a.attr, a.srq_type);
+	set_owned(L, 1, OWN_SRQ);
+	adopt_cqs(L, 1); /* an XRC SRQ's CQ */
+	return 1;
+}
+
+static int l_create_srq(lua_State *L)
+{
+	return create_srq(L, 0);
+}
+
+static int l_create_srq_ex(lua_State *L)
+{
+	return create_srq(L, 1);
+}
+
+/* ---- rdma_create_ep ------------------------------------------------------ */
+static const char *const ep_fields[] = {"pd", "qp_init_attr", NULL};
+
+/* cm.create_ep(ai [, {pd =, qp_init_attr = {...}}]): a synchronous id, bound
+ * (passive ai) or with its address and route resolved, and its QP. */
+static int l_create_ep(lua_State *L)
+{
+	struct rdma_addrinfo *ai = ((struct ibvl_obj *)ibvl_check(L, 1,
+	                                                          &ibvl_cm_addrinfo_class))->ptr;
+	struct ibvl_obj *pd = NULL;
+	int attr = 0;
+	struct ibv_qp_init_attr_ex a;
+	memset(&a, 0, sizeof a);
+	if (!lua_isnoneornil(L, 2)) {
+		ibvl_check_fields(L, 2, "attr", ep_fields);
+		pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
+		lua_getfield(L, 2, "qp_init_attr");
+		if (!lua_isnil(L, -1)) {
+			attr = init_attr_table(L, lua_gettop(L), (enum ibv_qp_type)ai->ai_qp_type);
+			ibvl_parse_qp_init_attr(L, attr, &a);
+			if (a.pd != NULL)
+				luaL_error(L, "attr: field 'qp_init_attr': give the PD as attr.pd");
+		}
+	}
+	struct ibvl_cm_id *id = ibvl_cm_new_id(L);
+	int idx = lua_gettop(L);
+	struct rdma_cm_id *cid;
+	struct ibv_qp_init_attr b;
+	memcpy(&b, &a, sizeof b);
+	if (rdma_create_ep(&cid, ai, pd ? pd->ptr : NULL, attr ? &b : NULL) != 0)
+		return ibvl_fail(L, "rdma_create_ep", errno);
+	ibvl_cm_adopt_id(L, idx, cid, 0);
+	id->ep = 1;
+	id->connect_len = ai->ai_connect_len;
+	if (pd != NULL) { /* the id (and QPs get_request makes) use it */
+		lua_getfield(L, 2, "pd");
+		ibvl_use(L, idx, -1);
+		lua_getiuservalue(L, idx, 1);
+		lua_insert(L, -2);
+		lua_setfield(L, -2, "pd");
+		lua_pop(L, 1);
+	}
+	if (cid->qp != NULL) {
+		ibvl_cm_adopt_owned(L, idx, idx);
+	}
+	lua_settop(L, idx);
+	return 1;
+}
+
+/* ---- rdma_verbs helpers -------------------------------------------------- */
+static struct ibv_qp *id_qp(lua_State *L, struct ibvl_cm_id *id)
+{
+	struct ibvl_obj *qp = owned(id, OWN_QP);
+	if (qp == NULL)
+		luaL_error(L, "the cm id has no QP (create_qp first)");
+	return qp->ptr;
+}
+
+/* Reads wr_id, mr, offset, length at arg.. into sge; returns wr_id. */
+static uint64_t check_sge(lua_State *L, int arg, struct ibv_sge *sge)
+{
+	uint64_t wr_id = ibvl_check_u64(L, arg);
+	struct ibv_mr *mr = ((struct ibvl_obj *)ibvl_check(L, arg + 1, &ibvl_mr_class))->ptr;
+	lua_Integer off = ibvl_opt_range(L, arg + 2, 0, 0, (lua_Integer)mr->length);
+	lua_Integer len = ibvl_opt_range(L, arg + 3, (lua_Integer)mr->length - off, 0,
+	                                 (lua_Integer)mr->length - off);
+	sge->addr = (uintptr_t)mr->addr + (uint64_t)off;
+	sge->length = (uint32_t)len;
+	sge->lkey = mr->lkey;
+	return wr_id;
+}
+
+/* id:post_recv(wr_id, mr [, offset, length]): on the id's SRQ when it has one */
+static int l_post_recv(lua_State *L)
+{
+	struct ibvl_cm_id *id = check_cm_id(L);
+	struct ibv_sge sge;
+	struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
+	wr.wr_id = check_sge(L, 2, &sge);
+	struct ibvl_obj *srq = owned(id, OWN_SRQ);
+	if (srq != NULL)
+		return ibvl_result(L, "ibv_post_srq_recv", ibv_post_srq_recv(srq->ptr, &wr, &bad));
+	return ibvl_result(L, "ibv_post_recv", ibv_post_recv(id_qp(L, id), &wr, &bad));
+}
+
+static int post_send(lua_State *L, enum ibv_wr_opcode op)
+{
+	struct ibvl_cm_id *id = check_cm_id(L);
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = op}, *bad;
+	wr.wr_id = check_sge(L, 2, &sge);
+	wr.send_flags = (unsigned)ibvl_opt_flags(L, 6, ibvl_send_flags, IBV_SEND_SIGNALED);
+	if (op == IBV_WR_RDMA_READ || op == IBV_WR_RDMA_WRITE) {
+		wr.wr.rdma.remote_addr = ibvl_check_u64(L, 7);
+		wr.wr.rdma.rkey = (uint32_t)ibvl_check_range(L, 8, 0, UINT32_MAX);
+	} else if (!lua_isnoneornil(L, 7)) { /* post_ud_send */
+		wr.wr.ud.ah = ((struct ibvl_obj *)ibvl_check(L, 7, &ibvl_ah_class))->ptr;
+		wr.wr.ud.remote_qpn = (uint32_t)ibvl_check_range(L, 8, 0, 0xffffff);
+		wr.wr.ud.remote_qkey = RDMA_UDP_QKEY;
+	}
+	return ibvl_result(L, "ibv_post_send", ibv_post_send(id_qp(L, id), &wr, &bad));
+}
+
+static int l_post_send(lua_State *L)
+{
+	return post_send(L, IBV_WR_SEND);
+}
+
+static int l_post_ud_send(lua_State *L)
+{
+	ibvl_check(L, 7, &ibvl_ah_class);
+	return post_send(L, IBV_WR_SEND);
+}
+
+static int l_post_read(lua_State *L)
+{
+	return post_send(L, IBV_WR_RDMA_READ);
+}
+
+static int l_post_write(lua_State *L)
+{
+	return post_send(L, IBV_WR_RDMA_WRITE);
+}
+
+/* rdma_get_send_comp / rdma_get_recv_comp, with a timeout (seconds) */
+static int get_comp(lua_State *L, int cq_which, int ch_which, const char *call)
+{
+	struct ibvl_cm_id *id = check_cm_id(L);
+	struct ibvl_cq *cq = (struct ibvl_cq *)owned(id, cq_which);
+	struct ibvl_obj *ch = owned(id, ch_which);
+	if (cq == NULL || ch == NULL)
+		return luaL_error(L, "%s: the id's QP has no CQ the cm made (poll the CQ given)", call);
+	struct ibv_comp_channel *chan = ch->ptr;
+	struct ibv_wc wc;
+	for (;;) {
+		int n = ibvl_cq_poll(cq, 1, &wc);
+		if (n == 0 && ibv_req_notify_cq(cq->o.ptr, 0) == 0)
+			n = ibvl_cq_poll(cq, 1, &wc);
+		if (n < 0)
+			return ibvl_fail(L, call, -n);
+		if (n > 0)
+			break;
+		int fail = ibvl_cm_wait(L, chan->fd, 2, call);
+		if (fail != 0)
+			return fail;
+		struct ibv_cq *ev_cq;
+		void *ev_ctx;
+		if (ibv_get_cq_event(chan, &ev_cq, &ev_ctx) == 0)
+			ibv_ack_cq_events(ev_cq, 1);
+	}
+	ibvl_push_wc(L, &wc);
+	return 1;
+}
+
+static int l_get_send_comp(lua_State *L)
+{
+	return get_comp(L, OWN_SEND_CQ, OWN_SEND_CH, "rdma_get_send_comp");
+}
+
+static int l_get_recv_comp(lua_State *L)
+{
+	return get_comp(L, OWN_RECV_CQ, OWN_RECV_CH, "rdma_get_recv_comp");
+}
+
+void ibvl_open_cm_qp(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"create_qp", l_create_qp}, {"create_qp_ex", l_create_qp_ex},
+		{"destroy_qp", l_destroy_qp}, {"create_srq", l_create_srq},
+		{"create_srq_ex", l_create_srq_ex}, {"destroy_srq", l_destroy_srq},
+		{"post_recv", l_post_recv}, {"post_send", l_post_send}, {"post_read", l_post_read},
+		{"post_write", l_post_write}, {"post_ud_send", l_post_ud_send},
+		{"get_send_comp", l_get_send_comp}, {"get_recv_comp", l_get_recv_comp},
+		{NULL, NULL},
+	};
+	static const luaL_Reg fns[] = {{"create_ep", l_create_ep}, {NULL, NULL}};
+	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
+	ibvl_cm_functions(L, fns);
+}
