@@ -46,7 +46,7 @@ local function hex64(v)
   return string.format("0x%x%08x", hi, v - hi * 2 ^ 32)
 end
 
-local function device_verbose(a)
+local function device_verbose(ctx, a)
   field(1, "max_mr_size", hex64(a.max_mr_size))
   field(1, "page_size_cap", string.format("0x%x", a.page_size_cap))
   for _, k in ipairs({ "max_qp", "max_qp_wr" }) do field(1, k, a[k]) end
@@ -62,6 +62,11 @@ local function device_verbose(a)
                        "max_total_mcast_qp_attach", "max_ah", "max_fmr", "max_srq", "max_srq_wr", "max_srq_sge",
                        "max_pkeys", "local_ca_ack_delay" }) do
     field(1, k, a[k])
+  end
+  local x = ctx:query_device_ex()
+  if x then
+    field(1, "device_cap_flags_ex", string.format("0x%X", x.device_cap_flags_ex))
+    field(1, "max_wq_type_rq", x.max_wq_type_rq)
   end
 end
 
@@ -118,7 +123,7 @@ local function print_device(d)
   field(1, "vendor_part_id", a.vendor_part_id)
   field(1, "hw_ver", string.format("0x%X", a.hw_ver))
   field(1, "phys_port_cnt", a.phys_port_cnt)
-  if o.verbose then device_verbose(a) end
+  if o.verbose then device_verbose(ctx, a) end
   local ok = true
   if o.ib_port and o.ib_port > a.phys_port_cnt then
     io.stderr:write("Invalid port requested for device\n")
