@@ -3,7 +3,9 @@
 #   make LUA=luajit   build build/luajit/ibverbs/core.so
 #   make deps         install the Debian packages the project needs
 #   make test         build, host specs, device specs in the soft-RoCE VM, luacheck
+#   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
 #   make demo         show rxe0 from inside the soft-RoCE VM
+#   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
 PKG_LUA_luajit = luajit
@@ -63,8 +65,20 @@ test: all
 check-host: all
 	$(ENV) $(LUA) /usr/bin/busted --run=host
 
-demo: all
+# tools/ffi-layout.lua writes a C program from lua/ibverbs/ffi.lua's cdef
+FFI_LAYOUT = build/ffi-layout
+check-ffi:
+	$(MAKE) LUA=luajit all
+	LUA_PATH="lua/?.lua;;" LUA_CPATH="build/luajit/?.so;;" luajit tools/ffi-layout.lua > $(FFI_LAYOUT).c
+	$(CC) $(WARN) $(CFLAGS) $(shell pkg-config --cflags libibverbs) $(FFI_LAYOUT).c -o $(FFI_LAYOUT)
+	$(FFI_LAYOUT)
+
+demo: deps all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
+
+bench: all
+	bench/run $(BENCH_ARGS)
+	bench/run-ffi ffi_post_poll
 
 lint:
 	luacheck -q lua spec examples $(wildcard bench/*.lua tools/*.lua)
@@ -72,4 +86,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-host demo lint clean
+.PHONY: all deps test check-host check-ffi bench demo lint clean

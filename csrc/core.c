@@ -71,8 +71,10 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_ah(L);
 	ibvl_open_mw(L);
 	ibvl_open_qp(L);
+	ibvl_open_qp_ex(L);
 	ibvl_open_wr(L);
 	ibvl_open_loop(L);
+	ibvl_open_ffi(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");
 	return 1;

@@ -128,23 +128,26 @@ static void read_wc_ex(struct ibvl_cq *cq, struct ibv_wc *wc)
 		wc->dlid_path_bits = ibv_wc_read_dlid_path_bits(x);
 }
 
-/* Polls up to n completions into wc; returns the count or a negative errno. */
+/* Polls up to n completions into wc; returns the count or a negative errno.
+ * A cq_ex is read one ibv_start_poll/ibv_end_poll round per completion: rxe
+ * (rdma-core 44) moves past a free slot when ibv_end_poll follows an
+ * ibv_next_poll that returned ENOENT, and then reports stale entries. */
 int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
 {
 	if (cq->cqx == NULL)
 		return ibv_poll_cq(cq->o.ptr, n, wc);
 	struct ibv_poll_cq_attr attr = {0};
-	int rc = ibv_start_poll(cq->cqx, &attr);
-	if (rc == ENOENT)
-		return 0;
-	if (rc != 0)
-		return -rc;
 	int got = 0;
-	do
+	while (got < n) {
+		int rc = ibv_start_poll(cq->cqx, &attr);
+		if (rc == ENOENT)
+			break;
+		if (rc != 0)
+			return got > 0 ? got : -rc;
 		read_wc_ex(cq, &wc[got++]);
-	while (got < n && (rc = ibv_next_poll(cq->cqx)) == 0);
-	ibv_end_poll(cq->cqx);
-	return rc == 0 || rc == ENOENT ? got : -rc;
+		ibv_end_poll(cq->cqx);
+	}
+	return got;
 }
 
 /* cq:poll(wcs) -> count filled in the wc array; cq:poll([n]) -> array of tables */

@@ -159,6 +159,7 @@ void ibvl_open_pd(lua_State *L);
 void ibvl_open_mr(lua_State *L);
 void ibvl_open_buffer(lua_State *L);
 void ibvl_open_constants(lua_State *L);
+void ibvl_open_ffi(lua_State *L); /* last: core.rawptr, core.rawmem */
 
 void ibvl_open_channel(lua_State *L);
 void ibvl_open_cq(lua_State *L);
@@ -170,6 +171,7 @@ void ibvl_open_mw(lua_State *L);
 void ibvl_open_srq(lua_State *L);
 void ibvl_open_xrcd(lua_State *L);
 void ibvl_open_loop(lua_State *L);
+void ibvl_open_qp_ex(lua_State *L);
 
 extern const struct ibvl_class ibvl_context_class, ibvl_pd_class, ibvl_mr_class,
 	ibvl_buffer_class, ibvl_channel_class, ibvl_cq_class, ibvl_qp_class, ibvl_srq_class,
@@ -200,6 +202,7 @@ struct ibvl_qp {
 	struct ibv_qp_ex *qpx;       /* non-NULL when created with send_ops_flags */
 	struct rdma_cm_id *cm_id;    /* set when rdma_create_qp made it: rdma_destroy_qp */
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+	uint64_t send_ops_flags;     /* what qp:wr_post may build (qp_ex.c) */
 };
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg);
@@ -209,10 +212,28 @@ void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
 void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
+/* ---- shared receive queues (srq.c) -------------------------------------- */
+struct ibvl_srq {
+	struct ibvl_obj o;        /* o.ptr: struct ibv_srq * */
+	struct rdma_cm_id *cm_id; /* set when rdma_create_srq made it: rdma_destroy_srq */
+	uint32_t max_wr, max_sge; /* granted */
+	int srq_type;             /* enum ibv_srq_type */
+	uint32_t srq_num;         /* XRC SRQs */
+};
+
+/* Finishes the SRQ userdata at the top of the stack (made with ibvl_new and
+ * given its ptr, and cm_id where rdma_create_srq made it, and its ibvl_use of
+ * the objects it uses): records the granted sizes and tracks it for events. */
+void ibvl_srq_adopt(lua_State *L, const struct ibv_srq_attr *granted, int srq_type);
+
+/* ---- XRC domains (xrcd.c) ----------------------------------------------- */
+int ibvl_xrc_errno(struct ibv_context *ctx, int err);
+
 /* ---- work requests (wr.c) ----------------------------------------------- */
 struct ibvl_wr_slot {
 	struct ibvl_obj *ah; /* objects a prepared WR points to, checked at post time */
 	struct ibvl_obj *mw;
+	struct ibvl_obj *mr; /* a bind_mw WR's bind_info.mr */
 };
 
 int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, int max_sge);
@@ -221,19 +242,24 @@ void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ib
 void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,
                         int max_sge, struct ibvl_wr_slot *slot);
 
-/* A chain about to be posted: a part of a prepared list is cut at its end
- * and restored by ibvl_chain_done. */
+/* A chain about to be posted: the list is cut after its last WR and
+ * restored by ibvl_chain_done. */
 struct ibvl_chain {
-	void *base;   /* the WR that index0 names */
-	void *cut;    /* the last WR of a prepared range, or NULL */
-	void *saved;  /* its next pointer */
+	void *base;       /* the WR that index0 names */
+	void **next_slot; /* the next pointer of the last WR */
+	void *saved;      /* its value before the cut */
 	int index0;
+	int count;                  /* WRs in the chain */
+	struct ibvl_wr_slot *slot;  /* their slots (send chains) */
 };
 
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
-void ibvl_chain_done(struct ibvl_chain *c, int send);
+void ibvl_chain_done(struct ibvl_chain *c);
+void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c);
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
+void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
+                       int *nsge);
 int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
                      const void *bad, size_t wrsize);
 

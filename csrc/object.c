@@ -107,7 +107,13 @@ static struct ibvl_obj *upvalue_obj(lua_State *L)
 
 static int m_close(lua_State *L)
 {
-	return ibvl_close(L, upvalue_obj(L));
+	struct ibvl_obj *o = upvalue_obj(L);
+	int n = ibvl_close(L, o);
+	if (o->ptr == NULL) { /* closed: what it kept alive may go now */
+		lua_createtable(L, 0, 0);
+		lua_setiuservalue(L, 1, 1);
+	}
+	return n;
 }
 
 static int m_gc(lua_State *L)

@@ -187,8 +187,10 @@ void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_i
 			ibvl_use(L, self, -1);
 		lua_pop(L, 1);
 	}
-	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
 		qp->qpx = ibv_qp_to_qp_ex(qp->o.ptr);
+		qp->send_ops_flags = a->send_ops_flags;
+	}
 	ibvl_track(L, self);
 }
 
@@ -215,8 +217,13 @@ static int create(lua_State *L, int pd_idx, int ctx_idx)
 		                                  : a.pd->context;
 		qp->o.ptr = ibv_create_qp_ex(ctx, &a);
 	}
-	if (qp->o.ptr == NULL)
-		return ibvl_fail(L, call, errno);
+	if (qp->o.ptr == NULL) {
+		int err = errno;
+		if (a.qp_type == IBV_QPT_XRC_SEND || a.qp_type == IBV_QPT_XRC_RECV)
+			err = ibvl_xrc_errno(ctx_idx ? ((struct ibvl_obj *)lua_touserdata(L, ctx_idx))->ptr
+			                             : a.pd->context, err);
+		return ibvl_fail(L, call, err);
+	}
 	if (ctx_idx && a.pd == NULL && a.xrcd == NULL)
 		ibvl_use(L, -1, ctx_idx); /* a QP with neither pd nor xrcd */
 	ibvl_qp_adopt(L, attr, pd_idx, &a);
@@ -463,14 +470,38 @@ static int l_query(lua_State *L)
 
 /* ---- posting ------------------------------------------------------------- */
 
+/* A queue the QP does not have: its receives go to an SRQ (ibv_post_recv(3)
+ * says to use ibv_post_srq_recv), or it is the XRC side without that queue.
+ * Refused here, as providers need not check: nil, msg, EINVAL, 1. */
+static int no_queue(lua_State *L, struct ibv_qp *q, int send)
+{
+	const char *why = NULL;
+	if (send && q->qp_type == IBV_QPT_XRC_RECV)
+		why = "an xrc_recv QP has no send queue";
+	else if (!send && q->srq != NULL)
+		why = "the QP receives through its SRQ: post with srq:post_recv";
+	else if (!send && (q->qp_type == IBV_QPT_XRC_RECV || q->qp_type == IBV_QPT_XRC_SEND))
+		why = "an XRC QP receives through an XRC SRQ: post with srq:post_recv";
+	if (why == NULL)
+		return 0;
+	lua_pushnil(L);
+	lua_pushfstring(L, "%s: %s (%s)", send ? "ibv_post_send" : "ibv_post_recv",
+	                strerror(EINVAL), why);
+	lua_pushinteger(L, EINVAL);
+	lua_pushinteger(L, 1);
+	return 4;
+}
+
 /* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]) */
 static int l_post_recv(lua_State *L)
 {
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	struct ibvl_chain c;
+	if (no_queue(L, qp->o.ptr, 0))
+		return 4;
 	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
 	int rc = ibv_post_recv(qp->o.ptr, wr, &bad);
-	ibvl_chain_done(&c, 0);
+	ibvl_chain_done(&c);
 	return ibvl_post_result(L, "ibv_post_recv", rc, &c, bad, sizeof *wr);
 }
 
@@ -479,9 +510,12 @@ static int l_post_send(lua_State *L)
 {
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	struct ibvl_chain c;
+	if (no_queue(L, qp->o.ptr, 1))
+		return 4;
 	struct ibv_send_wr *wr = ibvl_send_chain(L, 2, &c), *bad = NULL;
+	ibvl_check_send_chain(L, qp, &c);
 	int rc = ibv_post_send(qp->o.ptr, wr, &bad);
-	ibvl_chain_done(&c, 1);
+	ibvl_chain_done(&c);
 	return ibvl_post_result(L, "ibv_post_send", rc, &c, bad, sizeof *wr);
 }
 

@@ -1,34 +1,49 @@
 /*
- * srq.c: shared receive queues.
+ * srq.c: shared receive queues: basic, XRC and tag-matching SRQs.
  *
  *   local srq = assert(pd:create_srq{max_wr = 256, max_sge = 1 [, srq_limit = 0]})
- *   srq.max_wr, srq.max_sge  -- what the device granted
+ *   local xsrq = assert(ctx:create_srq_ex{srq_type = "xrc", pd = pd, xrcd = xrcd, cq = cq,
+ *                                         max_wr = 256, max_sge = 1})
+ *   srq.max_wr, srq.max_sge        -- what the device granted (updated by a resize)
+ *   srq.srq_type, srq.srq_num      -- "basic" | "xrc" | "tm"; the XRC SRQ number
+ *   srq:modify{max_wr = 512}       -- resize; srq:modify{srq_limit = 8} arms the limit event
+ *   srq:query().srq_limit; srq:get_srq_num()
  *   srq:post_recv(wr | {wr, ...} | recv_wrs [, first, count])   -- ibv_post_srq_recv
  *   pd:create_qp{qp_type = "rc", srq = srq, ...}
+ * The sizes may be given flat or in an attr table ({attr = {max_wr = 256}}), as
+ * in struct ibv_srq_init_attr.  The comp_mask of create_srq_ex comes from the
+ * fields given.
  */
 #include <string.h>
 
-#include "ibvl.h"
+#include <rdma/rdma_verbs.h>
 
-struct srq {
-	struct ibvl_obj o;
-	uint32_t max_wr, max_sge;
-};
+#include "ibvl.h"
 
 static int destroy_srq(struct ibvl_obj *o, void *ptr)
 {
-	(void)o;
+	struct ibvl_srq *s = (struct ibvl_srq *)o;
+	if (s->cm_id != NULL) {
+		rdma_destroy_srq(s->cm_id);
+		return 0;
+	}
 	return ibv_destroy_srq(ptr);
 }
 
 static int srq_field(lua_State *L, void *obj, const char *key)
 {
-	struct srq *s = obj;
+	struct ibvl_srq *s = obj;
 	if (strcmp(key, "max_wr") == 0)
 		lua_pushinteger(L, s->max_wr);
 	else if (strcmp(key, "max_sge") == 0)
 		lua_pushinteger(L, s->max_sge);
-	else if (strcmp(key, "handle") == 0)
+	else if (strcmp(key, "srq_type") == 0)
+		ibvl_push_enum(L, ibvl_srq_types, s->srq_type);
+	else if (strcmp(key, "srq_num") == 0 || strcmp(key, "xrc_srq_num") == 0) {
+		if (s->srq_type != IBV_SRQT_XRC)
+			return 0;
+		lua_pushinteger(L, s->srq_num);
+	} else if (strcmp(key, "handle") == 0)
 		lua_pushinteger(L, ((struct ibv_srq *)s->o.ptr)->handle);
 	else
 		return 0;
@@ -38,7 +53,41 @@ static int srq_field(lua_State *L, void *obj, const char *key)
 const struct ibvl_class ibvl_srq_class = {"ibverbs.srq", destroy_srq, "ibv_destroy_srq",
                                           srq_field};
 
-static const char *const srq_fields[] = {"max_wr", "max_sge", "srq_limit", NULL};
+void ibvl_srq_adopt(lua_State *L, const struct ibv_srq_attr *granted, int srq_type)
+{
+	struct ibvl_srq *s = lua_touserdata(L, -1);
+	s->max_wr = granted->max_wr;
+	s->max_sge = granted->max_sge;
+	s->srq_type = srq_type;
+	if (srq_type == IBV_SRQT_XRC && ibv_get_srq_num(s->o.ptr, &s->srq_num) != 0)
+		s->srq_num = 0;
+	ibvl_track(L, -1);
+}
+
+/* ---- creation ------------------------------------------------------------ */
+static const char *const size_fields[] = {"max_wr", "max_sge", "srq_limit", NULL};
+
+/* The sizes, flat in the table at idx or in its attr sub-table. */
+static void parse_sizes(lua_State *L, int idx, struct ibv_srq_attr *a)
+{
+	int t = idx;
+	lua_getfield(L, idx, "attr");
+	if (!lua_isnil(L, -1)) {
+		luaL_checktype(L, -1, LUA_TTABLE);
+		for (int i = 0; size_fields[i] != NULL; i++)
+			if (ibvl_has_field(L, idx, size_fields[i]))
+				luaL_error(L, "init_attr: field '%s' given both flat and in 'attr'",
+				           size_fields[i]);
+		t = lua_gettop(L);
+		ibvl_check_fields(L, t, "attr", size_fields);
+	}
+	a->max_wr = (uint32_t)ibvl_int_field(L, t, "max_wr", 16, 1, INT32_MAX);
+	a->max_sge = (uint32_t)ibvl_int_field(L, t, "max_sge", 1, 1, INT32_MAX);
+	a->srq_limit = (uint32_t)ibvl_int_field(L, t, "srq_limit", 0, 0, INT32_MAX);
+	lua_pop(L, 1);
+}
+
+static const char *const srq_fields[] = {"max_wr", "max_sge", "srq_limit", "attr", NULL};
 
 /* pd:create_srq{max_wr=, max_sge=, srq_limit=} */
 static int l_create_srq(lua_State *L)
@@ -46,36 +95,164 @@ static int l_create_srq(lua_State *L)
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	struct ibv_srq_init_attr a;
 	memset(&a, 0, sizeof a);
-	luaL_checktype(L, 2, LUA_TTABLE);
-	ibvl_check_fields(L, 2, "attr", srq_fields);
-	a.attr.max_wr = (uint32_t)ibvl_int_field(L, 2, "max_wr", 16, 1, INT32_MAX);
-	a.attr.max_sge = (uint32_t)ibvl_int_field(L, 2, "max_sge", 1, 1, INT32_MAX);
-	a.attr.srq_limit = (uint32_t)ibvl_int_field(L, 2, "srq_limit", 0, 0, INT32_MAX);
-	struct srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
+	if (!lua_isnoneornil(L, 2)) {
+		luaL_checktype(L, 2, LUA_TTABLE);
+		ibvl_check_fields(L, 2, "init_attr", srq_fields);
+		parse_sizes(L, 2, &a.attr);
+	} else {
+		a.attr.max_wr = 16;
+		a.attr.max_sge = 1;
+	}
+	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
 	s->o.ptr = ibv_create_srq(pd->ptr, &a);
 	if (s->o.ptr == NULL)
 		return ibvl_fail(L, "ibv_create_srq", errno);
-	s->max_wr = a.attr.max_wr;
-	s->max_sge = a.attr.max_sge;
 	ibvl_use(L, -1, 1);
-	ibvl_track(L, -1);
+	ibvl_srq_adopt(L, &a.attr, IBV_SRQT_BASIC);
 	return 1;
 }
 
+static const char *const srq_ex_fields[] = {"srq_type", "pd", "xrcd", "cq", "tm_cap",
+                                            "max_wr", "max_sge", "srq_limit", "attr", NULL};
+static const char *const tm_fields[] = {"max_num_tags", "max_ops", NULL};
+
+/* Objects an init attr ex names, in the order the new SRQ uses them. */
+static const char *const srq_used[] = {"pd", "xrcd", "cq", NULL};
+
+static void parse_init_attr_ex(lua_State *L, int idx, struct ibv_srq_init_attr_ex *a)
+{
+	ibvl_check_fields(L, idx, "init_attr", srq_ex_fields);
+	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_xrcd_class, &ibvl_cq_class};
+	const uint32_t masks[] = {IBV_SRQ_INIT_ATTR_PD, IBV_SRQ_INIT_ATTR_XRCD,
+	                          IBV_SRQ_INIT_ATTR_CQ};
+	void **ptrs[] = {(void **)&a->pd, (void **)&a->xrcd, (void **)&a->cq};
+	for (int i = 0; srq_used[i] != NULL; i++) {
+		struct ibvl_obj *o = ibvl_obj_field(L, idx, srq_used[i], classes[i]);
+		*ptrs[i] = o ? o->ptr : NULL;
+		a->comp_mask |= o ? masks[i] : 0;
+	}
+	if (ibvl_has_field(L, idx, "srq_type")) {
+		a->srq_type = (enum ibv_srq_type)ibvl_enum_field(L, idx, "srq_type", ibvl_srq_types,
+		                                                 IBV_SRQT_BASIC);
+		a->comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
+	}
+	lua_getfield(L, idx, "tm_cap");
+	if (!lua_isnil(L, -1)) {
+		int t = lua_gettop(L);
+		luaL_checktype(L, t, LUA_TTABLE);
+		ibvl_check_fields(L, t, "tm_cap", tm_fields);
+		a->tm_cap.max_num_tags = (uint32_t)ibvl_int_field(L, t, "max_num_tags", 0, 0,
+		                                                  UINT32_MAX);
+		a->tm_cap.max_ops = (uint32_t)ibvl_int_field(L, t, "max_ops", 0, 0, UINT32_MAX);
+		a->comp_mask |= IBV_SRQ_INIT_ATTR_TM;
+	}
+	lua_pop(L, 1);
+	parse_sizes(L, idx, &a->attr);
+}
+
+/* ctx:create_srq_ex{srq_type=, pd=, xrcd=, cq=, tm_cap=, max_wr=, max_sge=, srq_limit=} */
+static int l_create_srq_ex(lua_State *L)
+{
+	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
+	struct ibv_srq_init_attr_ex a;
+	memset(&a, 0, sizeof a);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	parse_init_attr_ex(L, 2, &a);
+	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
+	int self = lua_gettop(L);
+	s->o.ptr = ibv_create_srq_ex(ctx->ptr, &a);
+	if (s->o.ptr == NULL) {
+		int xrc = (a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a.srq_type == IBV_SRQT_XRC;
+		return ibvl_fail(L, "ibv_create_srq_ex", xrc ? ibvl_xrc_errno(ctx->ptr, errno) : errno);
+	}
+	if (a.pd == NULL)
+		ibvl_use(L, self, 1);
+	for (int i = 0; srq_used[i] != NULL; i++) {
+		lua_getfield(L, 2, srq_used[i]);
+		if (!lua_isnil(L, -1))
+			ibvl_use(L, self, -1);
+		lua_pop(L, 1);
+	}
+	ibvl_srq_adopt(L, &a.attr, a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE ? a.srq_type
+	                                                                  : IBV_SRQT_BASIC);
+	return 1;
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+static const char *const modify_fields[] = {"max_wr", "srq_limit", NULL};
+
+/* srq:modify{max_wr=, srq_limit=}: the mask comes from the fields given */
+static int l_modify(lua_State *L)
+{
+	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
+	struct ibv_srq_attr a;
+	memset(&a, 0, sizeof a);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "attr", modify_fields);
+	int mask = 0;
+	if (ibvl_has_field(L, 2, "max_wr")) {
+		a.max_wr = (uint32_t)ibvl_int_field(L, 2, "max_wr", 0, 1, INT32_MAX);
+		mask |= IBV_SRQ_MAX_WR;
+	}
+	if (ibvl_has_field(L, 2, "srq_limit")) {
+		a.srq_limit = (uint32_t)ibvl_int_field(L, 2, "srq_limit", 0, 0, INT32_MAX);
+		mask |= IBV_SRQ_LIMIT;
+	}
+	if (mask == 0)
+		return luaL_argerror(L, 2, "attr: no attribute given");
+	int rc = ibv_modify_srq(s->o.ptr, &a, mask);
+	if (rc == 0 && (mask & IBV_SRQ_MAX_WR) && ibv_query_srq(s->o.ptr, &a) == 0)
+		s->max_wr = a.max_wr;
+	return ibvl_result(L, "ibv_modify_srq", rc);
+}
+
+/* srq:query([t]) -> {max_wr=, max_sge=, srq_limit=} */
+static int l_query(lua_State *L)
+{
+	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
+	struct ibv_srq_attr a;
+	memset(&a, 0, sizeof a);
+	int rc = ibv_query_srq(s->o.ptr, &a);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_query_srq", rc);
+	ibvl_out_table(L, 2, 3);
+	ibvl_set_int(L, "max_wr", a.max_wr);
+	ibvl_set_int(L, "max_sge", a.max_sge);
+	ibvl_set_int(L, "srq_limit", a.srq_limit);
+	return 1;
+}
+
+static int l_get_srq_num(lua_State *L)
+{
+	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
+	uint32_t num = 0;
+	int rc = ibv_get_srq_num(s->o.ptr, &num);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_get_srq_num", rc);
+	lua_pushinteger(L, num);
+	return 1;
+}
+
+/* ---- posting ------------------------------------------------------------- */
 static int l_post_recv(lua_State *L)
 {
-	struct srq *s = ibvl_check(L, 1, &ibvl_srq_class);
+	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
 	struct ibvl_chain c;
 	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
 	int rc = ibv_post_srq_recv(s->o.ptr, wr, &bad);
-	ibvl_chain_done(&c, 0);
+	ibvl_chain_done(&c);
 	return ibvl_post_result(L, "ibv_post_srq_recv", rc, &c, bad, sizeof *wr);
 }
 
 void ibvl_open_srq(lua_State *L)
 {
-	static const luaL_Reg methods[] = {{"post_recv", l_post_recv}, {NULL, NULL}};
+	static const luaL_Reg methods[] = {
+		{"post_recv", l_post_recv}, {"modify", l_modify}, {"query", l_query},
+		{"get_srq_num", l_get_srq_num}, {NULL, NULL},
+	};
 	static const luaL_Reg pd_methods[] = {{"create_srq", l_create_srq}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {{"create_srq_ex", l_create_srq_ex}, {NULL, NULL}};
 	ibvl_register(L, &ibvl_srq_class, methods);
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }

@@ -76,16 +76,37 @@ static int l_wr_id(lua_State *L)
 	return 1;
 }
 
+/* The name of a value from the upvalue table (value -> interned name), so
+ * the accessor never creates a string; unknown values come as integers. */
+static int push_name(lua_State *L, lua_Integer value)
+{
+	lua_rawgeti(L, lua_upvalueindex(1), value);
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		lua_pushinteger(L, value);
+	}
+	return 1;
+}
+
 static int l_status(lua_State *L)
 {
-	ibvl_push_enum(L, ibvl_wc_statuses, check_index(L)->status);
-	return 1;
+	return push_name(L, check_index(L)->status);
 }
 
 static int l_opcode(lua_State *L)
 {
-	ibvl_push_enum(L, ibvl_wc_opcodes, check_index(L)->opcode);
-	return 1;
+	return push_name(L, check_index(L)->opcode);
+}
+
+static void add_named(lua_State *L, const char *name, lua_CFunction f, const struct ibvl_enum *e)
+{
+	lua_newtable(L);
+	for (; e->name != NULL; e++) {
+		lua_pushstring(L, e->name);
+		lua_rawseti(L, -2, e->value);
+	}
+	lua_pushcclosure(L, f, 1);
+	lua_setfield(L, -2, name);
 }
 
 /* imm_data in host order, or nil when the completion carries none */
@@ -131,8 +152,7 @@ static int l_count(lua_State *L)
 void ibvl_open_wc(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"get", l_get}, {"wr_id", l_wr_id}, {"status", l_status}, {"opcode", l_opcode},
-		{"imm_data", l_imm_data}, {"byte_len", l_byte_len}, {"qp_num", l_qp_num},
+		{"get", l_get}, {"wr_id", l_wr_id}, {"imm_data", l_imm_data}, {"byte_len", l_byte_len}, {"qp_num", l_qp_num},
 		{"src_qp", l_src_qp}, {"vendor_err", l_vendor_err}, {"wc_flags", l_wc_flags},
 		{"pkey_index", l_pkey_index}, {"slid", l_slid}, {"sl", l_sl},
 		{"dlid_path_bits", l_dlid_path_bits}, {"invalidated_rkey", l_invalidated_rkey},
@@ -141,6 +161,8 @@ void ibvl_open_wc(lua_State *L)
 	luaL_newmetatable(L, IBVL_WC_ARRAY);
 	lua_newtable(L);
 	luaL_setfuncs(L, methods, 0);
+	add_named(L, "status", l_status, ibvl_wc_statuses);
+	add_named(L, "opcode", l_opcode, ibvl_wc_opcodes);
 	lua_setfield(L, -2, "__index");
 	lua_pushcfunction(L, l_len);
 	lua_setfield(L, -2, "__len");

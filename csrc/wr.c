@@ -5,7 +5,7 @@
  *   qp:post_send{{wr_id = 2, opcode = "send", send_flags = {"signaled"},
  *                 sg_list = {{addr = a, length = n, lkey = k}}}, {...}}   -- a chain
  *   local rl = ibv.recv_wrs(64 [, max_sge])      -- 64 linked ibv_recv_wr
- *   rl:fill{mr = mr, length = 64, stride = 64}   -- WR i: wr_id i-1, bytes at (i-1)*64
+ *   rl:fill{sge = {mr = mr, length = 64}, stride = 64}  -- WR i: wr_id i-1, bytes at (i-1)*64
  *   qp:post_recv(rl [, first, count])            -- one C call, no allocation
  *   local sl = ibv.send_wrs(16); sl:set(1, {opcode = "rdma_write", ...})
  *   sl:wr_id(i [, v]), sl:length(i [, v]), #sl
@@ -91,7 +91,7 @@ void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ib
 static const char *const send_fields[] = {
 	"wr_id", "opcode", "send_flags", "sg_list", "sge", "inline", "imm_data",
 	"invalidate_rkey", "remote_addr", "rkey", "compare_add", "swap", "ah", "remote_qpn",
-	"remote_qkey", "remote_srqn", "mw", "bind_info", NULL,
+	"remote_qkey", "remote_srqn", "xrc_remote_srq_num", "mw", "bind_info", NULL,
 };
 
 static const char *const bind_fields[] = {"mr", "addr", "length", "mw_access_flags", NULL};
@@ -107,6 +107,7 @@ static void parse_bind(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv
 	int b = lua_gettop(L);
 	ibvl_check_fields(L, b, "bind_info", bind_fields);
 	struct ibvl_obj *mr = ibvl_obj_field(L, b, "mr", &ibvl_mr_class);
+	slot->mr = mr;
 	struct ibv_mw_bind_info *bi = &wr->bind_mw.bind_info;
 	bi->mr = mr ? mr->ptr : NULL;
 	bi->addr = ibvl_u64_field(L, b, "addr", mr ? (uintptr_t)bi->mr->addr : 0);
@@ -176,8 +177,12 @@ void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ib
 		                                               UINT32_MAX);
 	else
 		wr->imm_data = htobe32((uint32_t)ibvl_int_field(L, idx, "imm_data", 0, 0, UINT32_MAX));
+	/* remote_srqn; xrc_remote_srq_num is its OFED 1.x name */
 	wr->qp_type.xrc.remote_srqn = (uint32_t)ibvl_int_field(L, idx, "remote_srqn", 0, 0,
 	                                                       0xffffff);
+	if (ibvl_has_field(L, idx, "xrc_remote_srq_num"))
+		wr->qp_type.xrc.remote_srqn = (uint32_t)ibvl_int_field(L, idx, "xrc_remote_srq_num",
+		                                                       0, 0, 0xffffff);
 	parse_send_union(L, idx, wr, slot);
 }
 
@@ -193,10 +198,9 @@ struct wr_list {
 	/* followed by the arrays */
 };
 
-static int new_list(lua_State *L, int send)
+/* Pushes a list of n linked WRs with max_sge SGEs each. */
+static struct wr_list *alloc_list(lua_State *L, int n, int max_sge, int send)
 {
-	int n = (int)ibvl_check_range(L, 1, 1, 1 << 20);
-	int max_sge = (int)ibvl_opt_range(L, 2, 1, 0, 64);
 	size_t wrsz = send ? sizeof(struct ibv_send_wr) : sizeof(struct ibv_recv_wr);
 	size_t slotsz = send ? sizeof(struct ibvl_wr_slot) : 0;
 	size_t size = sizeof(struct wr_list) + (size_t)n * (wrsz + slotsz) +
@@ -221,6 +225,14 @@ static int new_list(lua_State *L, int send)
 			l->wr.recv[i].sg_list = &l->sge[i * max_sge];
 		}
 	}
+	return l;
+}
+
+static int new_list(lua_State *L, int send)
+{
+	int n = (int)ibvl_check_range(L, 1, 1, 1 << 20);
+	int max_sge = (int)ibvl_opt_range(L, 2, 1, 0, 64);
+	alloc_list(L, n, max_sge, send);
 	lua_createtable(L, 0, 0); /* WR index -> the Lua values it points into */
 	lua_setiuservalue(L, -2, 1);
 	luaL_setmetatable(L, send ? SEND_WRS : RECV_WRS);
@@ -254,8 +266,8 @@ static int check_wr_index(lua_State *L, struct wr_list *l, int arg)
 	return (int)i - 1;
 }
 
-/* Parses the WR table at idx into entry i, keeping its objects and strings. */
-static void set_entry(lua_State *L, struct wr_list *l, int i, int idx)
+/* Parses the WR table at idx into entry i, keeping its links. */
+static void parse_entry(lua_State *L, struct wr_list *l, int i, int idx)
 {
 	struct ibv_sge *sge = &l->sge[i * l->max_sge];
 	if (l->send) {
@@ -263,8 +275,16 @@ static void set_entry(lua_State *L, struct wr_list *l, int i, int idx)
 		ibvl_parse_send_wr(L, idx, wr, sge, l->max_sge, &l->slot[i]);
 		wr->next = next;
 	} else {
-		ibvl_parse_recv_wr(L, idx, &l->wr.recv[i], sge, l->max_sge);
+		struct ibv_recv_wr *wr = &l->wr.recv[i], *next = wr->next;
+		ibvl_parse_recv_wr(L, idx, wr, sge, l->max_sge);
+		wr->next = next;
 	}
+}
+
+/* Parses the WR table at idx into entry i, keeping its objects and strings. */
+static void set_entry(lua_State *L, struct wr_list *l, int i, int idx)
+{
+	parse_entry(L, l, i, idx);
 	lua_getiuservalue(L, 1, 1);
 	lua_pushvalue(L, idx); /* the table keeps its ah, mw and inline string alive */
 	lua_rawseti(L, -2, i + 1);
@@ -350,14 +370,16 @@ static int l_len(lua_State *L)
 	return 1;
 }
 
-/* Raises when a WR in [first, first+count) points to an AH or MW closed since. */
+/* Raises when a WR in [first, first+count) points to an AH, MW or MR closed since. */
 static void check_slots(lua_State *L, struct wr_list *l, int first, int count)
 {
 	for (int i = first; i < first + count; i++) {
 		struct ibvl_wr_slot *s = &l->slot[i];
-		if ((s->ah && s->ah->ptr == NULL) || (s->mw && s->mw->ptr == NULL))
-			luaL_error(L, "WR %d: attempt to use a closed %s", i + 1,
-			           s->ah && s->ah->ptr == NULL ? "ibverbs.ah" : "ibverbs.mw");
+		struct ibvl_obj *objs[] = {s->ah, s->mw, s->mr};
+		for (int k = 0; k < 3; k++)
+			if (objs[k] != NULL && objs[k]->ptr == NULL)
+				luaL_error(L, "WR %d: attempt to use a closed %s", i + 1,
+				           objs[k]->cls->name);
 	}
 }
 
@@ -368,6 +390,21 @@ void *ibvl_wr_list(lua_State *L, int idx, int send, int *n)
 	if (send)
 		check_slots(L, l, 0, l->n);
 	*n = l->n;
+	return l->wr.recv;
+}
+
+/* For FFI code: the memory of the prepared list at idx, or NULL when idx is
+ * not one.  Its WRs (*n of them), and its SGEs (*nsge, max_sge per WR). */
+void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
+                       int *nsge)
+{
+	struct wr_list *l = luaL_testudata(L, idx, RECV_WRS);
+	if (l == NULL && (l = luaL_testudata(L, idx, SEND_WRS)) == NULL)
+		return NULL;
+	*send = l->send;
+	*n = l->n;
+	*sge = l->sge;
+	*nsge = l->n * l->max_sge;
 	return l->wr.recv;
 }
 
@@ -392,82 +429,76 @@ static int table_count(lua_State *L, int arg)
 	return array ? (int)lua_rawlen(L, arg) : 0; /* 0: a single WR table */
 }
 
+static void *entry(struct wr_list *l, int i)
+{
+	return l->send ? (void *)&l->wr.snd[i] : (void *)&l->wr.recv[i];
+}
+
+static void **next_of(struct wr_list *l, int i)
+{
+	return l->send ? (void **)&l->wr.snd[i].next : (void **)&l->wr.recv[i].next;
+}
+
+/* A prepared list's range, or a temporary list made from WR tables (the
+ * argument table keeps what they point into alive during the call). */
+static void *chain(lua_State *L, int arg, struct ibvl_chain *c, int send)
+{
+	struct wr_list *l = luaL_testudata(L, arg, send ? SEND_WRS : RECV_WRS);
+	int first = 0, count;
+	if (l != NULL) {
+		list_range(L, l, arg, &first, &count);
+		if (send)
+			check_slots(L, l, first, count);
+	} else {
+		int n = table_count(L, arg), single = n == 0;
+		count = n + single;
+		l = alloc_list(L, count, 16, send);
+		for (int i = 0; i < count; i++) {
+			if (!single)
+				lua_rawgeti(L, arg, i + 1);
+			parse_entry(L, l, i, single ? arg : lua_gettop(L));
+			if (!single)
+				lua_pop(L, 1);
+		}
+	}
+	c->base = entry(l, first);
+	c->next_slot = next_of(l, first + count - 1);
+	c->saved = *c->next_slot;
+	*c->next_slot = NULL;
+	c->index0 = first + 1;
+	c->count = count;
+	c->slot = send ? &l->slot[first] : NULL;
+	return c->base;
+}
+
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c)
 {
-	struct wr_list *l = luaL_testudata(L, arg, RECV_WRS);
-	if (l != NULL) {
-		int first, count;
-		list_range(L, l, arg, &first, &count);
-		c->base = &l->wr.recv[first];
-		c->cut = &l->wr.recv[first + count - 1];
-		c->saved = ((struct ibv_recv_wr *)c->cut)->next;
-		((struct ibv_recv_wr *)c->cut)->next = NULL;
-		c->index0 = first + 1;
-		return c->base;
-	}
-	int n = table_count(L, arg), single = n == 0;
-	n += single;
-	int max_sge = 16;
-	struct ibv_recv_wr *wr = lua_newuserdatauv(L, (size_t)n * sizeof *wr, 0);
-	struct ibv_sge *sge = lua_newuserdatauv(L, (size_t)n * max_sge * sizeof *sge, 0);
-	for (int i = 0; i < n; i++) {
-		if (!single)
-			lua_rawgeti(L, arg, i + 1);
-		ibvl_parse_recv_wr(L, single ? arg : lua_gettop(L), &wr[i], &sge[i * max_sge], max_sge);
-		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
-		if (!single)
-			lua_pop(L, 1);
-	}
-	c->base = wr;
-	c->cut = NULL;
-	c->index0 = 1;
-	return wr;
+	return chain(L, arg, c, 0);
 }
 
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 {
-	struct wr_list *l = luaL_testudata(L, arg, SEND_WRS);
-	if (l != NULL) {
-		int first, count;
-		list_range(L, l, arg, &first, &count);
-		check_slots(L, l, first, count);
-		c->base = &l->wr.snd[first];
-		c->cut = &l->wr.snd[first + count - 1];
-		c->saved = ((struct ibv_send_wr *)c->cut)->next;
-		((struct ibv_send_wr *)c->cut)->next = NULL;
-		c->index0 = first + 1;
-		return c->base;
-	}
-	int n = table_count(L, arg), single = n == 0;
-	n += single;
-	int max_sge = 16;
-	struct ibv_send_wr *wr = lua_newuserdatauv(L, (size_t)n * sizeof *wr, 0);
-	struct ibv_sge *sge = lua_newuserdatauv(L, (size_t)n * max_sge * sizeof *sge, 0);
-	struct ibvl_wr_slot slot;
-	for (int i = 0; i < n; i++) {
-		if (!single)
-			lua_rawgeti(L, arg, i + 1);
-		ibvl_parse_send_wr(L, single ? arg : lua_gettop(L), &wr[i], &sge[i * max_sge], max_sge,
-		                   &slot);
-		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
-		if (!single)
-			lua_pop(L, 1);
-	}
-	c->base = wr;
-	c->cut = NULL;
-	c->index0 = 1;
-	return wr;
+	return chain(L, arg, c, 1);
 }
 
-/* Restores a prepared list after posting a part of it. */
-void ibvl_chain_done(struct ibvl_chain *c, int send)
+/* Restores a list's link after posting a part of it. */
+void ibvl_chain_done(struct ibvl_chain *c)
 {
-	if (c->cut == NULL)
+	*c->next_slot = c->saved;
+}
+
+/* Raises (restoring a prepared list first) when a send chain cannot go to qp:
+ * a WR on a UD QP needs an address handle, which verbs would dereference. */
+void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c)
+{
+	if (((struct ibv_qp *)qp->o.ptr)->qp_type != IBV_QPT_UD)
 		return;
-	if (send)
-		((struct ibv_send_wr *)c->cut)->next = c->saved;
-	else
-		((struct ibv_recv_wr *)c->cut)->next = c->saved;
+	for (int i = 0; i < c->count; i++) {
+		if (c->slot[i].ah == NULL) {
+			ibvl_chain_done(c);
+			luaL_error(L, "WR %d: field 'ah' is required on a UD QP", c->index0 + i);
+		}
+	}
 }
 
 /* nil, msg, errno, bad_index (1-based, in the list or table given) */

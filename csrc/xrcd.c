@@ -1,10 +1,16 @@
 /*
- * xrcd.c: XRC domains.
+ * xrcd.c: XRC domains, and opening a shared XRC receive QP.
  *
  *   local xrcd, msg, errno = ctx:open_xrcd{fd = -1, oflags = ibv.O_CREAT}
  *   -- on rxe: nil, "ibv_open_xrcd: Operation not supported", 95
+ *   local f = io.open("/tmp/domain", "w")
+ *   local xrcd = assert(ctx:open_xrcd{fd = f, oflags = ibv.O_CREAT})  -- fd: integer or file
+ *   xrcd:close()            -- ibv_close_xrcd; nil, msg, EBUSY while QPs or SRQs use it
+ *   local tgt = assert(ctx:open_qp{qp_num = n, qp_type = "xrc_recv", xrcd = xrcd})
+ * open_qp computes its comp_mask from the fields given (rdma-core needs all three).
  */
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ibvl.h"
@@ -17,34 +23,106 @@ static int destroy_xrcd(struct ibvl_obj *o, void *ptr)
 
 const struct ibvl_class ibvl_xrcd_class = {"ibverbs.xrcd", destroy_xrcd, "ibv_close_xrcd", NULL};
 
+/* The fd field: an integer (-1: no inode) or an open Lua file.  Both Lua 5.4's
+ * luaL_Stream and LuaJIT's file userdata start with the FILE pointer. */
+static int fd_field(lua_State *L, int idx)
+{
+	lua_getfield(L, idx, "fd");
+	int fd = -1;
+	if (luaL_testudata(L, -1, "FILE*") != NULL) {
+		FILE *f = *(FILE **)lua_touserdata(L, -1);
+#if LUA_VERSION_NUM >= 502
+		if (((luaL_Stream *)lua_touserdata(L, -1))->closef == NULL)
+			f = NULL;
+#endif
+		if (f == NULL)
+			luaL_error(L, "field 'fd': attempt to use a closed file");
+		fd = fileno(f);
+	} else if (!lua_isnil(L, -1)) {
+		fd = (int)ibvl_int_field(L, idx, "fd", -1, -1, INT32_MAX);
+	}
+	lua_pop(L, 1);
+	return fd;
+}
+
+/* The errno to report for a failed XRC call: EOPNOTSUPP on a device without
+ * XRC (where the call cannot succeed whatever its arguments), else err. */
+int ibvl_xrc_errno(struct ibv_context *ctx, int err)
+{
+	struct ibv_device_attr a;
+	if (ibv_query_device(ctx, &a) == 0 && !(a.device_cap_flags & IBV_DEVICE_XRC))
+		return EOPNOTSUPP;
+	return err;
+}
+
 static const char *const xrcd_fields[] = {"fd", "oflags", NULL};
 
-/* ctx:open_xrcd{fd = -1 | fd, oflags = O_CREAT | O_EXCL ...} */
+/* ctx:open_xrcd{fd = -1 | fd | file, oflags = O_CREAT | O_EXCL ...} */
 static int l_open_xrcd(lua_State *L)
 {
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_xrcd_init_attr a;
 	memset(&a, 0, sizeof a);
+	a.fd = -1;
+	a.oflags = O_CREAT;
 	if (!lua_isnoneornil(L, 2)) {
 		luaL_checktype(L, 2, LUA_TTABLE);
 		ibvl_check_fields(L, 2, "attr", xrcd_fields);
+		a.fd = fd_field(L, 2);
+		a.oflags = (int)ibvl_int_field(L, 2, "oflags", O_CREAT, 0, INT32_MAX);
 	}
-	int has = lua_istable(L, 2);
-	a.fd = has ? (int)ibvl_int_field(L, 2, "fd", -1, -1, INT32_MAX) : -1;
-	a.oflags = has ? (int)ibvl_int_field(L, 2, "oflags", O_CREAT, 0, INT32_MAX) : O_CREAT;
 	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
 	struct ibvl_obj *o = ibvl_new(L, &ibvl_xrcd_class, sizeof *o);
 	o->ptr = ibv_open_xrcd(ctx->ptr, &a);
 	if (o->ptr == NULL)
-		return ibvl_fail(L, "ibv_open_xrcd", errno);
+		return ibvl_fail(L, "ibv_open_xrcd", ibvl_xrc_errno(ctx->ptr, errno));
 	ibvl_use(L, -1, 1);
+	return 1;
+}
+
+static const char *const open_qp_fields[] = {"qp_num", "qp_type", "xrcd", NULL};
+
+/* ctx:open_qp{qp_num = n, qp_type = "xrc_recv", xrcd = xrcd}: another handle on
+ * a shared (XRC target) QP; closing it destroys the QP with its last handle. */
+static int l_open_qp(lua_State *L)
+{
+	ibvl_check(L, 1, &ibvl_context_class);
+	struct ibv_qp_open_attr a;
+	memset(&a, 0, sizeof a);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "attr", open_qp_fields);
+	if (ibvl_has_field(L, 2, "qp_num")) {
+		a.qp_num = (uint32_t)ibvl_int_field(L, 2, "qp_num", 0, 0, 0xffffff);
+		a.comp_mask |= IBV_QP_OPEN_ATTR_NUM;
+	}
+	if (ibvl_has_field(L, 2, "qp_type")) {
+		a.qp_type = (enum ibv_qp_type)ibvl_enum_field(L, 2, "qp_type", ibvl_qp_types, 0);
+		a.comp_mask |= IBV_QP_OPEN_ATTR_TYPE;
+	}
+	struct ibvl_obj *x = ibvl_obj_field(L, 2, "xrcd", &ibvl_xrcd_class);
+	if (x != NULL) {
+		a.xrcd = x->ptr;
+		a.comp_mask |= IBV_QP_OPEN_ATTR_XRCD;
+	}
+	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
+	struct ibv_context *ctx = ((struct ibvl_obj *)lua_touserdata(L, 1))->ptr;
+	qp->o.ptr = ibv_open_qp(ctx, &a);
+	if (qp->o.ptr == NULL)
+		return ibvl_fail(L, "ibv_open_qp", ibvl_xrc_errno(ctx, errno));
+	struct ibv_qp_init_attr_ex none;
+	memset(&none, 0, sizeof none);
+	if (x == NULL)
+		ibvl_use(L, -1, 1);
+	ibvl_qp_adopt(L, 2, 0, &none); /* uses the xrcd */
 	return 1;
 }
 
 void ibvl_open_xrcd(lua_State *L)
 {
 	static const luaL_Reg methods[] = {{NULL, NULL}};
-	static const luaL_Reg ctx_methods[] = {{"open_xrcd", l_open_xrcd}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {
+		{"open_xrcd", l_open_xrcd}, {"open_qp", l_open_qp}, {NULL, NULL},
+	};
 	ibvl_register(L, &ibvl_xrcd_class, methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 	lua_pushinteger(L, O_CREAT);

@@ -15,10 +15,24 @@ local core = require "ibverbs.core"
 
 local ibv = core
 
---- Extends the methods of a userdata type ("ibverbs.qp") with a table of functions.
+--- Extends the methods of a userdata type ("ibverbs.qp") with a table of
+-- functions.  On verbs objects each one first refuses a closed object, as the
+-- C methods do.
 function ibv.extend(typename, funcs)
   local methods = core.methods(typename)
-  for k, f in pairs(funcs) do methods[k] = f end
+  local is_closed = methods.is_closed
+  for k, f in pairs(funcs) do
+    if is_closed then
+      methods[k] = function(self, ...)
+        if type(self) == "userdata" and is_closed(self) then
+          error("attempt to use a closed " .. typename, 2)
+        end
+        return f(self, ...)
+      end
+    else
+      methods[k] = f
+    end
+  end
 end
 
 local function check_opts(opts, allowed, what)
@@ -110,5 +124,7 @@ local function connect(qp, remote, opts)
 end
 
 ibv.extend("ibverbs.qp", { to_init = to_init, to_rtr = to_rtr, to_rts = to_rts, connect = connect })
+
+require("ibverbs.xrc").install(ibv) -- the legacy OFED 1.x XRC calls
 
 return ibv

@@ -17,12 +17,13 @@ end
 --- A loopback setup on the spec device: ctx, pd, one cq, and two QPs of
 -- qp_type connected to each other (RC/UC via GID index 1; UD ready to send).
 -- opts: qp_type ("rc"), cap, access (qp_access_flags), cqe, create_ex (init attr extras
--- for ctx:create_qp_ex, e.g. {send_ops_flags = {...}}).
+-- for ctx:create_qp_ex, e.g. {send_ops_flags = {...}}), cq_attr (a ctx:create_cq argument
+-- instead of cqe, e.g. {cqe = 256, wc_flags = {...}} for a cq_ex).
 function support.pair(opts)
   opts = opts or {}
   local env = { ctx = support.open() }
   env.pd = assert(env.ctx:alloc_pd())
-  env.cq = assert(env.ctx:create_cq(opts.cqe or 256))
+  env.cq = assert(env.ctx:create_cq(opts.cq_attr or opts.cqe or 256))
   local qp_type = opts.qp_type or "rc"
   local cap = opts.cap or { max_send_wr = 64, max_recv_wr = 64, max_send_sge = 4, max_recv_sge = 4,
                             max_inline_data = 64 }
