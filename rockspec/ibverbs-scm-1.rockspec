@@ -41,6 +41,9 @@ build = {
     ["ibverbs"] = "lua/ibverbs.lua",
     ["ibverbs.xrc"] = "lua/ibverbs/xrc.lua",
     ["ibverbs.ffi"] = "lua/ibverbs/ffi.lua",
+    ["ibverbs.getopt"] = "lua/ibverbs/getopt.lua",
+    ["ibverbs.exchange"] = "lua/ibverbs/exchange.lua",
+    ["ibverbs.pingpong"] = "lua/ibverbs/pingpong.lua",
   },
 }
 test = {
