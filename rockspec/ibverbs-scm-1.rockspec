@@ -43,6 +43,9 @@ build = {
     ["ibverbs.xrc"] = "lua/ibverbs/xrc.lua",
     ["ibverbs.ffi"] = "lua/ibverbs/ffi.lua",
     ["ibverbs.cm"] = "lua/ibverbs/cm.lua",
+    ["ibverbs.getopt"] = "lua/ibverbs/getopt.lua",
+    ["ibverbs.exchange"] = "lua/ibverbs/exchange.lua",
+    ["ibverbs.pingpong"] = "lua/ibverbs/pingpong.lua",
   },
 }
 test = {

@@ -56,4 +56,85 @@ function support.completions(cq, n, timeout)
   return out
 end
 
+-- ---------------------------------------------------------------- processes
+-- The interop specs run the C tools and the examples as child processes, each
+-- under timeout(1) so that nothing can hang.
+
+--- The interpreter running the specs, for starting the examples with it.
+support.LUA = rawget(_G, "jit") and "luajit" or "lua5.4"
+
+local function sleep(s) require("socket").sleep(s) end
+
+local function slurp(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Starts cmd in the background (stdout and stderr to a file); returns a
+-- handle whose :wait([timeout]) gives the output and the exit status.
+function support.spawn(cmd)
+  local out = os.tmpname()
+  os.remove(out .. ".rc")
+  local script = string.format("(%s) > %s 2>&1; echo $? > %s.rc.tmp; mv %s.rc.tmp %s.rc", cmd, out, out, out, out)
+  os.execute("sh -c '" .. script:gsub("'", "'\\''") .. "' &")
+  local h = { out = out }
+  function h.wait(_, timeout)
+    local deadline = os.time() + (timeout or 90)
+    while os.time() <= deadline do
+      local rc = slurp(out .. ".rc")
+      if rc and rc:match("%d") then
+        local text = slurp(out) or ""
+        os.remove(out); os.remove(out .. ".rc")
+        return text, tonumber(rc:match("%d+"))
+      end
+      sleep(0.05)
+    end
+    return slurp(out) or "", nil
+  end
+  return h
+end
+
+--- Runs cmd in the foreground; returns its output and exit status.
+function support.run(cmd)
+  return support.spawn(cmd):wait()
+end
+
+--- Waits until a TCP port is being listened on (true) or timeout s pass (false).
+function support.wait_listen(port, timeout)
+  local deadline = os.time() + (timeout or 30)
+  while os.time() <= deadline do
+    local p = io.popen("ss -Hltn 'sport = :" .. port .. "' 2>/dev/null")
+    local s = p:read("a")
+    p:close()
+    if s:find("LISTEN") then return true end
+    sleep(0.05)
+  end
+  return false
+end
+
+--- A server command and a client command (given the server port as %d where
+-- port_fmt is used): starts the server, waits for its port, runs the client.
+-- Returns {server = output, server_rc = n, client = output, client_rc = n}.
+function support.pair_run(server_cmd, client_cmd, port, limit)
+  limit = limit or 60
+  local srv = support.spawn(string.format("timeout %d %s", limit, server_cmd))
+  local r = {}
+  if not support.wait_listen(port, limit) then
+    r.server, r.server_rc = srv:wait(limit + 5)
+    r.client, r.client_rc = "(not started: the server never listened)", -1
+    return r
+  end
+  r.client, r.client_rc = support.run(string.format("timeout %d %s", limit, client_cmd))
+  r.server, r.server_rc = srv:wait(limit + 5)
+  return r
+end
+
+--- The command that runs an example under this interpreter.
+function support.example(name, args)
+  return support.LUA .. " examples/" .. name .. " " .. (args or "")
+end
+
 return support

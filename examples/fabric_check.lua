@@ -1,0 +1,241 @@
+#!/usr/bin/env lua5.4
+--- fabric_check.lua: a bring-up checker.  For every device and port: state,
+-- MTU and GIDs, then loopback traffic on the port: RC send/recv, RDMA write,
+-- RDMA read, atomics, UD send; each PASS or FAIL with its time.
+--   lua5.4 examples/fabric_check.lua [-d rxe0] [-i 1] [-g 1] [--json]
+-- Exit status: 0 when everything passed, 1 on any FAIL.
+local ibv = require "ibverbs"
+local getopt = require "ibverbs.getopt"
+
+local o = getopt.run(arg, {
+  name = "fabric_check.lua", usage = { "            check every device and port" },
+  { "d", "ib-dev", arg = "dev", help = "check only device <dev>" },
+  { "i", "ib-port", arg = "port", type = "int", min = 1, max = 255, help = "check only port <port>" },
+  { "g", "gid-idx", arg = "gid index", type = "int", min = 0,
+    help = "GID index for the traffic (default: the first RoCE v2 IPv4 GID, else 0)" },
+  { "t", "timeout", arg = "seconds", type = "number", default = 2, help = "completion timeout (default 2)" },
+  { nil, "json", help = "machine-readable output (one JSON object)" },
+})
+
+local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic" }
+local QKEY = 0x11111111
+
+-- ------------------------------------------------------------------ traffic
+
+local function wait(env, n)
+  local got = assert(env.cq:wait(env.wcs, n, o.timeout))
+  if got < n then error(string.format("%d of %d completions in %.1f s", got, n, o.timeout), 0) end
+  for i = 1, n do
+    if env.wcs:status(i) ~= "success" then
+      error("completion " .. env.wcs:opcode(i) .. ": " .. env.wcs:status(i), 0)
+    end
+  end
+end
+
+local function expect(got, want, what)
+  if got ~= want then error(string.format("%s: got %s, expected %s", what, tostring(got), tostring(want)), 0) end
+end
+
+-- Two QPs of qp_type on one CQ, connected to each other through the port.
+local function pair(ctx, port, gid_index, qp_type)
+  local env = { ctx = ctx, port = port, gid_index = gid_index }
+  env.pd = assert(ctx:alloc_pd())
+  env.cq = assert(ctx:create_cq(64))
+  env.wcs = ibv.wc_array(8)
+  env.mra = assert(env.pd:reg_mr(4096, ACCESS))
+  env.mrb = assert(env.pd:reg_mr(4096, ACCESS))
+  local cap = { max_send_wr = 8, max_recv_wr = 8, max_send_sge = 1, max_recv_sge = 1 }
+  env.a = assert(env.pd:create_qp{ qp_type = qp_type, send_cq = env.cq, recv_cq = env.cq, cap = cap })
+  env.b = assert(env.pd:create_qp{ qp_type = qp_type, send_cq = env.cq, recv_cq = env.cq, cap = cap })
+  env.gid = assert(ctx:query_gid(port, gid_index))
+  local lid = assert(ctx:query_port(port)).lid
+  for _, p in ipairs({ { env.a, env.b }, { env.b, env.a } }) do
+    assert(p[1]:connect({ qpn = p[2].qp_num, psn = 0, lid = lid, gid = env.gid },
+      { port_num = port, sgid_index = gid_index, qp_access_flags = ACCESS }))
+  end
+  return env
+end
+
+local tests = {}
+
+tests[#tests + 1] = { name = "rc_send_recv", qp_type = "rc", run = function(env)
+  env.mra:write(0, "fabric check: send")
+  assert(env.b:post_recv{ wr_id = 1, sge = { mr = env.mrb, length = 64 } })
+  assert(env.a:post_send{ wr_id = 2, opcode = "send", send_flags = { "signaled" },
+    sge = { mr = env.mra, length = 18 } })
+  wait(env, 2)
+  expect(env.mrb:read(0, 18), "fabric check: send", "received data")
+end }
+
+tests[#tests + 1] = { name = "rdma_write", qp_type = "rc", run = function(env)
+  env.mra:write(100, "fabric check: write")
+  assert(env.a:post_send{ wr_id = 3, opcode = "rdma_write", send_flags = { "signaled" },
+    sge = { mr = env.mra, offset = 100, length = 19 }, remote_addr = env.mrb.addr + 200, rkey = env.mrb.rkey })
+  wait(env, 1)
+  expect(env.mrb:read(200, 19), "fabric check: write", "written data")
+end }
+
+tests[#tests + 1] = { name = "rdma_read", qp_type = "rc", run = function(env)
+  env.mrb:write(300, "fabric check: read")
+  assert(env.a:post_send{ wr_id = 4, opcode = "rdma_read", send_flags = { "signaled" },
+    sge = { mr = env.mra, offset = 400, length = 18 }, remote_addr = env.mrb.addr + 300, rkey = env.mrb.rkey })
+  wait(env, 1)
+  expect(env.mra:read(400, 18), "fabric check: read", "read data")
+end }
+
+tests[#tests + 1] = { name = "atomic", qp_type = "rc", run = function(env)
+  env.mrb:u64(512, 40)
+  assert(env.a:post_send{ wr_id = 5, opcode = "atomic_fetch_and_add", send_flags = { "signaled" },
+    sge = { mr = env.mra, offset = 512, length = 8 }, remote_addr = env.mrb.addr + 512, rkey = env.mrb.rkey,
+    compare_add = 2 })
+  wait(env, 1)
+  expect(env.mra:u64(512), 40, "fetch_and_add old value")
+  assert(env.a:post_send{ wr_id = 6, opcode = "atomic_cmp_and_swp", send_flags = { "signaled" },
+    sge = { mr = env.mra, offset = 520, length = 8 }, remote_addr = env.mrb.addr + 512, rkey = env.mrb.rkey,
+    compare_add = 42, swap = 7 })
+  wait(env, 1)
+  expect(env.mra:u64(520), 42, "cmp_and_swp old value")
+  expect(env.mrb:u64(512), 7, "swapped value")
+end }
+
+tests[#tests + 1] = { name = "ud_send", qp_type = "ud", run = function(env)
+  local ah = assert(env.pd:create_ah{ port_num = env.port,
+    grh = { dgid = env.gid, sgid_index = env.gid_index, hop_limit = 1 } })
+  assert(env.b:post_recv{ wr_id = 7, sge = { mr = env.mrb, offset = 1024, length = 40 + 64 } })
+  env.mra:write(1024, "fabric check: ud")
+  assert(env.a:post_send{ wr_id = 8, send_flags = { "signaled" }, sge = { mr = env.mra, offset = 1024, length = 16 },
+    ah = ah, remote_qpn = env.b.qp_num, remote_qkey = QKEY })
+  wait(env, 2)
+  expect(env.mrb:read(1024 + 40, 16), "fabric check: ud", "datagram (after the 40-byte GRH)")
+end }
+
+local function run_test(ctx, port, gid_index, t)
+  local start = ibv.now()
+  local ok, err = pcall(function()
+    local env = pair(ctx, port, gid_index, t.qp_type)
+    t.run(env)
+    for _, k in ipairs({ "a", "b", "mra", "mrb", "cq", "pd" }) do env[k]:close() end
+  end)
+  collectgarbage()
+  return { name = t.name, pass = ok, ms = (ibv.now() - start) * 1000, detail = not ok and tostring(err) or nil }
+end
+
+-- ------------------------------------------------------------------ ports
+
+local function pick_gid(gids, link_layer)
+  if o.gid_idx then return o.gid_idx end
+  if link_layer ~= "ethernet" then return 0 end
+  for _, g in ipairs(gids) do
+    if g.gid_type == "roce_v2" and g.gid:find("^::ffff:%d") then return g.gid_index end
+  end
+  return gids[1] and gids[1].gid_index or 0
+end
+
+local function check_port(ctx, port)
+  local r = { port = port, checks = {} }
+  local p, msg = ctx:query_port(port)
+  if not p then
+    r.checks[1] = { name = "port_state", pass = false, ms = 0, detail = msg }
+    return r
+  end
+  r.state, r.active_mtu, r.max_mtu, r.link_layer, r.lid = p.state, p.active_mtu, p.max_mtu, p.link_layer, p.lid
+  r.gids = {}
+  for _, g in ipairs(ctx:query_gid_table() or {}) do
+    if g.port_num == port then r.gids[#r.gids + 1] = { index = g.gid_index, gid = g.gid, type = g.gid_type } end
+  end
+  local active = p.state == "active"
+  r.checks[1] = { name = "port_state", pass = active, ms = 0, detail = not active and ("port is " .. p.state) or nil }
+  local gid_index = pick_gid(ctx:query_gid_table() or {}, p.link_layer)
+  r.gid_index = gid_index
+  for _, t in ipairs(tests) do
+    if active then
+      r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t)
+    else
+      r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0, detail = "not run: port is " .. p.state }
+    end
+  end
+  return r
+end
+
+local function check_device(d)
+  local dev = { name = d.name, ports = {} }
+  local ctx, msg = ibv.open(d.name)
+  if not ctx then
+    dev.error = msg
+    return dev
+  end
+  local a = assert(ctx:query_device())
+  for port = 1, a.phys_port_cnt do
+    if not o.ib_port or o.ib_port == port then dev.ports[#dev.ports + 1] = check_port(ctx, port) end
+  end
+  if #dev.ports == 0 then dev.error = "no port " .. tostring(o.ib_port) end
+  ctx:close()
+  return dev
+end
+
+-- ------------------------------------------------------------------ output
+
+local function json(v)
+  local t = type(v)
+  if t == "table" then
+    if #v > 0 then
+      local out = {}
+      for i, x in ipairs(v) do out[i] = json(x) end
+      return "[" .. table.concat(out, ",") .. "]"
+    end
+    local keys, out = {}, {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do out[#out + 1] = json(tostring(k)) .. ":" .. json(v[k]) end
+    return "{" .. table.concat(out, ",") .. "}"
+  elseif t == "string" then
+    return '"' .. v:gsub('[%c"\\]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
+  elseif t == "number" then
+    return (v == math.floor(v) and string.format("%d", v)) or string.format("%.3f", v)
+  end
+  return tostring(v)
+end
+
+local function print_text(devs)
+  for _, dev in ipairs(devs) do
+    print(dev.name .. (dev.error and (": FAIL " .. dev.error) or ""))
+    for _, p in ipairs(dev.ports) do
+      print(string.format("  port %d: %s, MTU %s (max %s), link %s, LID %s", p.port, tostring(p.state),
+        tostring(p.active_mtu), tostring(p.max_mtu), tostring(p.link_layer), tostring(p.lid)))
+      for _, g in ipairs(p.gids or {}) do
+        print(string.format("    GID[%d] %s (%s)%s", g.index, g.gid, g.type, g.index == p.gid_index and " *" or ""))
+      end
+      for _, c in ipairs(p.checks) do
+        print(string.format("    %-14s %s %8.2f ms%s", c.name, c.pass and "PASS" or "FAIL", c.ms,
+          c.detail and ("  " .. c.detail) or ""))
+      end
+    end
+  end
+end
+
+local devices = assert(ibv.devices())
+local results, failed, total = {}, 0, 0
+for _, d in ipairs(devices) do
+  if not o.ib_dev or d.name == o.ib_dev then
+    local dev = check_device(d)
+    results[#results + 1] = dev
+    if dev.error then failed = failed + 1 end
+    for _, p in ipairs(dev.ports) do
+      for _, c in ipairs(p.checks) do
+        total = total + 1
+        if not c.pass then failed = failed + 1 end
+      end
+    end
+  end
+end
+if #results == 0 then
+  results[1] = { name = o.ib_dev or "(none)", error = "no such RDMA device", ports = {} }
+  failed = failed + 1
+end
+if o.json then
+  print(json({ devices = results, checks = total, failed = failed, pass = failed == 0 }))
+else
+  print_text(results)
+  print(string.format("%d checks, %d failed: %s", total, failed, failed == 0 and "PASS" or "FAIL"))
+end
+os.exit(failed == 0 and 0 or 1)

@@ -1,0 +1,6 @@
+#!/usr/bin/env lua5.4
+--- rc_pingpong.lua: the Lua counterpart of ibv_rc_pingpong, wire compatible with it.
+--   server: lua5.4 examples/rc_pingpong.lua -g 1
+--   client: lua5.4 examples/rc_pingpong.lua -g 1 <server>
+--   --help lists the options (the C tool's letters and defaults).
+os.exit(require("ibverbs.pingpong").main("rc", arg))

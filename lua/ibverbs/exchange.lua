@@ -1,0 +1,259 @@
+--- Out-of-band exchange of QP addresses over TCP, wire compatible with the
+-- rdma-core example tools and with perftest.
+--
+--   local ex = require "ibverbs.exchange"
+--   local conn = assert(ex.connect("10.0.0.2", 18515))   -- or ex.listen(18515)
+--   -- ibv_*_pingpong: "%04x:%06x:%06x:%s" lid:qpn:psn:gid (32 hex), NUL-terminated
+--   local remote = assert(ex.client_exchange(conn, { {lid = 0, qpn = n, psn = p, gid = g} }))
+--   local remote = assert(ex.server_exchange(conn, 1, function(rem) ...; return mine end))
+--   -- perftest: 16-byte versions, system data, MTU, then 108-byte keys
+--   ex.xchg(conn, role, data), ex.pack_key(dest), ex.unpack_key(s)
+--   ex.gid_raw("::ffff:192.0.2.1") -> 16 bytes; ex.gid_text(raw) -> "::ffff:192.0.2.1"
+--
+-- Every call returns nil, msg on a network error or a malformed message.
+local socket = require "socket"
+
+local ex = {}
+
+local READ_TIMEOUT = 60
+
+-- ---------------------------------------------------------------- GIDs
+
+--- 16 raw bytes from an IPv6 text GID (a 16-byte string passes unchanged).
+function ex.gid_raw(text)
+  if text == nil then return string.rep("\0", 16) end
+  if #text == 16 and not text:find("^[%x:.]+$") then return text end
+  local head, tail = text:match("^(.-)::(.*)$")
+  local groups = {}
+  local function split(s, out)
+    if s == "" then return out end
+    for part in s:gmatch("[^:]+") do
+      if part:find("%.") then
+        local a, b, c, d = part:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+        if not a then return nil end
+        out[#out + 1] = tonumber(a) * 256 + tonumber(b)
+        out[#out + 1] = tonumber(c) * 256 + tonumber(d)
+      else
+        local v = tonumber(part, 16)
+        if not v or #part > 4 then return nil end
+        out[#out + 1] = v
+      end
+    end
+    return out
+  end
+  if head then
+    local h, t = split(head, {}), split(tail, {})
+    if not h or not t or #h + #t > 7 then return nil, "bad GID '" .. text .. "'" end
+    for _, v in ipairs(h) do groups[#groups + 1] = v end
+    for _ = 1, 8 - #h - #t do groups[#groups + 1] = 0 end
+    for _, v in ipairs(t) do groups[#groups + 1] = v end
+  else
+    if not split(text, groups) or #groups ~= 8 then return nil, "bad GID '" .. text .. "'" end
+  end
+  local bytes = {}
+  for i, v in ipairs(groups) do
+    bytes[2 * i - 1] = string.char(math.floor(v / 256))
+    bytes[2 * i] = string.char(v % 256)
+  end
+  return table.concat(bytes)
+end
+
+--- The text form of a raw GID, as inet_ntop writes it.
+function ex.gid_text(raw)
+  local w = {}
+  for i = 1, 8 do w[i] = raw:byte(2 * i - 1) * 256 + raw:byte(2 * i) end
+  local best, bestlen, cur, curlen = nil, 0, nil, 0
+  for i = 1, 8 do
+    if w[i] == 0 then
+      if not cur then cur, curlen = i, 0 end
+      curlen = curlen + 1
+      if curlen > bestlen then best, bestlen = cur, curlen end
+    else
+      cur = nil
+    end
+  end
+  if bestlen < 2 then best = nil end
+  local out, i = {}, 1
+  while i <= 8 do
+    if i == best then
+      out[#out + 1] = (i == 1) and "::" or ":"
+      i = i + bestlen
+    else
+      if i == 7 and best == 1 and (bestlen == 6 or (bestlen == 5 and w[6] == 0xffff)) then
+        out[#out + 1] = string.format("%d.%d.%d.%d", raw:byte(13, 16))
+        break
+      end
+      out[#out + 1] = string.format("%x", w[i]) .. (i < 8 and ":" or "")
+      i = i + 1
+    end
+  end
+  return table.concat(out)
+end
+
+-- ---------------------------------------------------------------- TCP
+
+local Conn = {}
+Conn.__index = Conn
+
+--- Exactly n bytes, or nil, msg.
+function Conn:read(n)
+  local s, err, partial = self.sock:receive(n)
+  if not s then
+    return nil, "reading " .. n .. " bytes from the peer: " .. tostring(err) ..
+      (partial and #partial > 0 and (" after " .. #partial) or "")
+  end
+  return s
+end
+
+function Conn:write(s)
+  local ok, err = self.sock:send(s)
+  if not ok then return nil, "writing to the peer: " .. tostring(err) end
+  return true
+end
+
+function Conn:close() self.sock:close() end
+
+local function wrap(sock, role)
+  sock:settimeout(READ_TIMEOUT)
+  sock:setoption("tcp-nodelay", true)
+  return setmetatable({ sock = sock, role = role }, Conn)
+end
+
+--- Connects to a server; nil, msg when none listens.
+function ex.connect(host, port)
+  local sock, err = socket.connect(host, port)
+  if not sock then return nil, string.format("couldn't connect to %s:%d: %s", host, port, tostring(err)) end
+  return wrap(sock, "client")
+end
+
+--- Listens on port (all addresses) and accepts one client.
+-- timeout: seconds to wait for it (nil: forever).
+function ex.listen(port, timeout)
+  local server, err = socket.bind("*", port)
+  if not server then return nil, string.format("couldn't listen to port %d: %s", port, tostring(err)) end
+  server:settimeout(timeout)
+  local sock
+  sock, err = server:accept()
+  server:close()
+  if not sock then return nil, "accept: " .. tostring(err) end
+  return wrap(sock, "server")
+end
+
+-- ---------------------------------------------------------------- pingpong
+
+local DEST_SIZE = 52 -- "0000:000000:000000:" + 32 hex digits + NUL
+
+--- The pingpong message for {lid=, qpn=, psn=, gid=}.
+function ex.pack_dest(d)
+  local raw = assert(ex.gid_raw(d.gid))
+  local hex = raw:gsub(".", function(c) return string.format("%02x", c:byte()) end)
+  return string.format("%04x:%06x:%06x:%s", d.lid or 0, d.qpn or 0, d.psn or 0, hex) .. "\0"
+end
+
+--- {lid=, qpn=, psn=, gid=text, gid_raw=} from a pingpong message.
+function ex.unpack_dest(s)
+  local lid, qpn, psn, hex = s:match("^(%x%x%x%x):(%x%x%x%x%x%x):(%x%x%x%x%x%x):(" .. string.rep("%x", 32) .. ")")
+  if not lid then return nil, "malformed address message from the peer" end
+  local raw = hex:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end)
+  return { lid = tonumber(lid, 16), qpn = tonumber(qpn, 16), psn = tonumber(psn, 16),
+           gid = ex.gid_text(raw), gid_raw = raw }
+end
+
+local function write_dests(conn, dests, slots)
+  local t = {}
+  for i = 1, slots do t[i] = ex.pack_dest(dests[i] or {}) end
+  return conn:write(table.concat(t))
+end
+
+local function read_dests(conn, slots)
+  local out = {}
+  for i = 1, slots do
+    local s, err = conn:read(DEST_SIZE)
+    if not s then return nil, err end
+    local d
+    d, err = ex.unpack_dest(s)
+    if not d then return nil, err end
+    out[i] = d
+  end
+  return out
+end
+
+--- Client side: send our addresses (slots messages, the rest zero), read the
+-- server's, then "done".  Returns the server's addresses.
+function ex.client_exchange(conn, dests, slots)
+  slots = slots or #dests
+  local ok, err = write_dests(conn, dests, slots)
+  if not ok then return nil, err end
+  local remote
+  remote, err = read_dests(conn, slots)
+  if not remote then return nil, err end
+  ok, err = conn:write("done\0")
+  if not ok then return nil, err end
+  return remote
+end
+
+--- Server side: read the client's addresses, call ready(remote) (connect the
+-- QPs there; it returns our addresses or nil, msg), answer, wait for "done".
+function ex.server_exchange(conn, slots, ready)
+  local remote, err = read_dests(conn, slots)
+  if not remote then return nil, err end
+  local mine
+  mine, err = ready(remote)
+  if not mine then return nil, err end
+  local ok
+  ok, err = write_dests(conn, mine, slots)
+  if not ok then return nil, err end
+  ok, err = conn:read(5)
+  if not ok then return nil, err end
+  return remote
+end
+
+-- ---------------------------------------------------------------- perftest
+
+--- perftest's ctx_xchg_data: the client writes first, the server reads first.
+function ex.xchg(conn, data)
+  local got, err
+  if conn.role == "client" then
+    local ok, e = conn:write(data)
+    if not ok then return nil, e end
+    got, err = conn:read(#data)
+  else
+    got, err = conn:read(#data)
+    if got then
+      local ok, e = conn:write(data)
+      if not ok then return nil, e end
+    end
+  end
+  return got, err
+end
+
+ex.KEY_SIZE = 108
+
+--- perftest's key message: lid:out_reads:qpn:psn:rkey:vaddr:gid bytes:srqn:
+function ex.pack_key(d)
+  local raw = assert(ex.gid_raw(d.gid))
+  local gid = raw:gsub(".", function(c) return string.format("%02x:", c:byte()) end)
+  local s = string.format("%04x:%04x:%06x:%06x:%08x:%016x:", d.lid or 0, d.out_reads or 1, d.qpn or 0,
+    d.psn or 0, d.rkey or 0, d.vaddr or 0) .. gid .. string.format("%08x:", d.srqn or 0)
+  return s .. "\0"
+end
+
+function ex.unpack_key(s)
+  local f = {}
+  for part in s:gmatch("(%x+):") do f[#f + 1] = tonumber(part, 16) end
+  if #f ~= 23 then return nil, "malformed perftest key message from the peer" end
+  local raw = {}
+  for i = 7, 22 do raw[#raw + 1] = string.char(f[i]) end
+  raw = table.concat(raw)
+  return { lid = f[1], out_reads = f[2], qpn = f[3], psn = f[4], rkey = f[5], vaddr = f[6],
+           gid = ex.gid_text(raw), gid_raw = raw, srqn = f[23] }
+end
+
+--- One perftest handshake: exchange key messages, returns the peer's.
+function ex.hand_shake(conn, d)
+  local s, err = ex.xchg(conn, ex.pack_key(d))
+  if not s then return nil, err end
+  return ex.unpack_key(s)
+end
+
+return ex

@@ -1,0 +1,70 @@
+-- fabric_check.lua on rxe0: passes with the port up, fails clearly with it down.
+local ibv = require "ibverbs"
+local support = require "support"
+
+local function run(args)
+  return support.run("timeout 60 " .. support.example("fabric_check.lua", args))
+end
+
+-- os.execute's result differs between Lua 5.1 (LuaJIT) and 5.4
+local function sh(cmd)
+  local r = os.execute(cmd)
+  return r == true or r == 0
+end
+
+local function wait_port(state)
+  local ctx = support.open()
+  local deadline = ibv.now() + 10
+  local p = ctx:query_port(1)
+  while p.state ~= state and ibv.now() < deadline do
+    require("socket").sleep(0.1)
+    p = ctx:query_port(1)
+  end
+  ctx:close()
+  return p.state
+end
+
+describe("on rxe0, fabric_check.lua", function()
+  it("passes every check: port, RC send/recv, RDMA write and read, atomics, UD send", function()
+    local out, rc = run("-d rxe0")
+    assert.equal(0, rc, out)
+    for _, name in ipairs({ "port_state", "rc_send_recv", "rdma_write", "rdma_read", "atomic", "ud_send" }) do
+      assert.matches(name .. "%s+PASS%s+[%d.]+ ms", out)
+    end
+    assert.matches("port 1: active, MTU 1024", out)
+    assert.matches("GID%[1%] ::ffff:192%.0%.2%.1 %(roce_v2%) %*", out)
+    assert.matches("6 checks, 0 failed: PASS", out)
+  end)
+
+  it("writes one JSON object with --json", function()
+    local out, rc = run("-d rxe0 --json")
+    assert.equal(0, rc, out)
+    assert.matches('^{"checks":6,"devices":%[{', out)
+    assert.matches('"name":"ud_send","pass":true', out)
+    assert.matches('"pass":true}\n$', out)
+  end)
+
+  it("fails with a non-zero exit when the link is down (ip link set d0 down)", function()
+    local ok, err = pcall(function()
+      assert.is_true(sh("ip link set d0 down"))
+      assert.equal("down", wait_port("down"))
+      local out, rc = run("-d rxe0")
+      assert.equal(1, rc, out)
+      assert.matches("port_state%s+FAIL.*port is down", out)
+      assert.matches("rc_send_recv%s+FAIL.*not run: port is down", out)
+      assert.matches("6 checks, 6 failed: FAIL", out)
+      local js, jrc = run("-d rxe0 --json")
+      assert.equal(1, jrc)
+      assert.matches('"pass":false}\n$', js)
+    end)
+    sh("ip link set d0 up")
+    assert.equal("active", wait_port("active"))
+    assert(ok, err)
+  end)
+
+  it("fails for a device that does not exist", function()
+    local out, rc = run("-d nosuch0")
+    assert.equal(1, rc)
+    assert.matches("nosuch0: FAIL no such RDMA device", out)
+  end)
+end)
