@@ -144,14 +144,8 @@ function Listener:close() self.sock:close() end
 
 --- Listens on port (all addresses) for up to backlog clients at a time.
 function ex.listener(port, backlog)
-  local server = socket.tcp()
-  server:setoption("reuseaddr", true)
-  local ok, err = server:bind("*", port)
-  if ok then ok, err = server:listen(backlog or 1) end
-  if not ok then
-    server:close()
-    return nil, string.format("couldn't listen to port %d: %s", port, tostring(err))
-  end
+  local server, err = socket.bind("*", port, backlog or 1) -- SO_REUSEADDR set
+  if not server then return nil, string.format("couldn't listen to port %d: %s", port, tostring(err)) end
   return setmetatable({ sock = server }, Listener)
 end
 
