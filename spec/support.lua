@@ -115,6 +115,22 @@ function support.wait_listen(port, timeout)
   return false
 end
 
+--- Waits until an rdma_cm id listens on port (true) or timeout s pass (false),
+-- as `rdma resource show cm_id` lists them.
+function support.wait_cm_listen(port, timeout)
+  local deadline = os.time() + (timeout or 30)
+  while os.time() <= deadline do
+    local p = io.popen("rdma resource show cm_id 2>/dev/null")
+    local s = p:read("a")
+    p:close()
+    for line in s:gmatch("[^\n]+") do
+      if line:find("state LISTEN", 1, true) and line:find(":" .. port .. " ", 1, true) then return true end
+    end
+    sleep(0.05)
+  end
+  return false
+end
+
 --- A server command and a client command (given the server port as %d where
 -- port_fmt is used): starts the server, waits for its port, runs the client.
 -- Returns {server = output, server_rc = n, client = output, client_rc = n}.

@@ -6,6 +6,9 @@
 --   -- ibv_*_pingpong: "%04x:%06x:%06x:%s" lid:qpn:psn:gid (32 hex), NUL-terminated
 --   local remote = assert(ex.client_exchange(conn, { {lid = 0, qpn = n, psn = p, gid = g} }))
 --   local remote = assert(ex.server_exchange(conn, 1, function(rem) ...; return mine end))
+--   -- ibv_xsrq_pingpong: "%04x:%06x:%06x:%06x:%06x:%s" lid:recv_qpn:send_qpn:psn:srqn:gid, NUL
+--   ex.send_xsrq_dest(conn, d), ex.recv_xsrq_dest(conn), ex.send_end(conn), ex.recv_end(conn)
+--   local l = assert(ex.listener(18515, 4)); local conn = assert(l:accept()); l:close()
 --   -- perftest: 16-byte versions, system data, MTU, then 108-byte keys
 --   ex.xchg(conn, role, data), ex.pack_key(dest), ex.unpack_key(s)
 --   ex.gid_raw("::ffff:192.0.2.1") -> 16 bytes; ex.gid_text(raw) -> "::ffff:192.0.2.1"
@@ -126,17 +129,35 @@ function ex.connect(host, port)
   return wrap(sock, "client")
 end
 
+local Listener = {}
+Listener.__index = Listener
+
+--- The next client (timeout: seconds to wait for it, nil: forever).
+function Listener:accept(timeout)
+  self.sock:settimeout(timeout)
+  local sock, err = self.sock:accept()
+  if not sock then return nil, "accept: " .. tostring(err) end
+  return wrap(sock, "server")
+end
+
+function Listener:close() self.sock:close() end
+
+--- Listens on port (all addresses) for up to backlog clients at a time.
+function ex.listener(port, backlog)
+  local server, err = socket.bind("*", port, backlog or 1) -- SO_REUSEADDR set
+  if not server then return nil, string.format("couldn't listen to port %d: %s", port, tostring(err)) end
+  return setmetatable({ sock = server }, Listener)
+end
+
 --- Listens on port (all addresses) and accepts one client.
 -- timeout: seconds to wait for it (nil: forever).
 function ex.listen(port, timeout)
-  local server, err = socket.bind("*", port)
-  if not server then return nil, string.format("couldn't listen to port %d: %s", port, tostring(err)) end
-  server:settimeout(timeout)
-  local sock
-  sock, err = server:accept()
-  server:close()
-  if not sock then return nil, "accept: " .. tostring(err) end
-  return wrap(sock, "server")
+  local l, err = ex.listener(port)
+  if not l then return nil, err end
+  local conn
+  conn, err = l:accept(timeout)
+  l:close()
+  return conn, err
 end
 
 -- ---------------------------------------------------------------- pingpong
@@ -206,6 +227,61 @@ function ex.server_exchange(conn, slots, ready)
   ok, err = conn:read(5)
   if not ok then return nil, err end
   return remote
+end
+
+-- ---------------------------------------------------------------- xsrq_pingpong
+
+ex.XSRQ_DEST_SIZE = 66 -- "0000:000000:000000:000000:000000:" + 32 hex digits + NUL
+ex.END = "END\0" -- the termination message
+
+local function gid_hex(gid)
+  local raw = assert(ex.gid_raw(gid))
+  return (raw:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+
+local function hex_gid(hex)
+  return (hex:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+--- The ibv_xsrq_pingpong message for {lid=, recv_qpn=, send_qpn=, psn=, srqn=, gid=}.
+function ex.pack_xsrq_dest(d)
+  return string.format("%04x:%06x:%06x:%06x:%06x:%s", d.lid or 0, d.recv_qpn or 0, d.send_qpn or 0,
+    d.psn or 0, d.srqn or 0, gid_hex(d.gid)) .. "\0"
+end
+
+--- {lid=, recv_qpn=, send_qpn=, psn=, srqn=, gid=text, gid_raw=} from such a message.
+function ex.unpack_xsrq_dest(s)
+  local f = { s:match("^(%x+):(%x+):(%x+):(%x+):(%x+):(" .. string.rep("%x", 32) .. ")") }
+  if #f ~= 6 then return nil, "malformed XRC address message from the peer" end
+  local raw = hex_gid(f[6])
+  return { lid = tonumber(f[1], 16), recv_qpn = tonumber(f[2], 16), send_qpn = tonumber(f[3], 16),
+           psn = tonumber(f[4], 16), srqn = tonumber(f[5], 16), gid = ex.gid_text(raw), gid_raw = raw }
+end
+
+function ex.send_xsrq_dest(conn, d)
+  local ok, err = conn:write(ex.pack_xsrq_dest(d))
+  if not ok then return nil, "Couldn't send local address: " .. err end
+  return true
+end
+
+function ex.recv_xsrq_dest(conn)
+  local s, err = conn:read(ex.XSRQ_DEST_SIZE)
+  if not s then return nil, "Couldn't read remote address: " .. err end
+  return ex.unpack_xsrq_dest(s)
+end
+
+--- The termination handshake: "END" and its NUL.
+function ex.send_end(conn)
+  local ok, err = conn:write(ex.END)
+  if not ok then return nil, "Couldn't send termination ack: " .. err end
+  return true
+end
+
+function ex.recv_end(conn)
+  local s, err = conn:read(#ex.END)
+  if not s then return nil, "Couldn't read remote termination ack: " .. err end
+  if s ~= ex.END then return nil, "Invalid termination ack was accepted" end
+  return true
 end
 
 -- ---------------------------------------------------------------- perftest

@@ -1,0 +1,122 @@
+-- What the rping and xsrq_pingpong examples do before they touch a device:
+-- their options (the C tools' letters and defaults) and refusals, and the
+-- ibv_xsrq_pingpong wire messages of ibverbs.exchange, over real loopback TCP.
+local ex = require "ibverbs.exchange"
+
+local LUA = rawget(_G, "jit") and "luajit" or "lua5.4"
+
+-- Runs an example; returns its output (stdout and stderr) and exit status.
+local function run(script, args)
+  local p = assert(io.popen(LUA .. " examples/" .. script .. " " .. args .. " 2>&1; echo rc=$?"))
+  local out = p:read("a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  return out:gsub("rc=%d+%s*$", ""), rc
+end
+
+describe("examples/xsrq_pingpong.lua options", function()
+  it("--help lists ibv_xsrq_pingpong's options with its defaults and exits 0", function()
+    local out, rc = run("xsrq_pingpong.lua", "--help")
+    assert.equal(0, rc)
+    for _, l in ipairs({ "p", "d", "i", "s", "m", "c", "n", "l", "e", "g" }) do
+      assert.matches("%-" .. l .. ", %-%-", out)
+    end
+    assert.matches("%-%-port=<port>%s+listen on/connect to port <port> %(default 18515%)", out)
+    assert.matches("%-%-size=<size>%s+size of message to exchange %(default 4096%)", out)
+    assert.matches("%-%-mtu=<size>%s+path MTU %(default 1024%)", out)
+    assert.matches("%-%-clients=<n>%s+number of clients %(on server only, default 1%)", out)
+    assert.matches("%-%-num_tests=<n>%s+number of tests per client %(default 5%)", out)
+  end)
+
+  it("refuses an unknown option, a path MTU that is not a power of two from 256 to 4096, and two hosts", function()
+    for _, args in ipairs({ "-x", "-m 1000", "-c", "host1 host2", "-o" }) do
+      local out, rc = run("xsrq_pingpong.lua", args)
+      assert.equal(1, rc, args)
+      assert.matches("Usage:", out, 1, true)
+      assert.not_matches("traceback", out)
+    end
+  end)
+end)
+
+describe("examples/rping.lua options", function()
+  it("--help lists rping's options and exits 0", function()
+    local out, rc = run("rping.lua", "--help")
+    assert.equal(0, rc)
+    for _, l in ipairs({ "s", "c", "a", "I", "p", "C", "S", "v", "V", "d" }) do
+      assert.matches("%-" .. l .. ", %-%-", out)
+    end
+    assert.matches("port %(default 7174%)", out)
+    assert.matches("ping data size %(default 64%)", out)
+  end)
+
+  it("refuses a size outside rping's range with rping's message", function()
+    for _, size in ipairs({ "25", "65536" }) do
+      local out, rc = run("rping.lua", "-c -a 127.0.0.1 -S " .. size)
+      assert.equal(1, rc)
+      assert.equal("Invalid size " .. size .. " (valid range is 26 to 65536)\n", out)
+    end
+  end)
+
+  it("needs exactly one of -s and -c", function()
+    for _, args in ipairs({ "", "-s -c", "-v" }) do
+      local out, rc = run("rping.lua", args)
+      assert.equal(1, rc, args)
+      assert.matches("^Usage:", out)
+    end
+  end)
+end)
+
+describe("ibverbs.exchange: ibv_xsrq_pingpong's messages", function()
+  local dest = { lid = 0x12, recv_qpn = 0x11, send_qpn = 0x12ab, psn = 0xabcdef, srqn = 0x13,
+                 gid = "::ffff:192.0.2.1" }
+  -- what the C tool's "%04x:%06x:%06x:%06x:%06x:%32s" writes for dest, and its NUL
+  local wire = "0012:000011:0012ab:abcdef:000013:00000000000000000000ffffc0000201\0"
+
+  it("packs the 66-byte message the C tool writes", function()
+    assert.equal(66, ex.XSRQ_DEST_SIZE)
+    assert.equal(wire, ex.pack_xsrq_dest(dest))
+  end)
+
+  it("unpacks it with the GID as text and raw bytes", function()
+    local d = assert(ex.unpack_xsrq_dest(wire))
+    for k, v in pairs(dest) do assert.equal(v, d[k], k) end
+    assert.equal("\0\0\0\0\0\0\0\0\0\0\255\255\192\0\2\1", d.gid_raw)
+  end)
+
+  it("rejects a malformed message", function()
+    local d, msg = ex.unpack_xsrq_dest(("x"):rep(66))
+    assert.is_nil(d)
+    assert.matches("malformed XRC address message", msg)
+    assert.is_nil(ex.unpack_xsrq_dest("0012:000011:0012ab:abcdef:000013:00ff\0"))
+  end)
+
+  it("swaps addresses and the END handshake over loopback TCP, as a client and the server do", function()
+    local l = assert(ex.listener(0, 2))
+    local _, port = l.sock:getsockname()
+    local client = assert(ex.connect("127.0.0.1", tonumber(port)))
+    local server = assert(l:accept(5))
+    l:close()
+    local theirs = { lid = 0, recv_qpn = 0x20, send_qpn = 0x21, psn = 7, srqn = 0x22, gid = "::" }
+    assert(ex.send_xsrq_dest(client, dest))
+    local got = assert(ex.recv_xsrq_dest(server))
+    assert.equal(0xabcdef, got.psn)
+    assert.equal(0x13, got.srqn)
+    assert(ex.send_xsrq_dest(server, theirs))
+    got = assert(ex.recv_xsrq_dest(client))
+    assert.same({ 0x20, 0x21, 0x22, "::" }, { got.recv_qpn, got.send_qpn, got.srqn, got.gid })
+    assert(ex.send_end(client))
+    assert.is_true(ex.recv_end(server))
+    assert(ex.send_end(server))
+    assert.is_true(ex.recv_end(client))
+    -- a wrong termination message, then a peer that is gone
+    assert(client:write("BYE\0"))
+    local ok, msg = ex.recv_end(server)
+    assert.is_nil(ok)
+    assert.equal("Invalid termination ack was accepted", msg)
+    client:close()
+    ok, msg = ex.recv_end(server)
+    assert.is_nil(ok)
+    assert.matches("Couldn't read remote termination ack: reading 4 bytes from the peer: closed", msg)
+    server:close()
+  end)
+end)
