@@ -22,6 +22,7 @@
 
 #define RECV_WRS "ibverbs.recv_wrs"
 #define SEND_WRS "ibverbs.send_wrs"
+#define MAX_SGE 64 /* per WR of a list */
 
 static const char *const sge_fields[] = {"addr", "length", "lkey", "mr", "offset", NULL};
 
@@ -231,7 +232,7 @@ static struct wr_list *alloc_list(lua_State *L, int n, int max_sge, int send)
 static int new_list(lua_State *L, int send)
 {
 	int n = (int)ibvl_check_range(L, 1, 1, 1 << 20);
-	int max_sge = (int)ibvl_opt_range(L, 2, 1, 0, 64);
+	int max_sge = (int)ibvl_opt_range(L, 2, 1, 0, MAX_SGE);
 	alloc_list(L, n, max_sge, send);
 	lua_createtable(L, 0, 0); /* WR index -> the Lua values it points into */
 	lua_setiuservalue(L, -2, 1);
@@ -266,19 +267,29 @@ static int check_wr_index(lua_State *L, struct wr_list *l, int arg)
 	return (int)i - 1;
 }
 
-/* Parses the WR table at idx into entry i, keeping its links. */
+/* Parses the WR table at idx into entry i, keeping its links; a WR that does
+ * not parse raises and leaves the entry as it was. */
 static void parse_entry(lua_State *L, struct wr_list *l, int i, int idx)
 {
-	struct ibv_sge *sge = &l->sge[i * l->max_sge];
+	struct ibv_sge sge[MAX_SGE], *dst = &l->sge[i * l->max_sge];
+	int nsge;
 	if (l->send) {
-		struct ibv_send_wr *wr = &l->wr.snd[i], *next = wr->next;
-		ibvl_parse_send_wr(L, idx, wr, sge, l->max_sge, &l->slot[i]);
-		wr->next = next;
+		struct ibv_send_wr wr;
+		struct ibvl_wr_slot slot;
+		ibvl_parse_send_wr(L, idx, &wr, sge, l->max_sge, &slot);
+		wr.next = l->wr.snd[i].next;
+		wr.sg_list = dst;
+		nsge = wr.num_sge;
+		l->wr.snd[i] = wr;
+		l->slot[i] = slot;
 	} else {
-		struct ibv_recv_wr *wr = &l->wr.recv[i], *next = wr->next;
-		ibvl_parse_recv_wr(L, idx, wr, sge, l->max_sge);
-		wr->next = next;
+		struct ibv_recv_wr wr = l->wr.recv[i];
+		ibvl_parse_recv_wr(L, idx, &wr, sge, l->max_sge);
+		wr.sg_list = dst;
+		nsge = wr.num_sge;
+		l->wr.recv[i] = wr;
 	}
+	memcpy(dst, sge, (size_t)nsge * sizeof *sge);
 }
 
 /* Parses the WR table at idx into entry i, keeping its objects and strings. */
