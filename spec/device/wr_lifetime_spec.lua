@@ -4,7 +4,55 @@
 local ibv = require "ibverbs"
 local support = require "support"
 
+local function churn()
+  collectgarbage(); collectgarbage()
+  local junk = {}
+  for i = 1, 20000 do junk[i] = string.rep(string.char(65 + i % 26), 48) .. i end
+  return junk
+end
+
 describe("prepared WR lists", function()
+  it("keep the AH of an entry alive after the script drops it from its table", function()
+    local env = support.pair{ qp_type = "ud" }
+    local mr = assert(env.pd:reg_mr(4096, { "local_write" }))
+    assert(env.b:post_recv{ wr_id = 7, sge = { mr = mr, length = 4096 } })
+    local function wr() -- the AH lives in the table only (no stale register holds it)
+      return { opcode = "send", inline = "via a dropped ah", send_flags = { "signaled" },
+               ah = assert(env.pd:create_ah{ port_num = 1, grh = { dgid = env.gid, sgid_index = support.GID_INDEX } }),
+               remote_qpn = env.b.qp_num, remote_qkey = 0x11111111 }
+    end
+    local t = wr()
+    local sl = ibv.send_wrs(1)
+    sl:set(1, t)
+    local weak = setmetatable({ t.ah }, { __mode = "v" })
+    t.ah = nil
+    local junk = churn()
+    assert.is_userdata(weak[1]) -- the list still holds it
+    assert(env.a:post_send(sl))
+    local wcs = support.completions(env.cq, 2)
+    assert.equal(2, #wcs, #junk)
+    for _, wc in ipairs(wcs) do assert.equal("success", wc.status) end
+    assert.equal("via a dropped ah", mr:read(40, 16))
+  end)
+
+  it("keep the inline string of an entry after the script drops it from its table", function()
+    local env = support.pair()
+    local mr = assert(env.pd:reg_mr(4096, { "local_write" }))
+    local data = ("inline payload %d "):format(os.time()):rep(3):sub(1, 60)
+    local expected = data:upper() -- no reference to the string itself (LuaJIT interns)
+    local t = { inline = data, send_flags = { "signaled" } }
+    local sl = ibv.send_wrs(1)
+    sl:set(1, t)
+    t.inline = nil
+    data = nil
+    local junk = churn()
+    assert(env.b:post_recv{ wr_id = 1, sge = { mr = mr, length = 64 } })
+    assert(env.a:post_send(sl))
+    local wcs = support.completions(env.cq, 2)
+    assert.equal(2, #wcs, #junk)
+    assert.equal(expected, mr:read(0, 60):upper())
+  end)
+
   it("leave an entry as it was when its new WR does not parse", function()
     local env = support.pair()
     local rl = ibv.recv_wrs(3)
