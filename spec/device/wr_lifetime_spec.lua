@@ -70,3 +70,14 @@ describe("prepared WR lists", function()
     assert.equal("abc", mr:read(64, 3))
   end)
 end)
+
+describe("ibv.transfer", function()
+  it("raises for a send list without AHs on a UD QP instead of posting it", function()
+    local env = support.pair{ qp_type = "ud" }
+    local sl = ibv.send_wrs(2)
+    sl:fill{ inline = "x", send_flags = { "signaled" } }
+    assert.error_matches(function()
+      ibv.transfer{ send_qp = env.a, send_cq = env.cq, send_wrs = sl, count = 2, timeout = 1 }
+    end, "field 'ah' is required on a UD QP")
+  end)
+end)
