@@ -38,13 +38,14 @@ describe("prepared WR lists", function()
   it("keep the inline string of an entry after the script drops it from its table", function()
     local env = support.pair()
     local mr = assert(env.pd:reg_mr(4096, { "local_write" }))
-    local data = ("inline payload %d "):format(os.time()):rep(3):sub(1, 60)
-    local expected = data:upper() -- no reference to the string itself (LuaJIT interns)
-    local t = { inline = data, send_flags = { "signaled" } }
+    local function wr() -- the string lives in the table only (LuaJIT interns: keep it upper case)
+      local data = ("inline payload %d "):format(os.time()):rep(3):sub(1, 60)
+      return { inline = data, send_flags = { "signaled" } }, data:upper()
+    end
+    local t, expected = wr()
     local sl = ibv.send_wrs(1)
     sl:set(1, t)
     t.inline = nil
-    data = nil
     local junk = churn()
     assert(env.b:post_recv{ wr_id = 1, sge = { mr = mr, length = 64 } })
     assert(env.a:post_send(sl))
