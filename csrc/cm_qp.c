@@ -113,6 +113,14 @@ static void use_owned(lua_State *L, int idx, int which)
 	lua_pop(L, 2);
 }
 
+static int uses(const struct ibvl_obj *o, const void *used)
+{
+	for (int i = 0; i < o->nrefs; i++)
+		if (o->refs[i] == used)
+			return 1;
+	return 0;
+}
+
 /* Wraps the id's new QP: it uses the objects of the init attr table at
  * attr_idx (pd, cqs, srq), and the CQs and SRQ the cm made. Pushes it. */
 static void adopt_qp(lua_State *L, int idx, int attr_idx, struct ibv_qp_init_attr_ex *a)
@@ -142,7 +150,9 @@ static void adopt_qp(lua_State *L, int idx, int attr_idx, struct ibv_qp_init_att
 	if (!given_srq && a->srq != NULL)
 		use_owned(L, idx, OWN_SRQ);
 	lua_getfield(L, attr_idx, "pd");
-	if (!lua_isnil(L, -1)) { /* id.pd names it from now on */
+	if (!lua_isnil(L, -1)) { /* id.pd names it from now on; librdmacm keeps it as id->pd */
+		if (!uses(&id->o, lua_touserdata(L, -1)))
+			ibvl_use(L, idx, -1);
 		lua_getiuservalue(L, idx, 1);
 		lua_pushvalue(L, -2);
 		lua_setfield(L, -2, "pd");

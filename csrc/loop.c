@@ -112,6 +112,10 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 		x->sqp = sqp->o.ptr;
 		lua_getfield(L, 1, "send_wrs");
 		x->swr = ibvl_wr_list(L, lua_gettop(L), 1, &x->nsend);
+		struct ibvl_chain c; /* on a UD QP, every WR needs its AH */
+		ibvl_send_chain(L, lua_gettop(L), &c);
+		ibvl_check_send_chain(L, sqp, &c);
+		ibvl_chain_done(&c);
 		lua_pop(L, 1);
 		if (x->nsend > x->window)
 			luaL_error(L, "transfer: window %d is smaller than send_wrs (%d WRs)",

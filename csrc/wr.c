@@ -22,6 +22,7 @@
 
 #define RECV_WRS "ibverbs.recv_wrs"
 #define SEND_WRS "ibverbs.send_wrs"
+#define MAX_SGE 64 /* per WR of a list */
 
 static const char *const sge_fields[] = {"addr", "length", "lkey", "mr", "offset", NULL};
 
@@ -231,7 +232,7 @@ static struct wr_list *alloc_list(lua_State *L, int n, int max_sge, int send)
 static int new_list(lua_State *L, int send)
 {
 	int n = (int)ibvl_check_range(L, 1, 1, 1 << 20);
-	int max_sge = (int)ibvl_opt_range(L, 2, 1, 0, 64);
+	int max_sge = (int)ibvl_opt_range(L, 2, 1, 0, MAX_SGE);
 	alloc_list(L, n, max_sge, send);
 	lua_createtable(L, 0, 0); /* WR index -> the Lua values it points into */
 	lua_setiuservalue(L, -2, 1);
@@ -266,27 +267,66 @@ static int check_wr_index(lua_State *L, struct wr_list *l, int arg)
 	return (int)i - 1;
 }
 
-/* Parses the WR table at idx into entry i, keeping its links. */
+/* Parses the WR table at idx into entry i, keeping its links; a WR that does
+ * not parse raises and leaves the entry as it was. */
 static void parse_entry(lua_State *L, struct wr_list *l, int i, int idx)
 {
-	struct ibv_sge *sge = &l->sge[i * l->max_sge];
+	struct ibv_sge sge[MAX_SGE], *dst = &l->sge[i * l->max_sge];
+	int nsge;
 	if (l->send) {
-		struct ibv_send_wr *wr = &l->wr.snd[i], *next = wr->next;
-		ibvl_parse_send_wr(L, idx, wr, sge, l->max_sge, &l->slot[i]);
-		wr->next = next;
+		struct ibv_send_wr wr;
+		struct ibvl_wr_slot slot;
+		ibvl_parse_send_wr(L, idx, &wr, sge, l->max_sge, &slot);
+		wr.next = l->wr.snd[i].next;
+		wr.sg_list = dst;
+		nsge = wr.num_sge;
+		l->wr.snd[i] = wr;
+		l->slot[i] = slot;
 	} else {
-		struct ibv_recv_wr *wr = &l->wr.recv[i], *next = wr->next;
-		ibvl_parse_recv_wr(L, idx, wr, sge, l->max_sge);
-		wr->next = next;
+		struct ibv_recv_wr wr = l->wr.recv[i];
+		ibvl_parse_recv_wr(L, idx, &wr, sge, l->max_sge);
+		wr.sg_list = dst;
+		nsge = wr.num_sge;
+		l->wr.recv[i] = wr;
 	}
+	memcpy(dst, sge, (size_t)nsge * sizeof *sge);
 }
 
-/* Parses the WR table at idx into entry i, keeping its objects and strings. */
+/* Pushes a shallow copy of the table at idx (raw keys and values). */
+static int copy_table(lua_State *L, int idx)
+{
+	lua_newtable(L);
+	int t = lua_gettop(L);
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		lua_pushvalue(L, -2);
+		lua_insert(L, -2);
+		lua_rawset(L, t);
+	}
+	return t;
+}
+
+/* Pushes a private copy of the WR table at idx (its bind_info copied too):
+ * what a list entry points to (ah, mw, bind_info.mr, the inline string) stays
+ * alive in it whatever the script does to its own tables later. */
+static int copy_wr(lua_State *L, int idx)
+{
+	int t = copy_table(L, idx);
+	lua_getfield(L, t, "bind_info");
+	if (lua_istable(L, -1)) {
+		copy_table(L, lua_gettop(L));
+		lua_setfield(L, t, "bind_info");
+	}
+	lua_pop(L, 1);
+	return t;
+}
+
+/* Parses the private WR table at idx (from copy_wr) into entry i, and keeps it. */
 static void set_entry(lua_State *L, struct wr_list *l, int i, int idx)
 {
 	parse_entry(L, l, i, idx);
 	lua_getiuservalue(L, 1, 1);
-	lua_pushvalue(L, idx); /* the table keeps its ah, mw and inline string alive */
+	lua_pushvalue(L, idx); /* the copy keeps its ah, mw, mr and inline string alive */
 	lua_rawseti(L, -2, i + 1);
 	lua_pop(L, 1);
 }
@@ -297,7 +337,7 @@ static int l_set(lua_State *L)
 	struct wr_list *l = check_list(L, 1);
 	int i = check_wr_index(L, l, 2);
 	luaL_checktype(L, 3, LUA_TTABLE);
-	set_entry(L, l, i, 3);
+	set_entry(L, l, i, copy_wr(L, 3));
 	return 0;
 }
 
@@ -308,19 +348,13 @@ static int l_fill(lua_State *L)
 	struct wr_list *l = check_list(L, 1);
 	luaL_checktype(L, 2, LUA_TTABLE);
 	lua_Integer stride = 0;
-	lua_newtable(L); /* the template without 'stride' */
-	int tmpl = lua_gettop(L);
+	int tmpl = copy_wr(L, 2); /* the template without 'stride' */
+	lua_getfield(L, tmpl, "stride");
+	if (!lua_isnil(L, -1))
+		stride = ibvl_check_range(L, lua_gettop(L), INT32_MIN, INT32_MAX);
+	lua_pop(L, 1);
 	lua_pushnil(L);
-	while (lua_next(L, 2)) {
-		if (lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), "stride") == 0) {
-			stride = ibvl_check_range(L, lua_gettop(L), INT32_MIN, INT32_MAX);
-			lua_pop(L, 1);
-			continue;
-		}
-		lua_pushvalue(L, -2);
-		lua_insert(L, -2);
-		lua_rawset(L, tmpl);
-	}
+	lua_setfield(L, tmpl, "stride");
 	for (int i = 0; i < l->n; i++) {
 		set_entry(L, l, i, tmpl);
 		uint64_t id0 = l->send ? l->wr.snd[i].wr_id : l->wr.recv[i].wr_id;
