@@ -17,8 +17,12 @@ endif
 CC ?= cc
 CFLAGS ?= -O2 -g
 WARN = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wmissing-prototypes -Werror
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKG_LUA) libibverbs librdmacm)
-LIBS := $(shell pkg-config --libs libibverbs librdmacm)
+# Deferred and then cached: `make demo` installs pkg-config and the -dev packages
+# (its `deps` prerequisite) before the first compile asks for these, so they
+# must not be read when the Makefile is parsed.
+PKG_CFLAGS = $(eval PKG_CFLAGS := $$(shell pkg-config --cflags $(PKG_LUA) libibverbs librdmacm))$(PKG_CFLAGS)
+PKG_LIBS = $(eval PKG_LIBS := $$(shell pkg-config --libs libibverbs librdmacm))$(PKG_LIBS)
+LIBS = $(PKG_LIBS)
 SAN ?=
 ifneq ($(SAN),)
 CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer -O1
