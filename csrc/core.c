@@ -58,6 +58,7 @@ int luaopen_ibverbs_core(lua_State *L)
 {
 	lua_newtable(L);
 	ibvl_open_constants(L);
+	ibvl_open_errno(L);
 	ibvl_open_device(L);
 	ibvl_open_context(L);
 	ibvl_open_buffer(L);

@@ -25,6 +25,9 @@
 #include <lua.h>
 
 /* ---- Lua 5.1 (LuaJIT 2.1) compatibility ---------------------------------- */
+#if LUA_VERSION_NUM < 502 && !defined(LUA_LJDIR) /* LUA_LJDIR: LuaJIT's luaconf.h */
+#error "ibverbs.core needs Lua 5.2 or later (5.4 is tested) or LuaJIT 2.1: plain Lua 5.1 lacks luaL_setfuncs, luaL_testudata, ..."
+#endif
 #if LUA_VERSION_NUM < 502
 #define lua_rawlen(L, i) lua_objlen(L, (i))
 #define lua_newuserdatauv(L, sz, nuv) lua_newuserdata(L, (sz))
@@ -162,6 +165,7 @@ void ibvl_open_pd(lua_State *L);
 void ibvl_open_mr(lua_State *L);
 void ibvl_open_buffer(lua_State *L);
 void ibvl_open_constants(lua_State *L);
+void ibvl_open_errno(lua_State *L); /* errno.c: ibv.errno, ibv.strerror */
 void ibvl_open_ffi(lua_State *L); /* last: core.rawptr, core.rawmem */
 
 void ibvl_open_channel(lua_State *L);

@@ -25,7 +25,7 @@ local MIN_SIZE = 26 -- RPING_MIN_BUFSIZE: sizeof "2147483647" + sizeof "rdma-pin
 local INFO = 16
 local CAP = { max_send_wr = 16, max_recv_wr = 2, max_send_sge = 1, max_recv_sge = 1 }
 local CONN = { responder_resources = 1, initiator_depth = 1, retry_count = 7, rnr_retry_count = 7 }
-local ETIMEDOUT = 110
+local ETIMEDOUT = require("ibverbs").errno.ETIMEDOUT
 local POLL = 0.05 -- seconds between looks at the cm channel while waiting for a completion
 
 local spec = {

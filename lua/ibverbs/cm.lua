@@ -15,7 +15,7 @@ local cm = ibv.cm
 
 local function reg(id, access, buf, offset, length)
   local pd = id.pd
-  if not pd then return nil, "the cm id has no PD yet (bind or resolve it first)", 22 end
+  if not pd then return nil, "the cm id has no PD yet (bind or resolve it first)", ibv.errno.EINVAL end
   return pd:reg_mr(buf, access, offset, length)
 end
 
@@ -41,7 +41,7 @@ function cm.expect(ch, name, timeout)
   if not ev then return nil, msg, errno end
   if ev.event ~= name then
     return nil, string.format("expected cm event %s, got %s (status %d)", name, ev.event, ev.status),
-      ev.status < 0 and -ev.status or 71, ev -- EPROTO
+      ev.status < 0 and -ev.status or ibv.errno.EPROTO, ev
   end
   return ev
 end

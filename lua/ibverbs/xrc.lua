@@ -26,17 +26,13 @@
 -- The backend (the modern calls) can be replaced, to test this logic without a device.
 local xrc = {}
 
--- Linux errno values and their strerror texts.
-local EAGAIN, EINVAL, EEXIST, ENOENT, EBUSY = 11, 22, 17, 2, 16
-local strerror = {
-  [EAGAIN] = "Resource temporarily unavailable", [EINVAL] = "Invalid argument",
-  [EEXIST] = "File exists", [ENOENT] = "No such file or directory",
-  [EBUSY] = "Device or resource busy",
-}
+local core = require "ibverbs.core"
+local E = core.errno
+local EAGAIN, EINVAL, EEXIST, ENOENT, EBUSY = E.EAGAIN, E.EINVAL, E.EEXIST, E.ENOENT, E.EBUSY
 local O_CREAT, O_EXCL = 64, 128 -- Linux; replaced by the module's values in install
 
 local function fail(call, errno, why)
-  local msg = call .. ": " .. (strerror[errno] or ("error " .. errno))
+  local msg = call .. ": " .. core.strerror(errno)
   if why then msg = msg .. " (" .. why .. ")" end
   return nil, msg, errno
 end

@@ -6,6 +6,7 @@
 -- "ready" once listening, "got <16 bytes as hex>" and then "done <last event>".
 -- Exits non-zero on any failure.
 local cm = require "ibverbs.cm"
+local E = require("ibverbs").errno
 
 local role, addr, port = arg[1], arg[2], arg[3]
 local TIMEOUT = 10
@@ -69,7 +70,7 @@ local function connect()
     local rmr, smr, run = exchange(id, true, "lua rdma_client\0")
     local ok, msg, errno = id:connect()
     if ok then return id, rmr, smr, run end
-    assert(errno == 111 or errno == 110, msg) -- ECONNREFUSED: nobody listens yet
+    assert(errno == E.ECONNREFUSED or errno == E.ETIMEDOUT, msg) -- nobody listens yet
     rmr:close(); smr:close(); id:close()
     os.execute("sleep 0.2")
   end

@@ -4,7 +4,7 @@
 local ibv = require "ibverbs"
 local support = require "support"
 
-local EOPNOTSUPP, EINVAL = 95, 22
+local EOPNOTSUPP, EINVAL = ibv.errno.EOPNOTSUPP, ibv.errno.EINVAL
 
 local function unsupported(call, ok, msg, errno)
   assert.is_nil(ok)

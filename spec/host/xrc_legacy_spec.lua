@@ -5,7 +5,7 @@ local xrc = require "ibverbs.xrc"
 local ibv = require "ibverbs"
 
 local O_CREAT, O_EXCL = ibv.O_CREAT, ibv.O_EXCL
-local EINVAL, EEXIST, ENOENT, EBUSY = 22, 17, 2, 16
+local EINVAL, EEXIST, ENOENT, EBUSY = ibv.errno.EINVAL, ibv.errno.EEXIST, ibv.errno.ENOENT, ibv.errno.EBUSY
 
 -- A fake kernel: the calls it saw, its domains by fd, its receive QPs by number.
 local function fake()
