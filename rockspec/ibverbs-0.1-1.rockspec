@@ -1,20 +1,33 @@
+-- `luarocks make rockspec/ibverbs-0.1-1.rockspec` from a checkout builds and
+-- installs this version; the version here is ibverbs.core's _VERSION
+-- ("ibverbs.core 0.1"): packaging_spec checks that they agree.
+-- Lua 5.4 (5.2 and 5.3 build too) and LuaJIT 2.1 (`luarocks --lua-version 5.1`);
+-- plain Lua 5.1 stops at an #error in csrc/ibvl.h.
 rockspec_format = "3.0"
 package = "ibverbs"
-version = "scm-1"
+version = "0.1-1"
 source = {
-  url = "git+file:///dev/null", -- replace with the project's repository
+  url = "git+https://github.com/lua-ibverbs/lua-ibverbs.git",
+  tag = "v0.1",
 }
 description = {
   summary = "RDMA verbs (libibverbs and librdmacm) for Lua",
   detailed = [[
     The whole of rdma-core's verbs API as safe userdata with GC finalizers,
     and a batched C data path: prepared work-request lists, allocation-free
-    polling, C loops for the common post/poll patterns.
+    polling, C loops for the common post/poll patterns; rdma_cm as
+    ibverbs.cm and a LuaJIT FFI data path as ibverbs.ffi.
   ]],
+  homepage = "https://github.com/lua-ibverbs/lua-ibverbs",
+  issues_url = "https://github.com/lua-ibverbs/lua-ibverbs/issues",
   license = "MIT",
+  labels = { "rdma", "infiniband", "roce", "networking" },
 }
 dependencies = {
-  "lua >= 5.1, < 5.5",
+  "lua >= 5.1, < 5.5", -- 5.1 means LuaJIT 2.1 here: plain Lua 5.1 is refused by the C build
+  "luasocket >= 3.0", -- ibverbs.exchange: the TCP exchange of QP addresses
+  "argparse >= 0.7", -- the examples' command lines (examples/ is installed with the rock)
+  "dkjson >= 2.5", -- examples/fabric_check.lua --json
 }
 test_dependencies = {
   "busted",
@@ -30,9 +43,9 @@ build = {
       sources = {
         "csrc/ah.c", "csrc/buffer.c", "csrc/channel.c", "csrc/cm_addr.c", "csrc/cm_channel.c",
         "csrc/cm_id.c", "csrc/cm_qp.c", "csrc/context.c", "csrc/core.c",
-        "csrc/cq.c", "csrc/device.c", "csrc/enums.c", "csrc/ffi.c", "csrc/helpers.c", "csrc/loop.c",
-        "csrc/mr.c", "csrc/mw.c", "csrc/object.c", "csrc/pd.c", "csrc/qp.c", "csrc/qp_ex.c", "csrc/srq.c",
-        "csrc/wc.c", "csrc/wr.c", "csrc/xrcd.c",
+        "csrc/cq.c", "csrc/device.c", "csrc/enums.c", "csrc/errno.c", "csrc/ffi.c", "csrc/helpers.c",
+        "csrc/loop.c", "csrc/mr.c", "csrc/mw.c", "csrc/object.c", "csrc/pd.c", "csrc/qp.c", "csrc/qp_ex.c",
+        "csrc/srq.c", "csrc/wc.c", "csrc/wr.c", "csrc/xrcd.c",
       },
       defines = { "_GNU_SOURCE" },
       libraries = { "ibverbs", "rdmacm" },
@@ -43,10 +56,9 @@ build = {
     ["ibverbs.xrc"] = "lua/ibverbs/xrc.lua",
     ["ibverbs.ffi"] = "lua/ibverbs/ffi.lua",
     ["ibverbs.cm"] = "lua/ibverbs/cm.lua",
-    ["ibverbs.getopt"] = "lua/ibverbs/getopt.lua",
     ["ibverbs.exchange"] = "lua/ibverbs/exchange.lua",
-    ["ibverbs.pingpong"] = "lua/ibverbs/pingpong.lua",
   },
+  copy_directories = { "examples" },
 }
 test = {
   type = "busted",

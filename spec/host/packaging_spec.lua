@@ -1,7 +1,14 @@
--- The rockspec builds what the Makefile builds: every C source and Lua module.
+-- The rockspec builds what the Makefile builds, every version string agrees,
+-- and `luarocks make` installs a rock whose every module loads from the tree
+-- it was installed to (Lua 5.4: --lua-version 5.4; LuaJIT: --lua-version 5.1
+-- with LuaJIT's headers).  Plain Lua 5.1 is refused with a clear #error.
+local ROCKSPEC = "rockspec/ibverbs-0.1-1.rockspec"
+local JIT = rawget(_G, "jit") ~= nil
+local LUA = JIT and "luajit" or "lua5.4"
+
 local function read(path)
   local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
@@ -14,15 +21,69 @@ local function lines_of(cmd)
   return out
 end
 
-describe("rockspec/ibverbs-scm-1.rockspec", function()
-  local spec = {}
-  assert(load(read("rockspec/ibverbs-scm-1.rockspec"), "rockspec", "t", spec))()
+-- Runs a shell command; returns its output (stdout and stderr) and exit status.
+local function sh(cmd)
+  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo rc=$?"))
+  local out = p:read("*a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  return (out:gsub("rc=%d+%s*$", "")), rc
+end
 
-  it("is format 3.0 with IBVERBS and RDMACM external dependencies and busted for tests", function()
+local function load_rockspec()
+  local spec = {}
+  local chunk
+  if setfenv then -- LuaJIT
+    chunk = assert(loadstring(read(ROCKSPEC), "rockspec"))
+    setfenv(chunk, spec)
+  else
+    chunk = assert(load(read(ROCKSPEC), "rockspec", "t", spec))
+  end
+  chunk()
+  return spec
+end
+
+describe(ROCKSPEC, function()
+  local spec = load_rockspec()
+
+  it("is the only rockspec, format 3.0, with IBVERBS and RDMACM external dependencies and busted for tests", function()
+    assert.same({ ROCKSPEC }, lines_of("ls rockspec/*.rockspec"))
     assert.equal("3.0", spec.rockspec_format)
     assert.is_table(spec.external_dependencies.IBVERBS)
     assert.is_table(spec.external_dependencies.RDMACM)
     assert.same({ "busted" }, spec.test_dependencies)
+  end)
+
+  it("has ibverbs.core's version, a git+https source, a homepage and the LICENSE's licence", function()
+    local core = require "ibverbs.core"
+    local v = spec.version:match("^(.-)%-%d+$")
+    assert.equal("ibverbs.core " .. v, core._VERSION)
+    assert.equal("rockspec/" .. spec.package .. "-" .. spec.version .. ".rockspec", ROCKSPEC)
+    assert.matches("^git%+https://github%.com/[%w-]+/[%w-]+%.git$", spec.source.url)
+    assert.equal("v" .. v, spec.source.tag)
+    assert.matches("^https://", spec.description.homepage)
+    assert.equal("MIT", spec.description.license)
+    assert.matches("^MIT License", read("LICENSE"))
+  end)
+
+  it("declares the Lua versions and the libraries the shipped modules and examples require", function()
+    local deps = {}
+    for _, d in ipairs(spec.dependencies) do deps[d:match("^%S+")] = d end
+    assert.equal("lua >= 5.1, < 5.5", deps.lua)
+    assert.is_string(deps.luasocket) -- ibverbs.exchange
+    assert.is_string(deps.argparse) -- examples
+    assert.is_string(deps.dkjson) -- examples/fabric_check.lua
+    local lua_sources = {}
+    for _, src in pairs(spec.build.modules) do
+      if type(src) == "string" then lua_sources[#lua_sources + 1] = src end
+    end
+    for _, f in ipairs(lua_sources) do
+      for m in read(f):gmatch('require%s*%(?%s*"([%w_.]+)"') do
+        local top = m:match("^[^.]+")
+        assert.is_true(top == "ibverbs" or top == "ffi" or (top == "socket" and deps.luasocket ~= nil),
+          f .. " requires " .. m .. ", which is not a declared dependency")
+      end
+    end
   end)
 
   it("compiles every csrc/*.c file into ibverbs.core", function()
@@ -44,5 +105,66 @@ describe("rockspec/ibverbs-scm-1.rockspec", function()
       local name = f:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/", ".")
       assert.equal(name, installed[f], f .. " is not installed as " .. name)
     end
+  end)
+
+  describe("luarocks make into a temporary tree", function()
+    local tmp
+    before_each(function()
+      tmp = lines_of("mktemp -d /tmp/ibverbs-rock.XXXXXX")[1]
+      -- a copy of the sources: luarocks compiles next to them
+      local out, rc = sh("cp -r csrc lua rockspec examples LICENSE " .. tmp .. "/")
+      assert.equal(0, rc, out)
+    end)
+    after_each(function()
+      if tmp then os.execute("rm -rf " .. tmp) end
+    end)
+
+    -- luarocks for this interpreter; the dependencies are Debian's packages
+    -- (lua-socket, lua-argparse, lua-dkjson), which luarocks does not see.
+    local function luarocks(lua_version, extra)
+      return "cd " .. tmp .. " && luarocks --lua-version " .. lua_version .. " --tree " .. tmp .. "/tree make" ..
+        " --deps-mode=none " .. ROCKSPEC .. " CFLAGS='-O2 -fPIC -Wall -Werror'" .. (extra or "")
+    end
+
+    it("builds with -Wall -Werror and every module loads from the tree alone (" .. LUA .. ")", function()
+      local lv = JIT and "5.1" or "5.4"
+      local out, rc = sh(luarocks(lv, JIT and " LUA_INCDIR=/usr/include/luajit-2.1" or ""))
+      assert.equal(0, rc, out)
+      local modules = {}
+      for name in pairs(spec.build.modules) do modules[#modules + 1] = name end
+      table.sort(modules)
+      -- the tree first, then the system's directories (luasocket); never the checkout
+      local script = [[
+        package.path = "TREE/share/lua/LV/?.lua;TREE/share/lua/LV/?/init.lua;/usr/share/lua/LV/?.lua"
+        package.cpath = "TREE/lib/lua/LV/?.so;/usr/lib/x86_64-linux-gnu/lua/LV/?.so"
+        for _, m in ipairs({MODULES}) do
+          local ok, err = pcall(require, m)
+          if m == "ibverbs.ffi" and not jit then
+            assert(not ok and err:find("needs LuaJIT"), err)
+          else
+            assert(ok, err)
+            local from = package.searchpath and package.searchpath(m, package.path .. ";" .. package.cpath) or ""
+            assert(not from:find("^lua/"), m .. " came from the checkout")
+          end
+        end
+        assert(require("ibverbs").errno.EBUSY == 16)
+        print("loaded " .. #{MODULES} .. " modules, " .. require("ibverbs.core")._VERSION)
+      ]]
+      script = script:gsub("TREE", tmp .. "/tree"):gsub("LV", lv)
+        :gsub("{MODULES}", '{"' .. table.concat(modules, '","') .. '"}')
+      local f = assert(io.open(tmp .. "/check.lua", "w"))
+      f:write(script)
+      f:close()
+      out, rc = sh("cd / && env -u LUA_PATH -u LUA_CPATH " .. LUA .. " " .. tmp .. "/check.lua")
+      assert.equal(0, rc, out)
+      assert.matches("loaded " .. #modules .. " modules, ibverbs.core ", out)
+    end)
+
+    it("refuses plain Lua 5.1 with the #error of csrc/ibvl.h", function()
+      if not io.open("/usr/include/lua5.1/lua.h") then error("liblua5.1-0-dev is needed (make deps)") end
+      local out, rc = sh(luarocks("5.1", " LUA_INCDIR=/usr/include/lua5.1"))
+      assert.not_equal(0, rc)
+      assert.matches("#error \"ibverbs.core needs Lua 5.2 or later", out, 1, true)
+    end)
   end)
 end)
