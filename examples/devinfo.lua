@@ -2,13 +2,13 @@
 --- devinfo.lua: the Lua counterpart of ibv_devinfo: devices, ports, states, MTU, GIDs.
 --   lua5.4 examples/devinfo.lua [-d rxe0] [-i 1] [-l] [-v]
 local ibv = require "ibverbs"
-local getopt = require "ibverbs.getopt"
+package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
+local cli = require "cli"
 
-local o = getopt.run(arg, {
+local o = cli.run(arg, {
   name = "devinfo.lua", usage = { "            print the ca attributes" },
-  { "d", "ib-dev", arg = "dev", help = "use IB device <dev> (default all devices)" },
-  { "i", "ib-port", arg = "port", type = "int", min = 1, max = 255,
-    help = "use port <port> of IB device (default all ports)" },
+  cli.ib_dev{ help = "use IB device <dev> (default all devices)" },
+  cli.ib_port{ default = false, help = "use port <port> of IB device (default all ports)" },
   { "l", "list", help = "print only the IB devices names" },
   { "v", "verbose", help = "print all the attributes of the IB device(s)" },
 })

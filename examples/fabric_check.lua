@@ -5,14 +5,16 @@
 --   lua5.4 examples/fabric_check.lua [-d rxe0] [-i 1] [-g 1] [--json]
 -- Exit status: 0 when everything passed, 1 on any FAIL.
 local ibv = require "ibverbs"
-local getopt = require "ibverbs.getopt"
+package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
+local cli = require "cli"
+local dkjson = require "dkjson"
 
-local o = getopt.run(arg, {
+local o = cli.run(arg, {
   name = "fabric_check.lua", usage = { "            check every device and port" },
-  { "d", "ib-dev", arg = "dev", help = "check only device <dev>" },
-  { "i", "ib-port", arg = "port", type = "int", min = 1, max = 255, help = "check only port <port>" },
-  { "g", "gid-idx", arg = "gid index", type = "int", min = 0,
-    help = "GID index for the traffic (default: the first RoCE v2 IPv4 GID, else 0)" },
+  cli.ib_dev{ help = "check only device <dev>" },
+  cli.ib_port{ default = false, help = "check only port <port>" },
+  cli.gid_idx{ default = false, min = 0,
+               help = "GID index for the traffic (default: the first RoCE v2 IPv4 GID, else 0)" },
   { "t", "timeout", arg = "seconds", type = "number", default = 2, help = "completion timeout (default 2)" },
   { nil, "json", help = "machine-readable output (one JSON object)" },
 })
@@ -175,25 +177,30 @@ end
 
 -- ------------------------------------------------------------------ output
 
-local function json(v)
-  local t = type(v)
-  if t == "table" then
-    if #v > 0 then
-      local out = {}
-      for i, x in ipairs(v) do out[i] = json(x) end
-      return "[" .. table.concat(out, ",") .. "]"
+-- JSON through dkjson: the lists (devices, ports, GIDs, checks) are arrays even
+-- when empty ([] rather than {}); NaN and infinities become null.
+local LISTS = { devices = true, ports = true, gids = true, checks = true }
+local function mark_lists(v)
+  for k, x in pairs(v) do
+    if type(x) == "table" then
+      if LISTS[k] then setmetatable(x, { __jsontype = "array" }) end
+      mark_lists(x)
     end
-    local keys, out = {}, {}
-    for k in pairs(v) do keys[#keys + 1] = k end
-    table.sort(keys)
-    for _, k in ipairs(keys) do out[#out + 1] = json(tostring(k)) .. ":" .. json(v[k]) end
-    return "{" .. table.concat(out, ",") .. "}"
-  elseif t == "string" then
-    return '"' .. v:gsub('[%c"\\]', function(c) return string.format("\\u%04x", c:byte()) end) .. '"'
-  elseif t == "number" then
-    return (v == math.floor(v) and string.format("%d", v)) or string.format("%.3f", v)
   end
-  return tostring(v)
+  return v
+end
+
+local function json(v)
+  local seen, keys = {}, {}
+  local function collect(t)
+    for k, x in pairs(t) do
+      if type(k) == "string" and not seen[k] then seen[k] = true; keys[#keys + 1] = k end
+      if type(x) == "table" then collect(x) end
+    end
+  end
+  collect(v)
+  table.sort(keys) -- keys in a fixed (sorted) order
+  return dkjson.encode(mark_lists(v), { keyorder = keys })
 end
 
 local function print_text(devs)

@@ -18,7 +18,8 @@
 -- rping's -P (persistent server) and -q (QP made and moved by the program) are
 -- not offered.
 local cm = require "ibverbs.cm"
-local getopt = require "ibverbs.getopt"
+package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
+local cli = require "cli"
 
 local BUFSIZE = 64 * 1024 -- RPING_BUFSIZE
 local MIN_SIZE = 26 -- RPING_MIN_BUFSIZE: sizeof "2147483647" + sizeof "rdma-ping-%d: "
@@ -45,7 +46,7 @@ local spec = {
   { "d", "debug", help = "debug printfs" },
 }
 
-local o, args = getopt.run(arg, spec)
+local o, args = cli.run(arg, spec)
 
 local function say(s)
   io.stdout:write(s, "\n")
@@ -305,7 +306,7 @@ end
 -- ---------------------------------------------------------------- main
 
 if o.server == o.client or #args > 0 then
-  io.stderr:write(getopt.usage(spec))
+  io.stderr:write(cli.usage(spec), "\n")
   os.exit(1)
 end
 if o.size < MIN_SIZE or o.size > BUFSIZE - 1 then

@@ -6,22 +6,23 @@
 --   server: lua5.4 examples/send_bw.lua -x 1 -s 64 -n 20000
 --   client: lua5.4 examples/send_bw.lua -x 1 -s 64 -n 20000 <server>
 local ibv = require "ibverbs"
-local getopt = require "ibverbs.getopt"
+package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
+local cli = require "cli"
 local ex = require "ibverbs.exchange"
 
-local o, args = getopt.run(arg, {
+local o, args = cli.run(arg, {
   name = "send_bw.lua", usage = { "           start a server and wait for connection",
                                   "<host>    connect to server at <host>" },
   { "p", "port", arg = "port", type = "int", default = 18515,
     help = "listen on/connect to port <port> (default 18515)" },
-  { "d", "ib-dev", arg = "dev", help = "use IB device <dev> (default first device found)" },
-  { "i", "ib-port", arg = "port", type = "int", default = 1, help = "use port <port> of IB device (default 1)" },
+  cli.ib_dev(),
+  cli.ib_port(),
   { "s", "size", arg = "size", type = "int", default = 65536, min = 1, help = "size of message (default 65536)" },
   { "n", "iters", arg = "iters", type = "int", default = 1000, min = 5, help = "number of exchanges (default 1000)" },
   { "t", "tx-depth", arg = "dep", type = "int", default = 128, min = 2, help = "size of tx queue (default 128)" },
   { "r", "rx-depth", arg = "dep", type = "int", default = 512, min = 1, help = "rx queue size (default 512)" },
   { "m", "mtu", arg = "mtu", type = "int", help = "MTU size: 256 - 4096 (default port mtu)" },
-  { "x", "gid-index", arg = "index", type = "int", default = -1, help = "test uses GID with GID index" },
+  cli.gid_idx{ "x", "gid-index", arg = "index", help = "test uses GID with GID index" }, -- perftest's letter
   { "l", "post_list", arg = "list size", type = "int", default = 1, min = 1,
     help = "post a list of <list size> WQEs per call (default: the --cq-mod chain)" },
   { "Q", "cq-mod", arg = "n", type = "int", default = 100, min = 1,

@@ -18,7 +18,8 @@
 -- The default path MTU is 1024 as in the C tool (its usage text says 2048).
 -- Not offered: -o (on-demand paging).
 local ibv = require "ibverbs"
-local getopt = require "ibverbs.getopt"
+package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
+local cli = require "cli"
 local ex = require "ibverbs.exchange"
 
 local DOMAIN_FILE = "/tmp/xrc_domain"
@@ -30,9 +31,8 @@ local spec = {
             "<host>    connect to server at <host>" },
   { "p", "port", arg = "port", type = "int", default = 18515, min = 0, max = 65535,
     help = "listen on/connect to port <port> (default 18515)" },
-  { "d", "ib-dev", arg = "dev", help = "use IB device <dev> (default first device found)" },
-  { "i", "ib-port", arg = "port", type = "int", default = 1, min = 1, max = 255,
-    help = "use port <port> of IB device (default 1)" },
+  cli.ib_dev(),
+  cli.ib_port(),
   { "s", "size", arg = "size", type = "int", default = 4096, min = 1,
     help = "size of message to exchange (default 4096)" },
   { "m", "mtu", arg = "size", type = "int", default = 1024, help = "path MTU (default 1024)" },
@@ -42,7 +42,7 @@ local spec = {
     help = "number of tests per client (default 5)" },
   { "l", "sl", arg = "sl", type = "int", default = 0, min = 0, max = 15, help = "service level value" },
   { "e", "events", help = "sleep on CQ events (default poll)" },
-  { "g", "gid-idx", arg = "gid index", type = "int", default = -1, help = "local port gid index" },
+  cli.gid_idx(),
 }
 
 local function fail(msg)
@@ -273,13 +273,13 @@ end
 
 -- ---------------------------------------------------------------- main
 
-local o, args = getopt.run(arg, spec)
+local o, args = cli.run(arg, spec)
 if #args > 1 then
-  io.stderr:write(getopt.usage(spec))
+  io.stderr:write(cli.usage(spec), "\n")
   os.exit(1)
 end
 if not MTUS[o.mtu] then
-  io.stderr:write(getopt.usage(spec))
+  io.stderr:write(cli.usage(spec), "\n")
   os.exit(1)
 end
 local host = args[1]

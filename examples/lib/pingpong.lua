@@ -1,7 +1,8 @@
 --- The engine of the pingpong examples, wire compatible with rdma-core's
 -- ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong.
+-- Example support, not a library module: it prints and exits as the C tools do.
 --
---   require("ibverbs.pingpong").main("rc", arg)    -- or "uc", "ud", "srq"
+--   require("pingpong").main("rc", arg)    -- or "uc", "ud", "srq" (examples/lib on package.path)
 --
 -- The client connects over TCP (port 18515), both sides swap
 -- "lid:qpn:psn:gid" messages (ibverbs.exchange), connect their QPs, then
@@ -9,7 +10,7 @@
 -- send and a receive have completed.  Receives are reposted as one WR chain
 -- when the queue runs low.  Both sides print their addresses and the rate.
 local ibv = require "ibverbs"
-local getopt = require "ibverbs.getopt"
+local cli = require "cli"
 local ex = require "ibverbs.exchange"
 
 local pp = {}
@@ -34,9 +35,8 @@ function pp.options(name)
               "<host>    connect to server at <host>" },
     { "p", "port", arg = "port", type = "int", default = 18515, min = 1, max = 65535,
       help = "listen on/connect to port <port> (default 18515)" },
-    { "d", "ib-dev", arg = "dev", help = "use IB device <dev> (default first device found)" },
-    { "i", "ib-port", arg = "port", type = "int", default = 1, min = 1, max = 255,
-      help = "use port <port> of IB device (default 1)" },
+    cli.ib_dev(),
+    cli.ib_port(),
     { "s", "size", arg = "size", type = "int", default = v.size, min = 1,
       help = "size of message to exchange (default " .. v.size .. ")" },
   }
@@ -54,7 +54,7 @@ function pp.options(name)
        help = "number of exchanges (default 1000)" }
   add{ "l", "sl", arg = "sl", type = "int", default = 0, min = 0, max = 15, help = "service level value" }
   add{ "e", "events", help = "sleep on CQ events (default poll)" }
-  add{ "g", "gid-idx", arg = "gid index", type = "int", default = -1, help = "local port gid index" }
+  add(cli.gid_idx())
   add{ "c", "chk", help = "validate received buffer" }
   return spec
 end
@@ -259,7 +259,7 @@ end
 --- Runs the tool; argv is the script's arg table.
 function pp.main(name, argv)
   local v = assert(pp.variants[name], "unknown pingpong variant")
-  local o, args = getopt.run(argv, pp.options(name))
+  local o, args = cli.run(argv, pp.options(name))
   if #args > 1 then fail("usage: give at most one server name (see --help)") end
   local host = args[1]
   math.randomseed(os.time() + math.floor(ibv.now() * 1e6) % 1000003)

@@ -18,14 +18,16 @@ describe("examples/xsrq_pingpong.lua options", function()
   it("--help lists ibv_xsrq_pingpong's options with its defaults and exits 0", function()
     local out, rc = run("xsrq_pingpong.lua", "--help")
     assert.equal(0, rc)
+    -- argparse's layout: "-p <port>,  help" over "--port <port>", flags as "-e, --events"
     for _, l in ipairs({ "p", "d", "i", "s", "m", "c", "n", "l", "e", "g" }) do
-      assert.matches("%-" .. l .. ", %-%-", out)
+      assert.matches("\n%s+%-" .. l .. "[ ,]", out)
     end
-    assert.matches("%-%-port=<port>%s+listen on/connect to port <port> %(default 18515%)", out)
-    assert.matches("%-%-size=<size>%s+size of message to exchange %(default 4096%)", out)
-    assert.matches("%-%-mtu=<size>%s+path MTU %(default 1024%)", out)
-    assert.matches("%-%-clients=<n>%s+number of clients %(on server only, default 1%)", out)
-    assert.matches("%-%-num_tests=<n>%s+number of tests per client %(default 5%)", out)
+    assert.matches("%-p <port>,%s+listen on/connect to port <port> %(default 18515%)\n%s+%-%-port <port>\n", out)
+    assert.matches("%-s <size>,%s+size of message to exchange %(default 4096%)\n%s+%-%-size <size>\n", out)
+    assert.matches("%-m <size>,%s+path MTU %(default 1024%)", out)
+    assert.matches("%-c <n>,%s+number of clients %(on server only, default 1%)\n%s+%-%-clients <n>\n", out)
+    assert.matches("%-n <n>,%s+number of tests per client %(default 5%)\n%s+%-%-num_tests <n>\n", out)
+    assert.matches("%-e, %-%-events%s+sleep on CQ events", out)
   end)
 
   it("refuses an unknown option, a path MTU that is not a power of two from 256 to 4096, and two hosts", function()
@@ -43,7 +45,7 @@ describe("examples/rping.lua options", function()
     local out, rc = run("rping.lua", "--help")
     assert.equal(0, rc)
     for _, l in ipairs({ "s", "c", "a", "I", "p", "C", "S", "v", "V", "d" }) do
-      assert.matches("%-" .. l .. ", %-%-", out)
+      assert.matches("\n%s+%-" .. l .. "[ ,]", out)
     end
     assert.matches("port %(default 7174%)", out)
     assert.matches("ping data size %(default 64%)", out)
@@ -118,5 +120,48 @@ describe("ibverbs.exchange: ibv_xsrq_pingpong's messages", function()
     assert.is_nil(ok)
     assert.matches("Couldn't read remote termination ack: reading 4 bytes from the peer: closed", msg)
     server:close()
+  end)
+end)
+
+describe("examples/fabric_check.lua --json", function()
+  -- a stand-in ibverbs: one device whose port is down, reports a NaN MTU and has no GIDs
+  local FAKE = [[
+    local ibv = {}
+    function ibv.now() return os.clock() end
+    function ibv.devices() return { { name = "fake0" } } end
+    function ibv.open()
+      return {
+        query_device = function() return { phys_port_cnt = 1 } end,
+        query_port = function()
+          return { state = "down", active_mtu = 0 / 0, max_mtu = 1 / 0, link_layer = "ethernet", lid = 0 }
+        end,
+        query_gid_table = function() return {} end,
+        close = function() return true end,
+      }
+    end
+    return ibv
+  ]]
+
+  it("writes valid JSON: [] for an empty list, null for NaN and infinity", function()
+    local dir = io.popen("mktemp -d /tmp/fabric-json.XXXXXX"):read("*l")
+    local f = assert(io.open(dir .. "/ibverbs.lua", "w"))
+    f:write(FAKE)
+    f:close()
+    local cmd = "LUA_PATH='" .. dir .. "/?.lua;;' " .. LUA .. " examples/fabric_check.lua --json 2>&1; echo rc=$?"
+    local p = assert(io.popen(cmd))
+    local out = p:read("*a")
+    p:close()
+    os.execute("rm -rf " .. dir)
+    assert.matches("rc=1%s*$", out) -- the port is down: FAIL
+    local text = out:gsub("rc=%d+%s*$", "")
+    assert.matches('"gids":%[%]', text)
+    assert.matches('"active_mtu":null', text)
+    assert.matches('"max_mtu":null', text)
+    local doc, _, err = require("dkjson").decode(text)
+    assert.is_table(doc, err)
+    assert.equal("fake0", doc.devices[1].name)
+    assert.equal(6, doc.checks) -- port_state and five traffic checks, all FAIL
+    assert.equal(6, doc.failed)
+    assert.equal(false, doc.pass)
   end)
 end)
