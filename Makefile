@@ -6,6 +6,7 @@
 #   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
 #   make demo         show rxe0 from inside the soft-RoCE VM
 #   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
+#   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
 PKG_LUA_luajit = luajit
@@ -51,7 +52,7 @@ ENV = LUA_PATH="lua/?.lua;lua/?/init.lua;spec/?.lua;$$LUA_PATH;;" \
 DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev librdmacm-dev \
 	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
 	lua-check qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
-	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc
+	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
@@ -84,10 +85,14 @@ bench: all
 	bench/run $(BENCH_ARGS)
 	bench/run-ffi ffi_post_poll
 
+# generated, not committed: build/ is the build output
+doc:
+	ldoc -c docs/config.ld .
+
 lint:
 	luacheck -q lua spec examples $(wildcard bench/*.lua tools/*.lua)
 
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-host check-ffi bench demo lint clean
+.PHONY: all deps test check-host check-ffi bench demo doc lint clean

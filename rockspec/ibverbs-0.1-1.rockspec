@@ -58,7 +58,7 @@ build = {
     ["ibverbs.cm"] = "lua/ibverbs/cm.lua",
     ["ibverbs.exchange"] = "lua/ibverbs/exchange.lua",
   },
-  copy_directories = { "examples" },
+  copy_directories = { "examples", "docs" }, -- docs: the API reference sources (docs/api) and guides
 }
 test = {
   type = "busted",

@@ -112,7 +112,7 @@ describe(ROCKSPEC, function()
     before_each(function()
       tmp = lines_of("mktemp -d /tmp/ibverbs-rock.XXXXXX")[1]
       -- a copy of the sources: luarocks compiles next to them
-      local out, rc = sh("cp -r csrc lua rockspec examples LICENSE " .. tmp .. "/")
+      local out, rc = sh("cp -r csrc lua rockspec examples docs LICENSE " .. tmp .. "/")
       assert.equal(0, rc, out)
     end)
     after_each(function()

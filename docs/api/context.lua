@@ -1,0 +1,178 @@
+--- An open RDMA device (`struct ibv_context`), made by `ibverbs.open`.
+--
+--     local ctx <close> = assert(ibv.open("rxe0"))
+--     print(ctx:name(), ctx:query_port(1).state)
+--
+-- @classmod ibverbs.context
+
+local context = {}
+
+--- The device's name (`ibv_get_device_name`).
+-- @treturn string "rxe0"
+function context:name() end
+
+--- The file descriptor of the async event queue (`ctx->async_fd`), for poll(2).
+-- @treturn integer fd
+function context:async_fd() end
+
+--- Device attributes (`ibv_query_device`).
+-- @tparam[opt] table t a table to fill instead of a new one
+-- @treturn table `fw_ver`, `node_guid`, `sys_image_guid`, `max_mr_size`, `page_size_cap`,
+-- `vendor_id`, `vendor_part_id`, `hw_ver`, `max_qp`, `max_qp_wr`, `device_cap_flags`,
+-- `max_sge`, `max_cq`, `max_cqe`, `max_mr`, `max_pd`, `max_srq`, `max_srq_wr`,
+-- `atomic_cap` ("none", "hca", "glob"), `phys_port_cnt`, ... (every field of `struct ibv_device_attr`)
+-- @return[2] nil, message, errno
+-- @errno what `ibv_query_device` returns (EIO, ...)
+function context:query_device(t) end
+
+--- Extended device attributes (`ibv_query_device_ex`): `query_device`'s fields and
+-- `device_cap_flags_ex`, `odp_*_caps`, `completion_timestamp_mask`, `hca_core_clock`,
+-- `max_tso`, `tso_supported_qpts`, `rss_supported_qpts`, `max_cq_count`, `max_cq_period`,
+-- `max_dm_size`, `phys_port_cnt_ex`, ...
+-- @tparam[opt] table t a table to fill
+-- @treturn table attributes
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP when the provider lacks it
+function context:query_device_ex(t) end
+
+--- Port attributes (`ibv_query_port`).
+-- @tparam integer port 1 to 255
+-- @tparam[opt] table t a table to fill
+-- @treturn table `state` ("down", "init", "armed", "active", ...), `max_mtu` and `active_mtu` in bytes,
+-- `lid`, `sm_lid`, `lmc`, `gid_tbl_len`, `pkey_tbl_len`, `port_cap_flags`, `port_caps` (names),
+-- `link_layer` ("infiniband", "ethernet"), `active_width`, `active_speed`, `phys_state`, ...
+-- @return[2] nil, message, errno
+-- @errno EINVAL no such port
+function context:query_port(port, t) end
+
+--- A GID as text (`ibv_query_gid`).
+-- @tparam integer port
+-- @tparam integer index GID table index
+-- @treturn string "::ffff:192.0.2.1"
+-- @return[2] nil, message, errno
+-- @errno EINVAL index or port out of range
+function context:query_gid(port, index) end
+
+--- A GID table entry (`ibv_query_gid_ex`).
+-- @tparam integer port
+-- @tparam integer index
+-- @treturn table `gid`, `gid_index`, `port_num`, `gid_type` ("ib", `"roce_v1"`, `"roce_v2"`), `ndev_ifindex`
+-- @return[2] nil, message, errno
+-- @errno ENODATA empty entry; EINVAL out of range
+function context:query_gid_ex(port, index) end
+
+--- Every valid GID of every port (`ibv_query_gid_table`).
+-- @treturn {table,...} entries as `query_gid_ex` gives them
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP, ENOMEM
+function context:query_gid_table() end
+
+--- A `P_Key` (`ibv_query_pkey`).
+-- @tparam integer port
+-- @tparam integer index
+-- @treturn integer pkey
+-- @return[2] nil, message, errno
+-- @errno EINVAL out of range
+function context:query_pkey(port, index) end
+
+--- The next async event (`ibv_get_async_event`, acknowledged before it returns).
+-- @tparam[opt] number timeout seconds (default: wait for ever; interruptible)
+-- @treturn table `type` (`"port_active"`, `"port_err"`, `"cq_err"`, `"qp_fatal"`, `"srq_limit_reached"`, ...)
+-- and the object it names: `port_num`, `qp`, `cq` or `srq` (the script's own userdata)
+-- @return[2] nil, message, errno
+-- @errno ETIMEDOUT nothing came in time
+function context:get_async_event(timeout) end
+
+--- Allocates a protection domain (`ibv_alloc_pd`).
+-- @treturn ibverbs.pd
+-- @return[2] nil, message, errno
+-- @errno ENOMEM
+function context:alloc_pd() end
+
+--- Creates a completion event channel (`ibv_create_comp_channel`).
+-- @treturn ibverbs.comp_channel
+-- @return[2] nil, message, errno
+-- @errno ENOMEM, EMFILE
+function context:create_comp_channel() end
+
+--- Creates a completion queue (`ibv_create_cq`; with `wc_flags` or `flags`, `ibv_create_cq_ex`).
+-- @tparam table attr `cqe` (minimum size), `channel` (an `ibverbs.comp_channel`), `comp_vector`,
+-- `wc_flags` (names or `ibv.WC_EX_WITH_*`: an extended CQ), `flags`
+-- @treturn ibverbs.cq
+-- @return[2] nil, message, errno
+-- @errno EINVAL cqe above the device's `max_cqe`; ENOMEM; EOPNOTSUPP `wc_flags` the device lacks
+function context:create_cq(attr) end
+
+--- Creates an extended completion queue (`ibv_create_cq_ex`); same fields as `create_cq`.
+-- @tparam table attr
+-- @treturn ibverbs.cq
+-- @return[2] nil, message, errno
+-- @errno EINVAL, ENOMEM, EOPNOTSUPP
+function context:create_cq_ex(attr) end
+
+--- Creates a QP with `ibv_create_qp_ex`: as `pd:create_qp` plus `pd`, `xrcd`, `create_flags`,
+-- `max_tso_header`, `rx_hash_conf`, `source_qpn` and `send_ops_flags` (the `ibv_wr_*` API, see `qp:wr_post`).
+-- The `comp_mask` comes from the fields given.
+-- @tparam table init_attr
+-- @treturn ibverbs.qp
+-- @return[2] nil, message, errno
+-- @errno EINVAL, ENOMEM, EOPNOTSUPP (XRC on a device without XRC, `send_ops_flags` it lacks)
+function context:create_qp_ex(init_attr) end
+
+--- Creates an SRQ with `ibv_create_srq_ex`.
+-- @tparam table attr `srq_type` ("basic", "xrc", "tm"), `pd`, `xrcd`, `cq`, `tm_cap` = {`max_num_tags`,
+-- `max_ops`}, `max_wr`, `max_sge`, `srq_limit` (or these three in `attr`)
+-- @treturn ibverbs.srq
+-- @return[2] nil, message, errno
+-- @errno EINVAL, ENOMEM, EOPNOTSUPP (XRC without XRC, tag matching)
+function context:create_srq_ex(attr) end
+
+--- Opens an XRC domain (`ibv_open_xrcd`).
+-- @tparam table attr `fd` (-1, an integer fd or an io file), `oflags` (`ibv.O_CREAT`, `ibv.O_EXCL`)
+-- @treturn ibverbs.xrcd
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP device without XRC; EINVAL, ENOENT, EEXIST as open(2)
+function context:open_xrcd(attr) end
+
+--- Opens a handle on an existing shareable QP (`ibv_open_qp`), an XRC receive QP.
+-- @tparam table attr `qp_num`, `qp_type` (`"xrc_recv"`), `xrcd`
+-- @treturn ibverbs.qp
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP device without XRC; EINVAL; ENOENT no such QP
+function context:open_qp(attr) end
+
+--- Address attributes from a received completion (`ibv_init_ah_from_wc`), for `pd:create_ah`.
+-- @tparam integer port
+-- @tparam table|ibverbs.wc_array wc a wc table, or a wc array and index (`wcs, i`)
+-- @tparam string grh the 40 bytes the UD receive buffer starts with
+-- @treturn table `ah_attr`
+-- @return[2] nil, message, errno
+-- @errno EINVAL, ENOENT (no matching GID)
+function context:init_ah_from_wc(port, wc, grh) end
+
+--- Legacy OFED XRC: opens an XRC domain (over `ibv_open_xrcd`).
+-- @tparam integer|file fd -1 (only with `O_CREAT`), an fd or an io file
+-- @tparam integer oflag 0, `ibv.O_CREAT` or `ibv.O_CREAT | ibv.O_EXCL`
+-- @treturn ibverbs.xrc_domain
+-- @return[2] nil, message, errno
+-- @errno EINVAL bad fd/oflag pair; ENOENT no domain without `O_CREAT`; EEXIST with `O_EXCL`; EOPNOTSUPP
+function context:open_xrc_domain(fd, oflag) end
+
+--- Legacy OFED XRC: closes a domain (`d:close()`).
+-- @tparam ibverbs.xrc_domain d
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EBUSY registrations, XRC SRQs or send QPs remain
+function context:close_xrc_domain(d) end
+
+--- Closes the device (`ibv_close_device`).
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EBUSY while PDs, CQs, channels or XRC domains made on it are open
+function context:close() end
+
+--- Whether `close` has run.
+-- @treturn boolean
+function context:is_closed() end
+
+return context

@@ -1,0 +1,184 @@
+--- RDMA verbs for Lua: `require "ibverbs"` (the C module `ibverbs.core` plus its Lua layer).
+--
+--     local ibv = require "ibverbs"
+--     for _, d in ipairs(assert(ibv.devices())) do print(d.name, d.transport) end
+--     local ctx = assert(ibv.open("rxe0"))
+--
+-- Constants: `ibv.ACCESS_*` (MR access flags), `ibv.SEND_*` (send flags), `ibv.WC_EX_WITH_*`,
+-- `ibv.QP_CREATE_*`, `ibv.QP_EX_WITH_*` (`send_ops_flags)`, `ibv.DEVICE_*` (`device_cap_flags)`,
+-- `ibv.PORT_*` (`port_cap_flags)`, `ibv.O_CREAT`, `ibv.O_EXCL`; wherever a flag set is taken, an array
+-- of names works too (`{"local_write", "remote_read"}`).  `ibv._VERSION` is "ibverbs.core 0.1".
+--
+-- @module ibverbs
+
+local ibv = {}
+
+--- Errno values by name and names by number: `ibv.errno.EBUSY == 16`, `ibv.errno[16] == "EBUSY"`.
+-- Every name the C library defines (EAGAIN and EWOULDBLOCK, EOPNOTSUPP and ENOTSUP share a number;
+-- the number maps to EAGAIN and EOPNOTSUPP).
+-- @table errno
+ibv.errno = {}
+
+--- The C library's text for an errno value (`strerror`).
+-- @tparam integer e
+-- @treturn string "Device or resource busy"
+function ibv.strerror(e) end
+
+--- The RDMA devices (`ibv_get_device_list`).
+-- @treturn {table,...} entries `name`, `guid`, `node_type`, `transport` ("ib", "iwarp", ...),
+-- `dev_name`, `ibdev_path`, `index`
+-- @return[2] nil, message, errno
+-- @errno ENOSYS the kernel has no RDMA support; ENOMEM
+function ibv.devices() end
+
+--- Opens a device (`ibv_open_device`).
+-- @tparam[opt] string|integer which a name ("rxe0") or a 1-based index (default 1)
+-- @treturn ibverbs.context
+-- @return[2] nil, message, errno
+-- @errno ENODEV no such device; ENOSYS no RDMA support; what `ibv_open_device` returns (EACCES, ...)
+function ibv.open(which) end
+
+--- Page-aligned, zeroed memory to register with `pd:reg_mr`.
+-- @tparam integer size bytes (0 to 2^40)
+-- @treturn ibverbs.buffer
+-- @return[2] nil, message, errno
+-- @errno ENOMEM
+function ibv.buffer(size) end
+
+--- n prepared receive WRs, linked as a chain.
+-- @tparam integer n 1 to 2^20
+-- @tparam[opt] integer max_sge SGEs per WR (default 1)
+-- @treturn ibverbs.recv_wrs
+function ibv.recv_wrs(n, max_sge) end
+
+--- n prepared send WRs, linked as a chain.
+-- @tparam integer n 1 to 2^20
+-- @tparam[opt] integer max_sge SGEs per WR (default 1)
+-- @treturn ibverbs.send_wrs
+function ibv.send_wrs(n, max_sge) end
+
+--- A reusable array of n work completions for `cq:poll` and `cq:wait`.
+-- @tparam integer n
+-- @treturn ibverbs.wc_array
+function ibv.wc_array(n) end
+
+--- The send/receive/repost loop in C.  Posts `send_wrs` whole, again and again, on `send_qp`
+-- (at most `window` WRs outstanding; each completion on `send_cq` counts #`send_wrs` WRs: signal the
+-- last WR of the list), and reposts each consumed receive of `recv_wrs` on `recv` (a QP or an SRQ)
+-- until `count` messages went each way.  Either side may be left out.  Receive `wr_ids` must be
+-- their 0-based index in `recv_wrs` (what `fill` gives); the script posts `recv_wrs` once before.
+-- @tparam table t `send_qp`, `send_cq`, `send_wrs`, `recv`, `recv_cq`, `recv_wrs`, `count`,
+-- `window`, `timeout` (seconds)
+-- @treturn table `sent`, `received`, `seconds`
+-- @return[2] nil, message, errno
+-- @errno EIO a completion with an error status (`"wc status: <status> (wr_id n)"`); ETIMEDOUT;
+-- EINTR (SIGINT); a post's errno
+function ibv.transfer(t) end
+
+--- A monotonic clock (`CLOCK_MONOTONIC`), for timing loops.
+-- @treturn number seconds
+function ibv.now() end
+
+--- The next rkey for a type 2 memory window bind (`ibv_inc_rkey`).
+-- @tparam integer rkey
+-- @treturn integer
+function ibv.inc_rkey(rkey) end
+
+--- Adds Lua methods to an object type; on verbs objects each first refuses a closed object, as the C
+-- methods do.
+-- @tparam string typename "ibverbs.qp", ...
+-- @tparam table funcs name -> function
+function ibv.extend(typename, funcs) end
+
+--- The methods table of an object type (what `extend` adds to).
+-- @tparam string typename
+-- @treturn table
+function ibv.methods(typename) end
+
+--- The verbs pointer of an open object, for `ibverbs.ffi`.
+-- @param obj any verbs object
+-- @treturn lightuserdata pointer
+-- @treturn string its type name
+function ibv.rawptr(obj) end
+
+--- The memory of a buffer, MR, WR list or wc array, for `ibverbs.ffi`.
+-- @param obj
+-- @treturn lightuserdata base
+-- @treturn integer size or count
+-- @treturn string kind
+function ibv.rawmem(obj) end
+
+--- Legacy OFED XRC: `context:open_xrc_domain` with the C argument order.
+-- @tparam ibverbs.context ctx
+-- @param fd
+-- @tparam integer oflag
+-- @treturn ibverbs.xrc_domain
+-- @return[2] nil, message, errno
+-- @errno EINVAL, ENOENT, EEXIST, EOPNOTSUPP
+function ibv.open_xrc_domain(ctx, fd, oflag) end
+
+--- Legacy OFED XRC: closes a domain.
+-- @tparam ibverbs.xrc_domain d
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EBUSY registrations, XRC SRQs or send QPs remain
+function ibv.close_xrc_domain(d) end
+
+--- Legacy OFED XRC: `pd:create_xrc_srq(d, cq, attr)`.
+-- @tparam ibverbs.pd pd
+-- @tparam ibverbs.xrc_domain d
+-- @tparam ibverbs.cq cq
+-- @tparam table attr
+-- @treturn ibverbs.srq
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP, EINVAL
+function ibv.create_xrc_srq(pd, d, cq, attr) end
+
+--- Legacy OFED XRC: creates a shared receive QP in `init_attr.xrc_domain` and registers this process
+-- with it; the other fields of `ibv_qp_init_attr` are accepted and ignored.
+-- @tparam table init_attr `xrc_domain`
+-- @treturn integer the QP number
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP, ENOMEM
+function ibv.create_xrc_rcv_qp(init_attr) end
+
+--- Legacy OFED XRC: modifies a receive QP by number.
+-- @tparam ibverbs.xrc_domain d
+-- @tparam integer qpn
+-- @tparam table attr as `qp:modify`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL; ENOENT no such QP
+function ibv.modify_xrc_rcv_qp(d, qpn, attr) end
+
+--- Legacy OFED XRC: queries a receive QP by number.
+-- @tparam ibverbs.xrc_domain d
+-- @tparam integer qpn
+-- @treturn table as `qp:query`
+-- @return[2] nil, message, errno
+-- @errno ENOENT
+function ibv.query_xrc_rcv_qp(d, qpn) end
+
+--- Legacy OFED XRC: adds a registration of this process with a receive QP (one `ibv_open_qp` handle).
+-- @tparam ibverbs.xrc_domain d
+-- @tparam integer qpn
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno ENOENT no such QP
+function ibv.reg_xrc_rcv_qp(d, qpn) end
+
+--- Legacy OFED XRC: drops a registration (the QP goes with the last one of any process).
+-- @tparam ibverbs.xrc_domain d
+-- @tparam integer qpn
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL not registered
+function ibv.unreg_xrc_rcv_qp(d, qpn) end
+
+--- Legacy OFED XRC: how many registrations this process holds on a domain's receive QP.
+-- @tparam ibverbs.xrc_domain d
+-- @tparam integer qpn
+-- @treturn integer
+function ibv.xrc_rcv_registrations(d, qpn) end
+
+return ibv

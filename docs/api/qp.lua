@@ -1,0 +1,115 @@
+--- A queue pair (`struct ibv_qp`), made by `pd:create_qp`, `context:create_qp_ex`, `context:open_qp`
+-- or a cm id.
+--
+-- Fields: `qp_num`, `qp_type` ("rc", "uc", "ud", `"raw_packet"`, `"xrc_send"`, `"xrc_recv"`), `state`,
+-- `cap` (what the device granted: `max_send_wr`, `max_recv_wr`, `max_send_sge`, `max_recv_sge`,
+-- `max_inline_data`).
+--
+--     assert(qp:connect({qpn = remote.qpn, psn = remote.psn, gid = remote.gid}, {sgid_index = 1}))
+--     assert(qp:post_recv(rl)); assert(qp:post_send{opcode = "send", sge = {mr = mr, length = 64}})
+--
+-- A post returns `nil, message, errno, index` on failure, index being the 1-based position of the
+-- first WR that was not posted.
+--
+-- @classmod ibverbs.qp
+
+local qp = {}
+
+--- Modifies the QP (`ibv_modify_qp`); the attribute mask is computed from the fields given.
+-- @tparam table attr `qp_state` ("reset", "init", "rtr", "rts", "sqd", "sqe", "err"), `cur_qp_state`,
+-- `path_mtu` (bytes), `path_mig_state`, `qkey`, `rq_psn`, `sq_psn`, `dest_qp_num`, `qp_access_flags`,
+-- `cap`, `ah_attr` (as `pd:create_ah`), `alt_ah_attr`, `pkey_index`, `alt_pkey_index`,
+-- `en_sqd_async_notify`, `max_rd_atomic`, `max_dest_rd_atomic`, `min_rnr_timer`, `port_num`,
+-- `timeout`, `retry_cnt`, `rnr_retry`, `alt_port_num`, `alt_timeout`, `rate_limit`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL a transition or attribute the state machine refuses; ENOENT/ETIMEDOUT
+-- the destination GID does not resolve (RoCE)
+function qp:modify(attr) end
+
+--- Queries the QP (`ibv_query_qp`, every attribute).
+-- @tparam[opt] table t a table to fill
+-- @treturn table the fields `modify` takes, plus `qp_state`, `sq_draining`, `cap`
+-- @return[2] nil, message, errno
+-- @errno EINVAL
+function qp:query(t) end
+
+--- Posts receive WRs (`ibv_post_recv`).
+-- @tparam table|{table,...}|ibverbs.recv_wrs wrs one WR `{wr_id =, sg_list = {{mr =, offset =, length =},
+-- ...}}` (or `sge = {...}` for one SGE; an SGE may also be `{addr =, length =, lkey =}`), an array of
+-- them, or a prepared list
+-- @tparam[opt] integer first with a list: the first WR to post (default 1)
+-- @tparam[opt] integer count with a list: how many (default: to the end)
+-- @treturn true
+-- @return[2] nil, message, errno, index
+-- @errno ENOMEM receive queue full; EINVAL the QP receives through an SRQ (or has no receive queue),
+-- too many SGEs, wrong state
+function qp:post_recv(wrs, first, count) end
+
+--- Posts send WRs (`ibv_post_send`).
+-- @tparam table|{table,...}|ibverbs.send_wrs wrs one WR, an array of them, or a prepared list.
+-- WR fields: `wr_id`, `opcode` ("send", `"send_with_imm"`, `"rdma_write"`, `"rdma_write_with_imm"`,
+-- `"rdma_read"`, `"atomic_cmp_and_swp"`, `"atomic_fetch_and_add"`, `"local_inv"`, `"bind_mw"`,
+-- `"send_with_inv"`, ...), `send_flags` ("signaled", "solicited", "inline", "fence", `"ip_csum"`),
+-- `sg_list` or `sge`, `inline` (a string sent inline), `imm_data`, `invalidate_rkey`,
+-- `remote_addr`, `rkey`, `compare_add`, `swap`, `ah`, `remote_qpn`, `remote_qkey` (UD),
+-- `remote_srqn` (XRC; legacy `xrc_remote_srq_num`), `mw`, `bind_info`
+-- @tparam[opt] integer first with a list
+-- @tparam[opt] integer count with a list
+-- @treturn true
+-- @return[2] nil, message, errno, index
+-- @errno ENOMEM send queue full; EINVAL wrong state, inline data above `max_inline_data`, a UD WR without ah
+function qp:post_send(wrs, first, count) end
+
+--- Posts through the `ibv_wr_*` API (a QP made by `create_qp_ex` with `send_ops_flags`):
+-- one `ibv_wr_start` ... `ibv_wr_complete` batch.  Every WR is checked before the batch starts.
+-- @tparam table|{table,...}|ibverbs.send_wrs wrs as `post_send`
+-- @tparam[opt] integer first
+-- @tparam[opt] integer count
+-- @treturn true
+-- @return[2] nil, message, errno, index
+-- @errno EINVAL a QP without `send_ops_flags`, an opcode they do not allow; EOPNOTSUPP a builder the
+-- provider lacks (the batch is aborted); ENOMEM queue full
+function qp:wr_post(wrs, first, count) end
+
+--- RESET to INIT (a `modify` with defaults: port 1, pkey index 0, no remote access; UD qkey 0x11111111).
+-- @tparam[opt] table opts `port_num`, `pkey_index`, `qp_access_flags`, `qkey`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno as `modify`
+function qp:to_init(opts) end
+
+--- INIT to RTR towards the remote QP.
+-- @tparam table opts `qpn`, `psn`, `lid`, `gid`, `sgid_index`, `port_num`, `path_mtu` (default 1024),
+-- `sl`, `max_dest_rd_atomic`, `min_rnr_timer`, `hop_limit`, `traffic_class`, `flow_label`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno as `modify`
+function qp:to_rtr(opts) end
+
+--- RTR to RTS (RC defaults: timeout 14, retry 7, `rnr_retry` 7, `max_rd_atomic` 1).
+-- @tparam[opt] table opts `psn` (own send PSN), `timeout`, `retry_cnt`, `rnr_retry`, `max_rd_atomic`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno as `modify`
+function qp:to_rts(opts) end
+
+--- RESET to INIT to RTR to RTS in one call.
+-- @tparam table remote `qpn`, `psn`, `lid`, `gid`
+-- @tparam[opt] table opts the options of the three steps (`psn` is the own send PSN)
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno as `modify`
+function qp:connect(remote, opts) end
+
+--- Destroys the QP (`ibv_destroy_qp`; `rdma_destroy_qp` for a cm id's QP).
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EBUSY while memory windows are bound through it
+function qp:close() end
+
+--- Whether `close` has run.
+-- @treturn boolean
+function qp:is_closed() end
+
+return qp
