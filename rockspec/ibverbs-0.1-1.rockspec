@@ -1,7 +1,7 @@
 -- `luarocks make rockspec/ibverbs-0.1-1.rockspec` from a checkout builds and
 -- installs this version; the version here is ibverbs.core's _VERSION
 -- ("ibverbs.core 0.1"): packaging_spec checks that they agree.
--- Lua 5.4 (5.2 and 5.3 build too) and LuaJIT 2.1 (`luarocks --lua-version 5.1`);
+-- Lua 5.4 and LuaJIT 2.1 (`luarocks --lua-version 5.1 ... LUA_INCDIR=/usr/include/luajit-2.1`);
 -- plain Lua 5.1 stops at an #error in csrc/ibvl.h.
 rockspec_format = "3.0"
 package = "ibverbs"
