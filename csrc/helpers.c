@@ -118,6 +118,48 @@ static void push_where(lua_State *L)
 	lua_pushliteral(L, "");
 }
 
+/* The key under which table t holds the function at f, or NULL. */
+static const char *key_of(lua_State *L, int t, int f)
+{
+	if (lua_type(L, t) != LUA_TTABLE)
+		return NULL;
+	lua_pushnil(L);
+	while (lua_next(L, t)) {
+		if (lua_rawequal(L, -1, f) && lua_type(L, -2) == LUA_TSTRING) {
+			const char *k = lua_tostring(L, -2); /* stays alive in t */
+			lua_pop(L, 2);
+			return k;
+		}
+		lua_pop(L, 1);
+	}
+	return NULL;
+}
+
+/* A method's or module function's name when the call site gives none
+ * (pcall(qp.post_send, qp, ...)): looked up in the first argument's methods
+ * and in ibverbs.core.  Only on the way to an error. */
+static const char *name_by_value(lua_State *L, lua_Debug *ar)
+{
+	int top = lua_gettop(L);
+	lua_getinfo(L, "f", ar);
+	int f = lua_gettop(L);
+	const char *name = NULL;
+	if (top >= 1 && lua_getmetatable(L, 1)) {
+		lua_getfield(L, -1, "__index");
+		if (lua_iscfunction(L, -1)) { /* m_index: the methods are its upvalue 2 */
+			lua_getupvalue(L, -1, 2);
+		}
+		name = key_of(L, lua_gettop(L), f);
+	}
+	if (name == NULL) {
+		lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+		lua_getfield(L, -1, "ibverbs.core");
+		name = key_of(L, lua_gettop(L), f);
+	}
+	lua_settop(L, top); /* the names are fields of long-lived tables */
+	return name;
+}
+
 /* The name the running C function was called by ("post_send"), or NULL when
  * a wrapper of the library called it (its name means nothing to the script). */
 static const char *function_name(lua_State *L)
@@ -125,9 +167,21 @@ static const char *function_name(lua_State *L)
 	lua_Debug ar, caller;
 	if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "n", &ar))
 		return NULL;
-	if (lua_getstack(L, 1, &caller) && lua_getinfo(L, "S", &caller) && in_library(&caller))
-		return NULL;
-	return ar.name;
+	if (ar.namewhat != NULL && strcmp(ar.namewhat, "metamethod") == 0)
+		return NULL; /* obj.field on a closed object: the message says enough */
+	/* called by a wrapper of the library: the name the script called the
+	 * wrapper by (the frame below the first one outside the library) */
+	for (int level = 1; lua_getstack(L, level, &caller) && lua_getinfo(L, "S", &caller) &&
+	                    in_library(&caller); level++) {
+		lua_Debug outer;
+		if (lua_getstack(L, level + 1, &outer) && lua_getinfo(L, "S", &outer) &&
+		    !in_library(&outer) && outer.currentline != 0) {
+			lua_getstack(L, level, &caller);
+			lua_getinfo(L, "n", &caller);
+			return caller.name;
+		}
+	}
+	return ar.name != NULL ? ar.name : name_by_value(L, &ar);
 }
 
 static int raise_v(lua_State *L, const char *fmt, va_list ap)

@@ -104,7 +104,11 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 	x->count = ibvl_int_field(L, 1, "count", 0, 1, INT64_MAX / 2);
 	x->window = ibvl_int_field(L, 1, "window", 128, 1, INT32_MAX);
 	ibvl_getfield(L, 1, "timeout");
-	x->timeout = lua_isnil(L, -1) ? 10.0 : luaL_checknumber(L, -1);
+	x->timeout = lua_isnil(L, -1) ? 10.0 : lua_tonumber(L, -1);
+	if (!lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TNUMBER || !(x->timeout >= 0)))
+		ibvl_error(L, "field 'timeout': seconds (a number >= 0) expected, got %s",
+		           lua_type(L, -1) == LUA_TNUMBER ? "a negative number or NaN"
+		                                          : luaL_typename(L, -1));
 	lua_pop(L, 1);
 	if (sqp != NULL) {
 		if (x->scq == NULL)

@@ -60,16 +60,12 @@ static int l_bind(lua_State *L)
 	memset(&b, 0, sizeof b);
 	b.send_flags = IBV_SEND_SIGNALED;
 	if (lua_istable(L, 4)) {
-		int saved = ibvl_path_push("wr", 0);
 		ibvl_check_fields(L, 4, "wr", wr_fields);
 		b.wr_id = ibvl_u64_field(L, 4, "wr_id", 0);
 		b.send_flags = (unsigned int)ibvl_flags_field(L, 4, "send_flags", ibvl_send_flags,
 		                                              IBV_SEND_SIGNALED);
-		ibvl_path_pop(saved);
 	}
-	int saved = ibvl_path_push("bind_info", 0);
 	ibvl_parse_bind_info(L, 3, &b.bind_info);
-	ibvl_path_pop(saved);
 	ibvl_guard_end(L, &g);
 	int rc = ibv_bind_mw(qp->o.ptr, mw->ptr, &b);
 	if (rc != 0)

@@ -134,9 +134,7 @@ int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a
 	if ((int)a->qp_type == -1)
 		ibvl_error(L, "init_attr: field 'qp_type' is required");
 	a->sq_sig_all = ibvl_bool_field(L, idx, "sq_sig_all", 0);
-	int saved = ibvl_path_push("cap", 0);
 	parse_cap(L, idx, &a->cap);
-	ibvl_path_pop(saved);
 	if (ibvl_has_field(L, idx, "create_flags")) {
 		a->create_flags = (uint32_t)ibvl_flags_field(L, idx, "create_flags",
 		                                             ibvl_qp_create_flags, 0);
@@ -242,9 +240,12 @@ static int create(lua_State *L, int pd_idx, int ctx_idx)
 		a.pd = ((struct ibvl_obj *)lua_touserdata(L, pd_idx))->ptr;
 		a.comp_mask |= IBV_QP_INIT_ATTR_PD;
 	}
-	check_needed(L, &a);
 	struct ibv_context *ctx = ctx_idx ? ((struct ibvl_obj *)lua_touserdata(L, ctx_idx))->ptr
 	                                  : a.pd->context;
+	if ((a.qp_type == IBV_QPT_XRC_SEND || a.qp_type == IBV_QPT_XRC_RECV) &&
+	    ibvl_xrc_errno(ctx, EINVAL) == EOPNOTSUPP)
+		return ibvl_fail(L, "ibv_create_qp_ex", EOPNOTSUPP); /* before asking for an xrcd */
+	check_needed(L, &a);
 	const char *call = "ibv_create_qp_ex";
 	if (pd_idx && a.comp_mask == IBV_QP_INIT_ATTR_PD) {
 		call = "ibv_create_qp";
@@ -434,18 +435,14 @@ int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	if (ibvl_has_field(L, idx, "cap")) {
-		int saved = ibvl_path_push("cap", 0);
 		parse_cap(L, idx, &a->cap);
-		ibvl_path_pop(saved);
 		mask |= IBV_QP_CAP;
 	}
 	const char *ahs[] = {"ah_attr", "alt_ah_attr"};
 	struct ibv_ah_attr *aha[] = {&a->ah_attr, &a->alt_ah_attr};
 	for (int i = 0; i < 2; i++) {
 		if (ibvl_getfield(L, idx, ahs[i]) != LUA_TNIL) {
-			int saved = ibvl_path_push(ahs[i], 0);
 			ibvl_parse_ah_attr(L, lua_gettop(L), aha[i]);
-			ibvl_path_pop(saved);
 			mask |= i == 0 ? IBV_QP_AV : IBV_QP_ALT_PATH;
 		}
 		lua_pop(L, 1);

@@ -181,6 +181,9 @@ static int l_create_srq_ex(lua_State *L)
 	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
 	int self = lua_gettop(L);
 	ibvl_guard_end(L, &g);
+	if ((a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a.srq_type == IBV_SRQT_XRC &&
+	    ibvl_xrc_errno(ctx->ptr, EINVAL) == EOPNOTSUPP)
+		return ibvl_fail(L, "ibv_create_srq_ex", EOPNOTSUPP); /* before asking for an xrcd */
 	check_needed(L, &a);
 	s->o.ptr = ibv_create_srq_ex(ctx->ptr, &a);
 	if (s->o.ptr == NULL) {

@@ -135,7 +135,7 @@ static const char *const bind_fields[] = {"mr", "addr", "length", "mw_access_fla
 struct ibvl_obj *ibvl_parse_bind_info(lua_State *L, int b, struct ibv_mw_bind_info *bi)
 {
 	if (lua_type(L, b) != LUA_TTABLE)
-		ibvl_error(L, "table expected, got %s", luaL_typename(L, b));
+		ibvl_error(L, "bind_info: table expected, got %s", luaL_typename(L, b));
 	ibvl_check_fields(L, b, "bind_info", bind_fields);
 	int has_addr = ibvl_has_field(L, b, "addr"), has_len = ibvl_has_field(L, b, "length");
 	bi->addr = ibvl_u64_field(L, b, "addr", 0);
@@ -157,9 +157,7 @@ static void parse_bind(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv
 		ibvl_error(L, "opcode 'bind_mw' needs field 'mw'");
 	wr->bind_mw.rkey = (uint32_t)ibvl_int_field(L, idx, "rkey", 0, 0, UINT32_MAX);
 	ibvl_getfield(L, idx, "bind_info");
-	int saved = ibvl_path_push("bind_info", 0);
 	slot->mr = ibvl_parse_bind_info(L, lua_gettop(L), &wr->bind_mw.bind_info);
-	ibvl_path_pop(saved);
 	lua_pop(L, 1);
 	slot->mw = ibvl_obj_field(L, idx, "mw", &ibvl_mw_class);
 	wr->bind_mw.mw = slot->mw->ptr;
