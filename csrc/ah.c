@@ -20,11 +20,14 @@ const struct ibvl_class ibvl_ah_class = {"ibverbs.ah", destroy_ah, "ibv_destroy_
 
 static int l_create_ah(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	struct ibv_ah_attr a;
 	memset(&a, 0, sizeof a);
 	ibvl_parse_ah_attr(L, 2, &a);
 	struct ibvl_obj *o = ibvl_new(L, &ibvl_ah_class, sizeof *o);
+	ibvl_guard_end(L, &g);
 	o->ptr = ibv_create_ah(pd->ptr, &a);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_create_ah", errno);
@@ -43,13 +46,15 @@ static void check_wc(lua_State *L, int arg, struct ibv_wc *wc, int *next)
 		*next = arg + 2;
 		return;
 	}
-	luaL_checktype(L, arg, LUA_TTABLE);
+	if (lua_type(L, arg) != LUA_TTABLE)
+		luaL_argerror(L, arg, lua_pushfstring(L, "wc table or wc_array expected, got %s",
+		                                      luaL_typename(L, arg)));
 	wc->src_qp = (uint32_t)ibvl_int_field(L, arg, "src_qp", 0, 0, 0xffffff);
 	wc->slid = (uint16_t)ibvl_int_field(L, arg, "slid", 0, 0, UINT16_MAX);
 	wc->sl = (uint8_t)ibvl_int_field(L, arg, "sl", 0, 0, 15);
 	wc->dlid_path_bits = (uint8_t)ibvl_int_field(L, arg, "dlid_path_bits", 0, 0, 127);
 	wc->pkey_index = (uint16_t)ibvl_int_field(L, arg, "pkey_index", 0, 0, UINT16_MAX);
-	lua_getfield(L, arg, "wc_flags");
+	ibvl_getfield(L, arg, "wc_flags");
 	if (!lua_isnil(L, -1))
 		wc->wc_flags = (unsigned int)ibvl_check_flags(L, lua_gettop(L), ibvl_wc_flags);
 	lua_pop(L, 1);
@@ -60,7 +65,7 @@ static void check_wc(lua_State *L, int arg, struct ibv_wc *wc, int *next)
 static const struct ibv_grh *check_grh(lua_State *L, int arg)
 {
 	size_t len;
-	const char *g = luaL_checklstring(L, arg, &len);
+	const char *g = ibvl_check_lstring(L, arg, &len);
 	if (len < sizeof(struct ibv_grh))
 		luaL_argerror(L, arg, "the 40 GRH bytes expected");
 	return (const struct ibv_grh *)g;
@@ -69,6 +74,8 @@ static const struct ibv_grh *check_grh(lua_State *L, int arg)
 /* pd:create_ah_from_wc(wc, grh, port_num) */
 static int l_create_ah_from_wc(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	struct ibv_wc wc;
 	int next;
@@ -76,6 +83,7 @@ static int l_create_ah_from_wc(lua_State *L)
 	const struct ibv_grh *grh = check_grh(L, next);
 	uint8_t port = (uint8_t)ibvl_check_range(L, next + 1, 1, 255);
 	struct ibvl_obj *o = ibvl_new(L, &ibvl_ah_class, sizeof *o);
+	ibvl_guard_end(L, &g);
 	o->ptr = ibv_create_ah_from_wc(pd->ptr, &wc, (struct ibv_grh *)grh, port);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_create_ah_from_wc", errno);
@@ -86,12 +94,15 @@ static int l_create_ah_from_wc(lua_State *L)
 /* ctx:init_ah_from_wc(port_num, wc, grh) -> ah_attr table */
 static int l_init_ah_from_wc(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	uint8_t port = (uint8_t)ibvl_check_range(L, 2, 1, 255);
 	struct ibv_wc wc;
 	int next;
 	check_wc(L, 3, &wc, &next);
 	const struct ibv_grh *grh = check_grh(L, next);
+	ibvl_guard_end(L, &g);
 	struct ibv_ah_attr a;
 	memset(&a, 0, sizeof a);
 	int rc = ibv_init_ah_from_wc(ctx->ptr, port, &wc, (struct ibv_grh *)grh, &a);

@@ -54,7 +54,7 @@ int ibvl_mem_read(lua_State *L, const char *base, size_t size, int arg)
 int ibvl_mem_write(lua_State *L, char *base, size_t size, int arg)
 {
 	size_t len;
-	const char *s = luaL_checklstring(L, arg + 1, &len);
+	const char *s = ibvl_check_lstring(L, arg + 1, &len);
 	size_t off = check_span(L, arg, size, len);
 	memcpy(base + off, s, len);
 	lua_pushinteger(L, (lua_Integer)len);

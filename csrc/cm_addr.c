@@ -74,7 +74,7 @@ static int parse_sockaddr(const char *s, size_t len, struct sockaddr_storage *ss
 void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss)
 {
 	size_t len;
-	const char *s = luaL_checklstring(L, arg, &len);
+	const char *s = ibvl_check_lstring(L, arg, &len);
 	if (!parse_sockaddr(s, len, ss))
 		luaL_argerror(L, arg, lua_pushfstring(L, "address expected (\"192.0.2.1:7471\", "
 		                                         "\"[fe80::1]:7471\"), got '%s'", s));

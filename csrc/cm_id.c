@@ -143,6 +143,7 @@ struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L)
 {
 	struct ibvl_cm_id *id = ibvl_new(L, &ibvl_cm_id_class, sizeof *id);
 	id->chan_slot = -1;
+	id->pd_slot = -1;
 	return id;
 }
 
@@ -208,6 +209,9 @@ static int l_resolve_route(lua_State *L)
 {
 	struct rdma_cm_id *cid = check_id(L);
 	int ms = (int)ibvl_opt_range(L, 2, 2000, 1, INT32_MAX);
+	if (cid->verbs == NULL)
+		return ibvl_error(L, "the address is not resolved yet (resolve_addr, then wait for "
+		                     "'addr_resolved')");
 	return ibvl_result(L, "rdma_resolve_route", rdma_resolve_route(cid, ms));
 }
 
@@ -255,7 +259,7 @@ static struct rdma_conn_param *opt_conn_param(lua_State *L, int idx, struct rdma
 	size_t len = 0, max = 255 - id->connect_len;
 	p->private_data = ibvl_str_field(L, idx, "private_data", &len);
 	if (len > max)
-		luaL_error(L, "conn_param: field 'private_data': at most %d bytes, got %d", (int)max,
+		ibvl_error(L, "conn_param: field 'private_data': at most %d bytes, got %d", (int)max,
 		           (int)len);
 	p->private_data_len = (uint8_t)len;
 	p->responder_resources =
@@ -272,17 +276,30 @@ static struct rdma_conn_param *opt_conn_param(lua_State *L, int idx, struct rdma
 
 static int l_connect(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct rdma_cm_id *cid = check_id(L);
 	struct rdma_conn_param p;
-	return ibvl_result(L, "rdma_connect", rdma_connect(cid, opt_conn_param(L, 2, &p)));
+	struct rdma_conn_param *pp = opt_conn_param(L, 2, &p);
+	ibvl_guard_end(L, &g);
+	if (cid->verbs == NULL)
+		return ibvl_error(L, "the route is not resolved yet (resolve_addr and resolve_route "
+		                     "first, waiting for 'addr_resolved' and 'route_resolved')");
+	return ibvl_result(L, "rdma_connect", rdma_connect(cid, pp));
 }
 
 static int l_accept(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct rdma_cm_id *cid = check_id(L);
 	struct rdma_conn_param p;
 	struct rdma_conn_param *pp = opt_conn_param(L, 2, &p);
-	if (pp == NULL && cid->qp == NULL && cid->ps == RDMA_PS_TCP)
+	ibvl_guard_end(L, &g);
+	if (cid->verbs == NULL)
+		return ibvl_error(L, "the id has no connection request to accept (accept the id a "
+		                     "'connect_request' event brings)");
+	if (pp == NULL && cid->qp == NULL)
 		return luaL_argerror(L, 2, "conn_param with qp_num expected (the id has no QP)");
 	return ibvl_result(L, "rdma_accept", rdma_accept(cid, pp));
 }
@@ -292,7 +309,7 @@ static int l_reject(lua_State *L)
 {
 	struct rdma_cm_id *cid = check_id(L);
 	size_t len = 0;
-	const char *data = luaL_optlstring(L, 2, NULL, &len);
+	const char *data = ibvl_opt_lstring(L, 2, &len);
 	luaL_argcheck(L, len <= 255, 2, "private data of at most 255 bytes expected");
 	return ibvl_result(L, "rdma_reject", rdma_reject(cid, data, (uint8_t)len));
 }
@@ -346,6 +363,8 @@ static int l_migrate_id(lua_State *L)
 		id->chan_slot = id->o.nrefs - 1;
 	} else if (id->chan_slot >= 0) {
 		ibvl_unuse(L, 1, id->chan_slot);
+		if (id->pd_slot > id->chan_slot)
+			id->pd_slot--; /* the slots after it moved down */
 		id->chan_slot = -1;
 	}
 	lua_pushboolean(L, 1);
@@ -369,7 +388,7 @@ static const struct {
 static int l_set_option(lua_State *L)
 {
 	struct rdma_cm_id *cid = check_id(L);
-	const char *name = luaL_checkstring(L, 2);
+	const char *name = ibvl_check_lstring(L, 2, NULL);
 	int i = 0;
 	while (options[i].name != NULL && strcmp(options[i].name, name) != 0)
 		i++;
@@ -382,7 +401,7 @@ static int l_set_option(lua_State *L)
 	size_t len = (size_t)options[i].size;
 	void *val = len == 1 ? (void *)&u8 : (void *)&iv;
 	if (len == 0)
-		val = (void *)luaL_checklstring(L, 3, &len);
+		val = (void *)ibvl_check_lstring(L, 3, &len);
 	else if (lua_isboolean(L, 3))
 		iv = lua_toboolean(L, 3);
 	else if (len == 1)

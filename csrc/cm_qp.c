@@ -113,17 +113,29 @@ static void use_owned(lua_State *L, int idx, int which)
 	lua_pop(L, 2);
 }
 
-static int uses(const struct ibvl_obj *o, const void *used)
+/* The id at idx uses the PD at pd_idx from now on, in place of the one it
+ * used (id.pd names it; librdmacm keeps it as id->pd): one slot, however many
+ * PDs the id's QPs are made on in turn. */
+void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx)
 {
-	for (int i = 0; i < o->nrefs; i++)
-		if (o->refs[i] == used)
-			return 1;
-	return 0;
+	struct ibvl_cm_id *id = lua_touserdata(L, idx);
+	struct ibvl_obj *pd = lua_touserdata(L, pd_idx);
+	if (id->pd_slot >= 0 && id->o.refs[id->pd_slot] != pd) {
+		ibvl_swap_use(L, idx, id->pd_slot, pd_idx);
+	} else if (id->pd_slot < 0) {
+		ibvl_use(L, idx, pd_idx);
+		id->pd_slot = id->o.nrefs - 1;
+	}
+	lua_getiuservalue(L, idx, 1);
+	lua_pushvalue(L, pd_idx);
+	lua_setfield(L, -2, "pd");
+	lua_pop(L, 1);
 }
 
-/* Wraps the id's new QP: it uses the objects of the init attr table at
- * attr_idx (pd, cqs, srq), and the CQs and SRQ the cm made. Pushes it. */
-static void adopt_qp(lua_State *L, int idx, int attr_idx, struct ibv_qp_init_attr_ex *a)
+/* Wraps the id's new QP: it uses the objects ibvl_parse_qp_init_attr pushed
+ * at used (pd, cqs, srq: nil where not given), and the CQs and SRQ the cm
+ * made. Pushes it. */
+static void adopt_qp(lua_State *L, int idx, int used, struct ibv_qp_init_attr_ex *a)
 {
 	struct ibvl_cm_id *id = lua_touserdata(L, idx);
 	struct rdma_cm_id *cid = id->o.ptr;
@@ -135,30 +147,15 @@ static void adopt_qp(lua_State *L, int idx, int attr_idx, struct ibv_qp_init_att
 	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
 	qp->o.ptr = cid->qp;
 	qp->cm_id = cid;
-	ibvl_qp_adopt(L, attr_idx, 0, a);
-	lua_getfield(L, attr_idx, "send_cq");
-	int given_send = !lua_isnil(L, -1);
-	lua_getfield(L, attr_idx, "recv_cq");
-	int given_recv = !lua_isnil(L, -1);
-	lua_getfield(L, attr_idx, "srq");
-	int given_srq = !lua_isnil(L, -1);
-	lua_pop(L, 3);
-	if (!given_send)
+	ibvl_qp_adopt(L, used, 0, a);
+	if (lua_isnil(L, used + 1))
 		use_owned(L, idx, OWN_SEND_CQ);
-	if (!given_recv)
+	if (lua_isnil(L, used + 2))
 		use_owned(L, idx, OWN_RECV_CQ);
-	if (!given_srq && a->srq != NULL)
+	if (lua_isnil(L, used + 3) && a->srq != NULL)
 		use_owned(L, idx, OWN_SRQ);
-	lua_getfield(L, attr_idx, "pd");
-	if (!lua_isnil(L, -1)) { /* id.pd names it from now on; librdmacm keeps it as id->pd */
-		if (!uses(&id->o, lua_touserdata(L, -1)))
-			ibvl_use(L, idx, -1);
-		lua_getiuservalue(L, idx, 1);
-		lua_pushvalue(L, -2);
-		lua_setfield(L, -2, "pd");
-		lua_pop(L, 1);
-	}
-	lua_pop(L, 1);
+	if (!lua_isnil(L, used))
+		ibvl_cm_use_pd(L, idx, used);
 	set_owned(L, idx, OWN_QP);
 }
 
@@ -169,25 +166,24 @@ void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx)
 	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, idx))->ptr;
 	if (cid->qp == NULL)
 		return;
-	lua_createtable(L, 0, 1);
+	int top = lua_gettop(L);
 	lua_getiuservalue(L, pd_from_idx, 1);
 	lua_getfield(L, -1, "pd");
-	lua_setfield(L, -3, "pd");
-	lua_pop(L, 1);
+	lua_remove(L, -2);
+	for (int i = 1; i < IBVL_QP_USED; i++)
+		lua_pushnil(L);
 	struct ibv_qp_init_attr_ex a;
 	memset(&a, 0, sizeof a);
-	adopt_qp(L, idx, lua_gettop(L), &a);
-	lua_pop(L, 2);
+	adopt_qp(L, idx, top + 1, &a);
+	lua_settop(L, top);
 }
 
 /* The init attr table at arg, with qp_type defaulting to the id's. */
 static int init_attr_table(lua_State *L, int arg, enum ibv_qp_type type)
 {
-	luaL_checktype(L, arg, LUA_TTABLE);
-	lua_getfield(L, arg, "qp_type");
-	int has = !lua_isnil(L, -1);
-	lua_pop(L, 1);
-	if (has)
+	if (lua_type(L, arg) != LUA_TTABLE)
+		ibvl_error(L, "init_attr: table expected, got %s", luaL_typename(L, arg));
+	if (ibvl_has_field(L, arg, "qp_type"))
 		return arg;
 	lua_newtable(L);
 	lua_pushnil(L);
@@ -201,24 +197,30 @@ static int init_attr_table(lua_State *L, int arg, enum ibv_qp_type type)
 	return lua_gettop(L);
 }
 
-static void parse_attr(lua_State *L, struct ibvl_cm_id *id, int attr,
-                       struct ibv_qp_init_attr_ex *a)
+/* Raises unless the id is bound to a device: librdmacm dereferences it. */
+void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid)
 {
-	memset(a, 0, sizeof *a);
-	ibvl_parse_qp_init_attr(L, attr, a);
-	struct ibvl_obj *srq = owned(id, OWN_SRQ);
-	if (a->srq == NULL && srq != NULL) /* as librdmacm does with id->srq */
-		a->srq = srq->ptr;
+	if (cid->verbs == NULL)
+		ibvl_error(L, "the id is not bound to a device yet (bind_addr to a local RDMA "
+		              "address, or resolve_addr and wait for 'addr_resolved')");
 }
 
 /* id:create_qp(init_attr) and id:create_qp_ex(init_attr_ex) */
 static int create_qp(lua_State *L, int ex)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_cm_id *id = check_cm_id(L);
 	struct rdma_cm_id *cid = id->o.ptr;
 	int attr = init_attr_table(L, 2, cid->qp_type);
 	struct ibv_qp_init_attr_ex a;
-	parse_attr(L, id, attr, &a);
+	memset(&a, 0, sizeof a);
+	int used = ibvl_parse_qp_init_attr(L, attr, &a);
+	ibvl_guard_end(L, &g);
+	ibvl_cm_need_device(L, cid);
+	struct ibvl_obj *srq = owned(id, OWN_SRQ);
+	if (a.srq == NULL && srq != NULL) /* as librdmacm does with id->srq */
+		a.srq = srq->ptr;
 	int rc;
 	if (ex) {
 		rc = rdma_create_qp_ex(cid, &a);
@@ -232,7 +234,7 @@ static int create_qp(lua_State *L, int ex)
 	}
 	if (rc != 0)
 		return ibvl_fail(L, ex ? "rdma_create_qp_ex" : "rdma_create_qp", errno);
-	adopt_qp(L, 1, attr, &a);
+	adopt_qp(L, 1, used, &a);
 	return 1;
 }
 
@@ -274,35 +276,37 @@ static const char *const srq_fields[] = {"max_wr", "max_sge", "srq_limit", "pd",
 /* id:create_srq{max_wr=, max_sge=, srq_limit=, pd=}, id:create_srq_ex{..., srq_type=} */
 static int create_srq(lua_State *L, int ex)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_cm_id *id = check_cm_id(L);
 	struct rdma_cm_id *cid = id->o.ptr;
 	ibvl_check_fields(L, 2, "attr", srq_fields);
 	struct ibv_srq_init_attr_ex a;
 	memset(&a, 0, sizeof a);
-	a.attr.max_wr = (uint32_t)ibvl_int_field(L, 2, "max_wr", 16, 1, INT32_MAX);
-	a.attr.max_sge = (uint32_t)ibvl_int_field(L, 2, "max_sge", 1, 1, INT32_MAX);
-	a.attr.srq_limit = (uint32_t)ibvl_int_field(L, 2, "srq_limit", 0, 0, INT32_MAX);
-	struct ibvl_obj *pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
-	a.pd = pd ? pd->ptr : NULL;
+	a.attr.max_wr = (uint32_t)ibvl_int_field(L, 2, "max_wr", 16, 0, UINT32_MAX);
+	a.attr.max_sge = (uint32_t)ibvl_int_field(L, 2, "max_sge", 1, 0, UINT32_MAX);
+	a.attr.srq_limit = (uint32_t)ibvl_int_field(L, 2, "srq_limit", 0, 0, UINT32_MAX);
 	a.srq_type = (enum ibv_srq_type)ibvl_enum_field(L, 2, "srq_type", ibvl_srq_types,
 	                                                IBV_SRQT_BASIC);
 	if (!ex && ibvl_has_field(L, 2, "srq_type"))
 		return luaL_argerror(L, 2, "attr: field 'srq_type' needs create_srq_ex");
+	struct ibvl_obj *pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
+	int pdi = (ibvl_getfield(L, 2, "pd"), lua_gettop(L)); /* keeps it alive */
+	a.pd = pd ? pd->ptr : NULL;
 	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
+	ibvl_guard_end(L, &g);
+	ibvl_cm_need_device(L, cid);
 	if (owned(id, OWN_SRQ) != NULL)
 		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", EEXIST);
-	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
 	int rc = ex ? rdma_create_srq_ex(cid, &a)
 	            : rdma_create_srq(cid, a.pd, (struct ibv_srq_init_attr *)&a);
 	if (rc != 0)
 		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", errno);
 	s->o.ptr = cid->srq; /* cid->srq stays: rdma_destroy_srq frees it */
 	s->cm_id = cid;
-	if (pd != NULL) {
-		lua_getfield(L, 2, "pd");
-		ibvl_use(L, -2, -1);
-		lua_pop(L, 1);
-	}
+	if (pd != NULL)
+		ibvl_use(L, -1, pdi);
 	ibvl_srq_adopt(L, &a.attr, a.srq_type);
 	set_owned(L, 1, OWN_SRQ);
 	adopt_cqs(L, 1); /* an XRC SRQ's CQ */
@@ -326,25 +330,29 @@ static const char *const ep_fields[] = {"pd", "qp_init_attr", NULL};
  * (passive ai) or with its address and route resolved, and its QP. */
 static int l_create_ep(lua_State *L)
 {
-	struct rdma_addrinfo *ai = ((struct ibvl_obj *)ibvl_check(L, 1,
-	                                                          &ibvl_cm_addrinfo_class))->ptr;
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_obj *aio = ibvl_check(L, 1, &ibvl_cm_addrinfo_class);
 	struct ibvl_obj *pd = NULL;
-	int attr = 0;
+	int attr = 0, pdi = 0;
 	struct ibv_qp_init_attr_ex a;
 	memset(&a, 0, sizeof a);
 	if (!lua_isnoneornil(L, 2)) {
 		ibvl_check_fields(L, 2, "attr", ep_fields);
-		pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
-		lua_getfield(L, 2, "qp_init_attr");
-		if (!lua_isnil(L, -1)) {
-			attr = init_attr_table(L, lua_gettop(L), (enum ibv_qp_type)ai->ai_qp_type);
+		if (ibvl_getfield(L, 2, "qp_init_attr") != LUA_TNIL) {
+			int qp_type = ((struct rdma_addrinfo *)aio->ptr)->ai_qp_type;
+			attr = init_attr_table(L, lua_gettop(L), (enum ibv_qp_type)qp_type);
 			ibvl_parse_qp_init_attr(L, attr, &a);
 			if (a.pd != NULL)
-				luaL_error(L, "attr: field 'qp_init_attr': give the PD as attr.pd");
+				ibvl_error(L, "attr: field 'qp_init_attr': give the PD as attr.pd");
 		}
+		pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
+		pdi = (ibvl_getfield(L, 2, "pd"), lua_gettop(L)); /* keeps it alive */
 	}
 	struct ibvl_cm_id *id = ibvl_cm_new_id(L);
 	int idx = lua_gettop(L);
+	ibvl_guard_end(L, &g);
+	struct rdma_addrinfo *ai = aio->ptr;
 	struct rdma_cm_id *cid;
 	struct ibv_qp_init_attr b;
 	memcpy(&b, &a, sizeof b);
@@ -353,14 +361,8 @@ static int l_create_ep(lua_State *L)
 	ibvl_cm_adopt_id(L, idx, cid, 0);
 	id->ep = 1;
 	id->connect_len = ai->ai_connect_len;
-	if (pd != NULL) { /* the id (and QPs get_request makes) use it */
-		lua_getfield(L, 2, "pd");
-		ibvl_use(L, idx, -1);
-		lua_getiuservalue(L, idx, 1);
-		lua_insert(L, -2);
-		lua_setfield(L, -2, "pd");
-		lua_pop(L, 1);
-	}
+	if (pd != NULL) /* the id (and QPs get_request makes) use it */
+		ibvl_cm_use_pd(L, idx, pdi);
 	if (cid->qp != NULL) {
 		ibvl_cm_adopt_owned(L, idx, idx);
 	}
@@ -373,7 +375,7 @@ static struct ibv_qp *id_qp(lua_State *L, struct ibvl_cm_id *id)
 {
 	struct ibvl_obj *qp = owned(id, OWN_QP);
 	if (qp == NULL)
-		luaL_error(L, "the cm id has no QP (create_qp first)");
+		ibvl_error(L, "the cm id has no QP (create_qp first)");
 	return qp->ptr;
 }
 
@@ -394,10 +396,13 @@ static uint64_t check_sge(lua_State *L, int arg, struct ibv_sge *sge)
 /* id:post_recv(wr_id, mr [, offset, length]): on the id's SRQ when it has one */
 static int l_post_recv(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_cm_id *id = check_cm_id(L);
 	struct ibv_sge sge;
 	struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
 	wr.wr_id = check_sge(L, 2, &sge);
+	ibvl_guard_end(L, &g);
 	struct ibvl_obj *srq = owned(id, OWN_SRQ);
 	if (srq != NULL)
 		return ibvl_result(L, "ibv_post_srq_recv", ibv_post_srq_recv(srq->ptr, &wr, &bad));
@@ -406,20 +411,31 @@ static int l_post_recv(lua_State *L)
 
 static int post_send(lua_State *L, enum ibv_wr_opcode op)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_cm_id *id = check_cm_id(L);
-	struct ibv_sge sge;
-	struct ibv_send_wr wr = {.sg_list = &sge, .num_sge = 1, .opcode = op}, *bad;
-	wr.wr_id = check_sge(L, 2, &sge);
+	struct ibv_send_wr wr = {.num_sge = 1, .opcode = op}, *bad;
 	wr.send_flags = (unsigned)ibvl_opt_flags(L, 6, ibvl_send_flags, IBV_SEND_SIGNALED);
+	struct ibvl_obj *ah = NULL;
 	if (op == IBV_WR_RDMA_READ || op == IBV_WR_RDMA_WRITE) {
 		wr.wr.rdma.remote_addr = ibvl_check_u64(L, 7);
 		wr.wr.rdma.rkey = (uint32_t)ibvl_check_range(L, 8, 0, UINT32_MAX);
 	} else if (!lua_isnoneornil(L, 7)) { /* post_ud_send */
-		wr.wr.ud.ah = ((struct ibvl_obj *)ibvl_check(L, 7, &ibvl_ah_class))->ptr;
 		wr.wr.ud.remote_qpn = (uint32_t)ibvl_check_range(L, 8, 0, 0xffffff);
 		wr.wr.ud.remote_qkey = RDMA_UDP_QKEY;
+		ah = ibvl_check(L, 7, &ibvl_ah_class);
 	}
-	return ibvl_result(L, "ibv_post_send", ibv_post_send(id_qp(L, id), &wr, &bad));
+	struct ibv_sge sge;
+	wr.wr_id = check_sge(L, 2, &sge); /* last: nothing runs between the MR's check and use */
+	wr.sg_list = &sge;
+	ibvl_guard_end(L, &g);
+	struct ibv_qp *qp = id_qp(L, id);
+	if (ah != NULL)
+		wr.wr.ud.ah = ah->ptr;
+	else if (qp->qp_type == IBV_QPT_UD && op == IBV_WR_SEND)
+		ibvl_error(L, "a UD id sends with post_ud_send(wr_id, mr, offset, length, flags, ah, "
+		              "remote_qpn): the peer's address handle is required");
+	return ibvl_result(L, "ibv_post_send", ibv_post_send(qp, &wr, &bad));
 }
 
 static int l_post_send(lua_State *L)
@@ -450,7 +466,7 @@ static int get_comp(lua_State *L, int cq_which, int ch_which, const char *call)
 	struct ibvl_cq *cq = (struct ibvl_cq *)owned(id, cq_which);
 	struct ibvl_obj *ch = owned(id, ch_which);
 	if (cq == NULL || ch == NULL)
-		return luaL_error(L, "%s: the id's QP has no CQ the cm made (poll the CQ given)", call);
+		return ibvl_error(L, "%s: the id's QP has no CQ the cm made (poll the CQ given)", call);
 	struct ibv_comp_channel *chan = ch->ptr;
 	struct ibv_wc wc;
 	for (;;) {

@@ -49,26 +49,33 @@ static const char *const cq_fields[] = {"cqe", "channel", "comp_vector", "wc_fla
  * ibv_create_cq_ex when wc_flags or flags are given, or for ctx:create_cq_ex. */
 static int create_cq(lua_State *L, int ex)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_cq_init_attr_ex a = {.cqe = 1};
 	struct ibvl_obj *ch = NULL;
+	int chi = 0;
 	if (lua_istable(L, 2)) {
 		ibvl_check_fields(L, 2, "attr", cq_fields);
-		a.cqe = (uint32_t)ibvl_int_field(L, 2, "cqe", 1, 1, INT32_MAX);
-		ch = ibvl_obj_field(L, 2, "channel", &ibvl_channel_class);
-		a.comp_vector = (uint32_t)ibvl_int_field(L, 2, "comp_vector", 0, 0, INT32_MAX);
+		a.cqe = (uint32_t)ibvl_int_field(L, 2, "cqe", 1, 0, UINT32_MAX);
+		a.comp_vector = (uint32_t)ibvl_int_field(L, 2, "comp_vector", 0, 0, UINT32_MAX);
 		ex = ex || ibvl_has_field(L, 2, "wc_flags") || ibvl_has_field(L, 2, "flags");
 		a.wc_flags = (uint64_t)ibvl_flags_field(L, 2, "wc_flags", ibvl_wc_ex_flags,
 		                                        IBV_WC_STANDARD_FLAGS);
 		a.flags = (uint32_t)ibvl_int_field(L, 2, "flags", 0, 0, UINT32_MAX);
 		if (a.flags)
 			a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_FLAGS;
+		ch = ibvl_obj_field(L, 2, "channel", &ibvl_channel_class);
+		chi = (ibvl_getfield(L, 2, "channel"), lua_gettop(L)); /* keeps it alive */
 	} else {
-		a.cqe = (uint32_t)ibvl_check_range(L, 2, 1, INT32_MAX);
+		a.cqe = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
 		a.wc_flags = IBV_WC_STANDARD_FLAGS;
 	}
-	a.channel = ch ? ch->ptr : NULL;
+	if (!ex && a.cqe > INT32_MAX)
+		ibvl_error(L, "cqe: %d at most for ibv_create_cq (its cqe is an int)", INT32_MAX);
 	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq);
+	ibvl_guard_end(L, &g);
+	a.channel = ch ? ch->ptr : NULL;
 	if (ex) {
 		cq->cqx = ibv_create_cq_ex(ctx->ptr, &a);
 		cq->o.ptr = cq->cqx ? ibv_cq_ex_to_cq(cq->cqx) : NULL;
@@ -80,11 +87,8 @@ static int create_cq(lua_State *L, int ex)
 		return ibvl_fail(L, ex ? "ibv_create_cq_ex" : "ibv_create_cq", errno);
 	int self = lua_gettop(L);
 	ibvl_use(L, self, 1);
-	if (ch != NULL) {
-		lua_getfield(L, 2, "channel");
-		ibvl_use(L, self, -1);
-		lua_pop(L, 1);
-	}
+	if (ch != NULL)
+		ibvl_use(L, self, chi);
 	ibvl_track(L, self);
 	return 1;
 }

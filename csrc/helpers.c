@@ -38,6 +38,21 @@ int ibvl_fail(lua_State *L, const char *call, int err)
 	return 3;
 }
 
+/* nil, "call: strerror (hint)", errno: a failure with its likely cause. */
+int ibvl_fail_hint(lua_State *L, const char *call, int err, const char *hint)
+{
+	if (hint == NULL)
+		return ibvl_fail(L, call, err);
+	if (err < 0)
+		err = -err;
+	if (err == 0)
+		err = EIO;
+	lua_pushnil(L);
+	lua_pushfstring(L, "%s: %s (%s)", call, strerror(err), hint);
+	lua_pushinteger(L, err);
+	return 3;
+}
+
 /* For calls that return 0 or an errno value (or -1 with errno set). */
 int ibvl_result(lua_State *L, const char *call, int rc)
 {
@@ -46,6 +61,169 @@ int ibvl_result(lua_State *L, const char *call, int rc)
 		return 1;
 	}
 	return ibvl_fail(L, call, rc == -1 ? errno : rc);
+}
+
+/* ---- error messages: "where: function: path: message" ---------------------
+ * The path names the part of an argument being read ("WR 2", "sg_list[1]",
+ * "cap"); callers push a segment before descending and pop it after.  An
+ * error raised below leaves the stack as it was; the next top-level call
+ * starts afresh (ibvl_path_reset, from ibvl_guard_begin). */
+#define PATH_MAX_DEPTH 8
+static _Thread_local struct {
+	int depth;
+	const char *name[PATH_MAX_DEPTH];
+	int index[PATH_MAX_DEPTH]; /* 0: name alone; else name[index] or "WR index" */
+} path;
+
+int ibvl_path_push(const char *name, int index)
+{
+	int saved = path.depth;
+	if (path.depth < PATH_MAX_DEPTH) {
+		path.name[path.depth] = name;
+		path.index[path.depth] = index;
+	}
+	path.depth++;
+	return saved;
+}
+
+void ibvl_path_pop(int saved)
+{
+	path.depth = saved;
+}
+
+void ibvl_path_reset(void)
+{
+	path.depth = 0;
+}
+
+static int in_library(const lua_Debug *ar)
+{
+	return strstr(ar->source, "/ibverbs.lua") != NULL || strstr(ar->source, "/ibverbs/") != NULL;
+}
+
+/* The position of the first caller outside the library's own Lua files, so
+ * that an error raised through a wrapper (lua/ibverbs/xrc.lua) points at the
+ * script's line. */
+static void push_where(lua_State *L)
+{
+	lua_Debug ar;
+	for (int level = 1; lua_getstack(L, level, &ar); level++) {
+		if (!lua_getinfo(L, "Sl", &ar))
+			break;
+		if (ar.currentline <= 0 || in_library(&ar))
+			continue; /* a C function (pcall), or a wrapper of the library */
+		lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+		return;
+	}
+	lua_pushliteral(L, "");
+}
+
+/* The key under which table t holds the function at f, or NULL. */
+static const char *key_of(lua_State *L, int t, int f)
+{
+	if (lua_type(L, t) != LUA_TTABLE)
+		return NULL;
+	lua_pushnil(L);
+	while (lua_next(L, t)) {
+		if (lua_rawequal(L, -1, f) && lua_type(L, -2) == LUA_TSTRING) {
+			const char *k = lua_tostring(L, -2); /* stays alive in t */
+			lua_pop(L, 2);
+			return k;
+		}
+		lua_pop(L, 1);
+	}
+	return NULL;
+}
+
+/* A method's or module function's name when the call site gives none
+ * (pcall(qp.post_send, qp, ...)): looked up in the first argument's methods
+ * and in ibverbs.core.  Only on the way to an error. */
+static const char *name_by_value(lua_State *L, lua_Debug *ar)
+{
+	int top = lua_gettop(L);
+	lua_getinfo(L, "f", ar);
+	int f = lua_gettop(L);
+	const char *name = NULL;
+	if (top >= 1 && lua_getmetatable(L, 1)) {
+		lua_getfield(L, -1, "__index");
+		if (lua_iscfunction(L, -1)) { /* m_index: the methods are its upvalue 2 */
+			lua_getupvalue(L, -1, 2);
+		}
+		name = key_of(L, lua_gettop(L), f);
+	}
+	if (name == NULL) {
+		lua_getfield(L, LUA_REGISTRYINDEX, "_LOADED");
+		lua_getfield(L, -1, "ibverbs.core");
+		name = key_of(L, lua_gettop(L), f);
+	}
+	lua_settop(L, top); /* the names are fields of long-lived tables */
+	return name;
+}
+
+/* The name the running C function was called by ("post_send"), or NULL when
+ * a wrapper of the library called it (its name means nothing to the script). */
+static const char *function_name(lua_State *L)
+{
+	lua_Debug ar, caller;
+	if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "n", &ar))
+		return NULL;
+	if (ar.namewhat != NULL && strcmp(ar.namewhat, "metamethod") == 0)
+		return NULL; /* obj.field on a closed object: the message says enough */
+	/* called by a wrapper of the library: the name the script called the
+	 * wrapper by (the frame below the first one outside the library) */
+	for (int level = 1; lua_getstack(L, level, &caller) && lua_getinfo(L, "S", &caller) &&
+	                    in_library(&caller); level++) {
+		lua_Debug outer;
+		if (lua_getstack(L, level + 1, &outer) && lua_getinfo(L, "S", &outer) &&
+		    !in_library(&outer) && outer.currentline != 0) {
+			lua_getstack(L, level, &caller);
+			lua_getinfo(L, "n", &caller);
+			return caller.name;
+		}
+	}
+	return ar.name != NULL ? ar.name : name_by_value(L, &ar);
+}
+
+static int raise_v(lua_State *L, const char *fmt, va_list ap)
+{
+	luaL_Buffer b;
+	int depth = path.depth < PATH_MAX_DEPTH ? path.depth : PATH_MAX_DEPTH;
+	path.depth = 0;
+	const char *fn = function_name(L);
+	lua_pushvfstring(L, fmt, ap);
+	int msg = lua_gettop(L);
+	push_where(L);
+	int where = lua_gettop(L);
+	luaL_buffinit(L, &b);
+	lua_pushvalue(L, where);
+	luaL_addvalue(&b);
+	if (fn != NULL) {
+		luaL_addstring(&b, fn);
+		luaL_addstring(&b, ": ");
+	}
+	for (int i = 0; i < depth; i++) {
+		if (path.index[i] > 0 && path.name[i][0] == '#')
+			lua_pushfstring(L, "%s %d: ", path.name[i] + 1, path.index[i]);
+		else if (path.index[i] > 0)
+			lua_pushfstring(L, "%s[%d]: ", path.name[i], path.index[i]);
+		else
+			lua_pushfstring(L, "%s: ", path.name[i]);
+		luaL_addvalue(&b);
+	}
+	lua_pushvalue(L, msg);
+	luaL_addvalue(&b);
+	luaL_pushresult(&b);
+	return lua_error(L);
+}
+
+/* Raises "script.lua:12: post_send: WR 1: sg_list[2]: <message>". */
+int ibvl_error(lua_State *L, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	raise_v(L, fmt, ap);
+	va_end(ap);
+	return 0;
 }
 
 int ibvl_argerror(lua_State *L, int arg, const char *argname, const char *fmt, ...)
@@ -72,25 +250,36 @@ static const char *value_desc(lua_State *L, int idx)
 void ibvl_check_fields(lua_State *L, int idx, const char *argname, const char *const *allowed)
 {
 	idx = lua_absindex(L, idx);
-	luaL_checktype(L, idx, LUA_TTABLE);
+	if (lua_type(L, idx) != LUA_TTABLE)
+		ibvl_error(L, "%s: table expected, got %s", argname, luaL_typename(L, idx));
 	lua_pushnil(L);
 	while (lua_next(L, idx)) {
 		lua_pop(L, 1);
 		if (lua_type(L, -1) != LUA_TSTRING)
-			luaL_error(L, "%s: unexpected %s key (field names are strings)", argname,
+			ibvl_error(L, "%s: unexpected %s key (field names are strings)", argname,
 			           luaL_typename(L, -1));
 		const char *k = lua_tostring(L, -1);
 		const char *const *a = allowed;
 		while (*a != NULL && strcmp(*a, k) != 0)
 			a++;
 		if (*a == NULL)
-			luaL_error(L, "%s: unknown field '%s'", argname, k);
+			ibvl_error(L, "%s: unknown field '%s'", argname, k);
 	}
+}
+
+/* Pushes t[field] without metamethods: an argument table's __index never runs
+ * while a call reads it. */
+int ibvl_getfield(lua_State *L, int idx, const char *field)
+{
+	idx = lua_absindex(L, idx);
+	lua_pushstring(L, field);
+	lua_rawget(L, idx);
+	return lua_type(L, -1);
 }
 
 int ibvl_has_field(lua_State *L, int idx, const char *field)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	int has = !lua_isnil(L, -1);
 	lua_pop(L, 1);
 	return has;
@@ -105,21 +294,40 @@ static const char *range_msg(lua_State *L, lua_Integer v, lua_Integer min, lua_I
 	return lua_tostring(L, -1);
 }
 
+/* An integer, or a float with an exact integer value (2^10), alike under
+ * Lua 5.4 and LuaJIT; never a string. */
+int ibvl_tointeger(lua_State *L, int idx, lua_Integer *v)
+{
+	if (lua_type(L, idx) != LUA_TNUMBER)
+		return 0;
+#if LUA_VERSION_NUM >= 503
+	int isint;
+	*v = lua_tointegerx(L, idx, &isint);
+	return isint;
+#else
+	lua_Number n = lua_tonumber(L, idx);
+	if (!(n >= -9223372036854775808.0 && n < 9223372036854775808.0) || n != (lua_Number)(lua_Integer)n)
+		return 0;
+	*v = (lua_Integer)n;
+	return 1;
+#endif
+}
+
 static lua_Integer check_int_value(lua_State *L, int idx, const char *field, lua_Integer min,
                                    lua_Integer max)
 {
-	if (!lua_isinteger(L, idx))
-		luaL_error(L, "field '%s': integer expected, got %s", field, value_desc(L, idx));
-	lua_Integer v = lua_tointeger(L, idx);
+	lua_Integer v;
+	if (!ibvl_tointeger(L, idx, &v))
+		ibvl_error(L, "field '%s': integer expected, got %s", field, value_desc(L, idx));
 	if (v < min || v > max)
-		luaL_error(L, "field '%s': %s", field, range_msg(L, v, min, max));
+		ibvl_error(L, "field '%s': %s", field, range_msg(L, v, min, max));
 	return v;
 }
 
 lua_Integer ibvl_int_field(lua_State *L, int idx, const char *field, lua_Integer def,
                            lua_Integer min, lua_Integer max)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	lua_Integer v = lua_isnil(L, -1) ? def : check_int_value(L, -1, field, min, max);
 	lua_pop(L, 1);
 	return v;
@@ -128,8 +336,10 @@ lua_Integer ibvl_int_field(lua_State *L, int idx, const char *field, lua_Integer
 static uint64_t to_u64(lua_State *L, int idx, int *ok)
 {
 	*ok = 1;
+#if LUA_VERSION_NUM >= 503
 	if (lua_isinteger(L, idx))
 		return (uint64_t)lua_tointeger(L, idx);
+#endif
 	if (lua_type(L, idx) == LUA_TNUMBER) {
 		lua_Number n = lua_tonumber(L, idx);
 		if (n >= 0 && n < 18446744073709551616.0 && n == (lua_Number)(uint64_t)n)
@@ -141,13 +351,13 @@ static uint64_t to_u64(lua_State *L, int idx, int *ok)
 
 uint64_t ibvl_u64_field(lua_State *L, int idx, const char *field, uint64_t def)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	uint64_t v = def;
 	if (!lua_isnil(L, -1)) {
 		int ok;
 		v = to_u64(L, -1, &ok);
 		if (!ok)
-			luaL_error(L, "field '%s': 64-bit integer expected, got %s", field,
+			ibvl_error(L, "field '%s': 64-bit integer expected, got %s", field,
 			           value_desc(L, -1));
 	}
 	lua_pop(L, 1);
@@ -156,11 +366,11 @@ uint64_t ibvl_u64_field(lua_State *L, int idx, const char *field, uint64_t def)
 
 int ibvl_bool_field(lua_State *L, int idx, const char *field, int def)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	int v = def;
 	if (!lua_isnil(L, -1)) {
 		if (!lua_isboolean(L, -1))
-			luaL_error(L, "field '%s': boolean expected, got %s", field, luaL_typename(L, -1));
+			ibvl_error(L, "field '%s': boolean expected, got %s", field, luaL_typename(L, -1));
 		v = lua_toboolean(L, -1);
 	}
 	lua_pop(L, 1);
@@ -180,46 +390,60 @@ static const char *enum_names(lua_State *L, const struct ibvl_enum *e)
 	return lua_tostring(L, -1);
 }
 
-/* Looks the string at idx up in e; raises "<what>: invalid value 'x' (one of ...)". */
-static lua_Integer lookup_enum(lua_State *L, int idx, const struct ibvl_enum *e, const char *what)
+/* What an enum or flag value is, for messages: "field 'x'" or "bad argument #n".
+ * Made only when raising: reading a valid value allocates nothing, so no
+ * finalizer can run between a caller's object check and its use. */
+static const char *what_str(lua_State *L, const char *field, int arg)
 {
-	if (lua_isinteger(L, idx))
-		return lua_tointeger(L, idx);
+	return field != NULL ? lua_pushfstring(L, "field '%s'", field)
+	                     : lua_pushfstring(L, "bad argument #%d", arg);
+}
+
+/* Looks the value at idx up in e; raises "<what>: invalid value 'x' (one of ...)". */
+static lua_Integer lookup_enum(lua_State *L, int idx, const struct ibvl_enum *e,
+                               const char *field, int arg)
+{
+	lua_Integer v;
+	if (ibvl_tointeger(L, idx, &v))
+		return v;
 	if (lua_type(L, idx) != LUA_TSTRING)
-		return luaL_error(L, "%s: name or integer expected, got %s", what, luaL_typename(L, idx));
+		return ibvl_error(L, "%s: name or integer expected, got %s", what_str(L, field, arg),
+		                  luaL_typename(L, idx));
 	const char *s = lua_tostring(L, idx);
 	for (const struct ibvl_enum *p = e; p->name != NULL; p++)
 		if (strcmp(p->name, s) == 0)
 			return p->value;
-	return luaL_error(L, "%s: invalid value '%s' (expected one of %s)", what, s,
+	const char *what = what_str(L, field, arg);
+	return ibvl_error(L, "%s: invalid value '%s' (expected one of %s)", what, s,
 	                  enum_names(L, e));
 }
 
-static lua_Integer lookup_flags(lua_State *L, int idx, const struct ibvl_enum *e, const char *what)
+static lua_Integer lookup_flags(lua_State *L, int idx, const struct ibvl_enum *e,
+                                const char *field, int arg)
 {
 	if (lua_type(L, idx) != LUA_TTABLE)
-		return lookup_enum(L, idx, e, what);
+		return lookup_enum(L, idx, e, field, arg);
 	lua_Integer v = 0;
 	int n = (int)lua_rawlen(L, idx);
 	for (int i = 1; i <= n; i++) {
 		lua_rawgeti(L, idx, i);
-		v |= lookup_enum(L, lua_gettop(L), e, what);
+		v |= lookup_enum(L, lua_gettop(L), e, field, arg);
 		lua_pop(L, 1);
 	}
 	return v;
 }
 
 typedef lua_Integer (*lookup_fn)(lua_State *L, int idx, const struct ibvl_enum *e,
-                                 const char *what);
+                                 const char *field, int arg);
 
 static lua_Integer lookup_field(lua_State *L, int idx, const char *field,
                                 const struct ibvl_enum *e, lua_Integer def, lookup_fn lookup)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	int top = lua_gettop(L);
 	lua_Integer v = def;
 	if (!lua_isnil(L, top))
-		v = lookup(L, top, e, lua_pushfstring(L, "field '%s'", field));
+		v = lookup(L, top, e, field, 0);
 	lua_settop(L, top - 1);
 	return v;
 }
@@ -238,11 +462,11 @@ lua_Integer ibvl_flags_field(lua_State *L, int idx, const char *field,
 
 const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	const char *s = NULL;
 	if (!lua_isnil(L, -1)) {
 		if (lua_type(L, -1) != LUA_TSTRING)
-			luaL_error(L, "field '%s': string expected, got %s", field, luaL_typename(L, -1));
+			ibvl_error(L, "field '%s': string expected, got %s", field, luaL_typename(L, -1));
 		s = lua_tolstring(L, -1, len);
 	}
 	lua_pop(L, 1); /* the string stays alive in the table */
@@ -252,15 +476,16 @@ const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len
 /* Returns the object in field (or NULL when absent) and leaves nothing on the stack. */
 void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	void *o = NULL;
 	if (!lua_isnil(L, -1)) {
-		o = luaL_testudata(L, -1, cls->name);
+		o = ibvl_test_class(L, -1, cls);
 		if (o == NULL)
-			luaL_error(L, "field '%s': %s expected, got %s", field, cls->name,
+			ibvl_error(L, "field '%s': %s expected, got %s", field, cls->name,
 			           luaL_typename(L, -1));
 		if (((struct ibvl_obj *)o)->ptr == NULL)
-			luaL_error(L, "field '%s': attempt to use a closed %s", field, cls->name);
+			ibvl_error(L, "field '%s': attempt to use a closed %s", field, cls->name);
+		ibvl_guard_log(o);
 	}
 	lua_pop(L, 1);
 	return o;
@@ -283,18 +508,19 @@ static int parse_gid(lua_State *L, int idx, union ibv_gid *gid)
 
 void ibvl_gid_field(lua_State *L, int idx, const char *field, union ibv_gid *gid)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	if (!lua_isnil(L, -1) && !parse_gid(L, -1, gid))
-		luaL_error(L, "field '%s': GID expected (\"fe80::1\" form or 16 raw bytes), got %s",
+		ibvl_error(L, "field '%s': GID expected (\"fe80::1\" form or 16 raw bytes), got %s",
 		           field, value_desc(L, -1));
 	lua_pop(L, 1);
 }
 
 lua_Integer ibvl_check_range(lua_State *L, int arg, lua_Integer min, lua_Integer max)
 {
-	lua_Integer v = luaL_checkinteger(L, arg);
-	if (!lua_isinteger(L, arg))
-		luaL_argerror(L, arg, "integer expected");
+	lua_Integer v;
+	if (!ibvl_tointeger(L, arg, &v))
+		luaL_argerror(L, arg, lua_pushfstring(L, "integer expected, got %s",
+		                                      value_desc(L, arg)));
 	if (v < min || v > max)
 		luaL_argerror(L, arg, range_msg(L, v, min, max));
 	return v;
@@ -304,6 +530,26 @@ lua_Integer ibvl_opt_range(lua_State *L, int arg, lua_Integer def, lua_Integer m
                            lua_Integer max)
 {
 	return lua_isnoneornil(L, arg) ? def : ibvl_check_range(L, arg, min, max);
+}
+
+/* A string argument as it is: numbers are not converted (a conversion would
+ * allocate, and so could run finalizers after the caller's object checks). */
+const char *ibvl_check_lstring(lua_State *L, int arg, size_t *len)
+{
+	if (lua_type(L, arg) != LUA_TSTRING)
+		luaL_argerror(L, arg, lua_pushfstring(L, "string expected, got %s",
+		                                      luaL_typename(L, arg)));
+	return lua_tolstring(L, arg, len);
+}
+
+const char *ibvl_opt_lstring(lua_State *L, int arg, size_t *len)
+{
+	if (lua_isnoneornil(L, arg)) {
+		if (len != NULL)
+			*len = 0;
+		return NULL;
+	}
+	return ibvl_check_lstring(L, arg, len);
 }
 
 uint64_t ibvl_check_u64(lua_State *L, int arg)
@@ -317,10 +563,7 @@ uint64_t ibvl_check_u64(lua_State *L, int arg)
 
 lua_Integer ibvl_check_enum(lua_State *L, int arg, const struct ibvl_enum *e)
 {
-	int top = lua_gettop(L);
-	lua_Integer v = lookup_enum(L, arg, e, lua_pushfstring(L, "bad argument #%d", arg));
-	lua_settop(L, top);
-	return v;
+	return lookup_enum(L, arg, e, NULL, arg);
 }
 
 lua_Integer ibvl_opt_enum(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def)
@@ -330,10 +573,7 @@ lua_Integer ibvl_opt_enum(lua_State *L, int arg, const struct ibvl_enum *e, lua_
 
 lua_Integer ibvl_check_flags(lua_State *L, int arg, const struct ibvl_enum *e)
 {
-	int top = lua_gettop(L);
-	lua_Integer v = lookup_flags(L, arg, e, lua_pushfstring(L, "bad argument #%d", arg));
-	lua_settop(L, top);
-	return v;
+	return lookup_flags(L, arg, e, NULL, arg);
 }
 
 lua_Integer ibvl_opt_flags(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def)

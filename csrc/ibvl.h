@@ -85,6 +85,18 @@ int ibvl_push_ref(lua_State *L, int objidx, int n);
 void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx);
 void ibvl_unuse(lua_State *L, int objidx, int slot);
 void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls);
+void *ibvl_test_class(lua_State *L, int idx, const struct ibvl_class *cls); /* open or not */
+
+/* Brackets a call's reading of its arguments: the end raises when an object
+ * checked since the begin was closed meanwhile (object.c). */
+struct ibvl_guard {
+	unsigned long long closes, start, floor;
+};
+void ibvl_guard_begin(struct ibvl_guard *g);
+void ibvl_guard_end(lua_State *L, struct ibvl_guard *g);
+void ibvl_guard_log(struct ibvl_obj *o);
+void ibvl_guard_closed(void);
+unsigned long long ibvl_guard_closes(void); /* objects closed so far */
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_opt(lua_State *L, int idx, const struct ibvl_class *cls);
 int ibvl_ndeps(const struct ibvl_obj *o);
@@ -101,7 +113,14 @@ struct ibvl_enum {
 
 int ibvl_fail(lua_State *L, const char *call, int err);
 int ibvl_result(lua_State *L, const char *call, int rc);
+int ibvl_fail_hint(lua_State *L, const char *call, int err, const char *hint);
 int ibvl_argerror(lua_State *L, int arg, const char *argname, const char *fmt, ...);
+int ibvl_error(lua_State *L, const char *fmt, ...); /* "where: fn: path: msg" */
+int ibvl_path_push(const char *name, int index);    /* "#WR", 2 reads "WR 2" */
+void ibvl_path_pop(int saved);
+void ibvl_path_reset(void);
+int ibvl_getfield(lua_State *L, int idx, const char *field); /* raw */
+int ibvl_tointeger(lua_State *L, int idx, lua_Integer *v);
 
 void ibvl_check_fields(lua_State *L, int idx, const char *argname, const char *const *allowed);
 int ibvl_has_field(lua_State *L, int idx, const char *field);
@@ -121,6 +140,8 @@ lua_Integer ibvl_check_range(lua_State *L, int arg, lua_Integer min, lua_Integer
 lua_Integer ibvl_opt_range(lua_State *L, int arg, lua_Integer def, lua_Integer min,
                            lua_Integer max);
 uint64_t ibvl_check_u64(lua_State *L, int arg);
+const char *ibvl_check_lstring(lua_State *L, int arg, size_t *len); /* no conversion */
+const char *ibvl_opt_lstring(lua_State *L, int arg, size_t *len);
 lua_Integer ibvl_check_enum(lua_State *L, int arg, const struct ibvl_enum *e);
 lua_Integer ibvl_opt_enum(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def);
 lua_Integer ibvl_check_flags(lua_State *L, int arg, const struct ibvl_enum *e);
@@ -213,11 +234,14 @@ struct ibvl_qp {
 };
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg);
-void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a);
+void ibvl_qp_adopt(lua_State *L, int used_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a);
 int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
+const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
+                             int mask);
 void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
 void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
-void ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
+#define IBVL_QP_USED 5 /* pd, send_cq, recv_cq, srq, xrcd */
+int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
 /* ---- shared receive queues (srq.c) -------------------------------------- */
@@ -238,17 +262,26 @@ void ibvl_srq_adopt(lua_State *L, const struct ibv_srq_attr *granted, int srq_ty
 int ibvl_xrc_errno(struct ibv_context *ctx, int err);
 
 /* ---- work requests (wr.c) ----------------------------------------------- */
+/* What an SGE of a WR was made from, checked again when it is posted. */
+struct ibvl_sge_src {
+	struct ibvl_obj *mr; /* an SGE given with mr= */
+	const char *data;    /* the 'inline' string (kept alive by the list) */
+	size_t size;
+};
+
 struct ibvl_wr_slot {
 	struct ibvl_obj *ah; /* objects a prepared WR points to, checked at post time */
 	struct ibvl_obj *mw;
 	struct ibvl_obj *mr; /* a bind_mw WR's bind_info.mr */
 };
 
-int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, int max_sge);
+int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, struct ibvl_sge_src *src,
+                    int max_sge);
 void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ibv_sge *sge,
-                        int max_sge);
+                        struct ibvl_sge_src *src, int max_sge);
 void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,
-                        int max_sge, struct ibvl_wr_slot *slot);
+                        struct ibvl_sge_src *src, int max_sge, struct ibvl_wr_slot *slot);
+struct ibvl_obj *ibvl_parse_bind_info(lua_State *L, int idx, struct ibv_mw_bind_info *bi);
 
 /* A chain about to be posted: the list is cut after its last WR and
  * restored by ibvl_chain_done. */
@@ -263,13 +296,14 @@ struct ibvl_chain {
 
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
+void ibvl_chain_cut(struct ibvl_chain *c);
 void ibvl_chain_done(struct ibvl_chain *c);
 void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c);
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
 void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
                        int *nsge);
 int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
-                     const void *bad, size_t wrsize);
+                     const void *bad, size_t wrsize, const char *hint);
 
 /* ---- rdma_cm (cm_channel.c, cm_id.c, cm_addr.c, cm_qp.c) ------------------ */
 struct rdma_cm_id;
@@ -281,6 +315,7 @@ struct ibvl_cm_id {
 	struct ibvl_obj o;  /* o.ptr: struct rdma_cm_id * */
 	int ep;             /* made by rdma_create_ep: destroyed with rdma_destroy_ep */
 	int chan_slot;      /* which used object is its event channel; -1 in sync mode */
+	int pd_slot;        /* which used object is the PD its QPs were made on; -1: none */
 	size_t connect_len; /* private data rdma_create_ep prepends to rdma_connect's */
 	/* what the cm made for the id, adopted as ordinary userdata the id keeps
 	 * (user value) and closes with it; librdmacm's pointers to all but the QP
@@ -297,6 +332,8 @@ void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_id
 void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
 void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx);
 void ibvl_open_cm_qp(lua_State *L);
+void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid);
+void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx);
 void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx);
 int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
 void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);

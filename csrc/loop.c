@@ -82,6 +82,7 @@ struct xfer {
 	int nrecv;
 	long long count, window;
 	double timeout;
+	int sidx, ridx; /* the lists, kept on the stack */
 };
 
 static void *field_obj(lua_State *L, const char *field, const struct ibvl_class *cls)
@@ -95,7 +96,6 @@ static const char *const xfer_fields[] = {"send_qp", "send_cq", "send_wrs", "rec
 /* Reads the ibv.transfer table; WR lists come as raw chains from wr.c. */
 static void parse_xfer(lua_State *L, struct xfer *x)
 {
-	luaL_checktype(L, 1, LUA_TTABLE);
 	ibvl_check_fields(L, 1, "transfer", xfer_fields);
 	memset(x, 0, sizeof *x);
 	struct ibvl_qp *sqp = field_obj(L, "send_qp", &ibvl_qp_class);
@@ -103,41 +103,43 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 	x->rcq = field_obj(L, "recv_cq", &ibvl_cq_class);
 	x->count = ibvl_int_field(L, 1, "count", 0, 1, INT64_MAX / 2);
 	x->window = ibvl_int_field(L, 1, "window", 128, 1, INT32_MAX);
-	lua_getfield(L, 1, "timeout");
-	x->timeout = lua_isnil(L, -1) ? 10.0 : luaL_checknumber(L, -1);
+	ibvl_getfield(L, 1, "timeout");
+	x->timeout = lua_isnil(L, -1) ? 10.0 : lua_tonumber(L, -1);
+	if (!lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TNUMBER || !(x->timeout >= 0)))
+		ibvl_error(L, "field 'timeout': seconds (a number >= 0) expected, got %s",
+		           lua_type(L, -1) == LUA_TNUMBER ? "a negative number or NaN"
+		                                          : luaL_typename(L, -1));
 	lua_pop(L, 1);
 	if (sqp != NULL) {
 		if (x->scq == NULL)
-			luaL_error(L, "transfer: send_qp needs send_cq");
+			ibvl_error(L, "send_qp needs send_cq");
 		x->sqp = sqp->o.ptr;
-		lua_getfield(L, 1, "send_wrs");
-		x->swr = ibvl_wr_list(L, lua_gettop(L), 1, &x->nsend);
+		ibvl_getfield(L, 1, "send_wrs");
+		x->sidx = lua_gettop(L);
+		x->swr = ibvl_wr_list(L, x->sidx, 1, &x->nsend);
 		struct ibvl_chain c; /* on a UD QP, every WR needs its AH */
-		ibvl_send_chain(L, lua_gettop(L), &c);
+		ibvl_send_chain(L, x->sidx, &c);
 		ibvl_check_send_chain(L, sqp, &c);
-		ibvl_chain_done(&c);
-		lua_pop(L, 1);
 		if (x->nsend > x->window)
-			luaL_error(L, "transfer: window %d is smaller than send_wrs (%d WRs)",
+			ibvl_error(L, "window %d is smaller than send_wrs (%d WRs)",
 			           (int)x->window, x->nsend);
 	}
-	lua_getfield(L, 1, "recv");
+	ibvl_getfield(L, 1, "recv");
 	if (!lua_isnil(L, -1)) {
 		struct ibvl_obj *r = ibvl_test(L, -1, &ibvl_qp_class);
 		struct ibvl_obj *s = r ? NULL : ibvl_test(L, -1, &ibvl_srq_class);
 		if (r == NULL && s == NULL)
-			luaL_error(L, "transfer: field 'recv': ibverbs.qp or ibverbs.srq expected");
+			ibvl_error(L, "field 'recv': ibverbs.qp or ibverbs.srq expected");
 		x->rqp = r ? r->ptr : NULL;
 		x->rsrq = s ? s->ptr : NULL;
 		if (x->rcq == NULL)
-			luaL_error(L, "transfer: recv needs recv_cq");
-		lua_getfield(L, 1, "recv_wrs");
-		x->rwr = ibvl_wr_list(L, lua_gettop(L), 0, &x->nrecv);
-		lua_pop(L, 1);
+			ibvl_error(L, "recv needs recv_cq");
+		ibvl_getfield(L, 1, "recv_wrs");
+		x->ridx = lua_gettop(L);
+		x->rwr = ibvl_wr_list(L, x->ridx, 0, &x->nrecv);
 	}
-	lua_pop(L, 1);
 	if (x->sqp == NULL && x->rwr == NULL)
-		luaL_error(L, "transfer: give a send side, a receive side or both");
+		ibvl_error(L, "give a send side, a receive side or both");
 }
 
 /* Reposts the receives the completions consumed, as one chain. */
@@ -191,7 +193,15 @@ static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_
 static int l_transfer(lua_State *L)
 {
 	struct xfer x;
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	parse_xfer(L, &x);
+	ibvl_guard_end(L, &g); /* no Lua code runs in the loop */
+	int nwr; /* what the lists point to, checked again after the reading */
+	if (x.swr != NULL)
+		ibvl_wr_list(L, x.sidx, 1, &nwr);
+	if (x.rwr != NULL)
+		ibvl_wr_list(L, x.ridx, 0, &nwr);
 	struct ibv_wc wc[64];
 	struct progress p = {0, 0, 0, x.nrecv};
 	double start = now(), deadline = start + x.timeout;

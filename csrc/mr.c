@@ -54,24 +54,37 @@ static struct ibv_mr *check_mr(lua_State *L)
 	return ((struct ibvl_obj *)ibvl_check(L, 1, &ibvl_mr_class))->ptr;
 }
 
+/* The likely cause of EINVAL from ibv_reg_mr. */
+static const char *reg_hint(size_t len, int access)
+{
+	if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IBV_ACCESS_LOCAL_WRITE))
+		return "'remote_write' and 'remote_atomic' need 'local_write' too";
+	if (len == 0)
+		return "a zero-length MR: the device may refuse it";
+	return NULL;
+}
+
 /* pd:reg_mr(length | buffer, access [, offset, length]) */
 static int l_reg_mr(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	struct ibvl_obj *buf = ibvl_test(L, 2, &ibvl_buffer_class);
 	int access = (int)ibvl_opt_flags(L, 3, ibvl_access_flags, IBV_ACCESS_LOCAL_WRITE);
-	char *addr;
-	size_t len;
+	size_t len, off = 0;
 	if (buf != NULL) {
 		size_t size = ibvl_buffer_size(buf);
-		lua_Integer off = ibvl_opt_range(L, 4, 0, 0, (lua_Integer)size);
-		len = (size_t)ibvl_opt_range(L, 5, (lua_Integer)size - off, 0, (lua_Integer)size - off);
-		addr = (char *)buf->ptr + off;
+		off = (size_t)ibvl_opt_range(L, 4, 0, 0, (lua_Integer)size);
+		len = (size_t)ibvl_opt_range(L, 5, (lua_Integer)(size - off), 0,
+		                             (lua_Integer)(size - off));
 	} else {
 		len = (size_t)ibvl_check_range(L, 2, 0, (lua_Integer)1 << 40);
-		addr = NULL;
 	}
 	struct mr *m = ibvl_new(L, &ibvl_mr_class, sizeof *m);
+	ibvl_guard_end(L, &g); /* pd and buf are open, and stay so until the call */
+	char *addr = buf != NULL ? (char *)buf->ptr + off : NULL;
 	if (addr == NULL) {
 		m->owned = ibvl_alloc_pages(len);
 		if (m->owned == NULL)
@@ -83,7 +96,7 @@ static int l_reg_mr(lua_State *L)
 		int err = errno;
 		free(m->owned);
 		m->owned = NULL;
-		return ibvl_fail(L, "ibv_reg_mr", err);
+		return ibvl_fail_hint(L, "ibv_reg_mr", err, err == EINVAL ? reg_hint(len, access) : NULL);
 	}
 	ibvl_use(L, -1, 1);
 	if (buf != NULL)
@@ -113,25 +126,27 @@ static int l_u64(lua_State *L)
 static int l_rereg(lua_State *L)
 {
 	static const char *const fields[] = {"access", "pd", NULL};
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *o = ibvl_check(L, 1, &ibvl_mr_class);
 	ibvl_check_fields(L, 2, "attr", fields);
 	int flags = 0, access = 0;
-	struct ibvl_obj *pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
 	if (ibvl_has_field(L, 2, "access")) {
 		flags |= IBV_REREG_MR_CHANGE_ACCESS;
 		access = (int)ibvl_flags_field(L, 2, "access", ibvl_access_flags, 0);
 	}
+	struct ibvl_obj *pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
+	int pdi = (ibvl_getfield(L, 2, "pd"), lua_gettop(L)); /* keeps it alive */
 	if (pd != NULL)
 		flags |= IBV_REREG_MR_CHANGE_PD;
 	if (flags == 0)
 		return luaL_argerror(L, 2, "attr: give 'access', 'pd' or both");
+	ibvl_guard_end(L, &g);
 	int rc = ibv_rereg_mr(o->ptr, flags, pd ? pd->ptr : NULL, NULL, 0, access);
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_rereg_mr", rc < 0 ? errno : rc);
-	if (pd != NULL) { /* now a user of the new PD instead of the old one */
-		lua_getfield(L, 2, "pd");
-		ibvl_swap_use(L, 1, 0, lua_gettop(L));
-	}
+	if (pd != NULL) /* now a user of the new PD instead of the old one */
+		ibvl_swap_use(L, 1, 0, pdi);
 	lua_pushboolean(L, 1);
 	return 1;
 }

@@ -47,33 +47,26 @@ static int l_alloc_mw(lua_State *L)
 	return 1;
 }
 
-static const char *const bind_fields[] = {"mr", "addr", "length", "mw_access_flags", NULL};
 static const char *const wr_fields[] = {"wr_id", "send_flags", NULL};
 
 /* mw:bind(qp, bind_info [, {wr_id=, send_flags=}]) -> the new rkey (ibv_bind_mw, type 1) */
 static int l_bind(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *mw = ibvl_check(L, 1, &ibvl_mw_class);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 2);
-	luaL_checktype(L, 3, LUA_TTABLE);
-	ibvl_check_fields(L, 3, "bind_info", bind_fields);
 	struct ibv_mw_bind b;
 	memset(&b, 0, sizeof b);
-	struct ibvl_obj *mr = ibvl_obj_field(L, 3, "mr", &ibvl_mr_class);
-	struct ibv_mw_bind_info *bi = &b.bind_info;
-	bi->mr = mr ? mr->ptr : NULL;
-	bi->addr = ibvl_u64_field(L, 3, "addr", mr ? (uintptr_t)bi->mr->addr : 0);
-	bi->length = ibvl_u64_field(L, 3, "length", mr ? bi->mr->length : 0);
-	bi->mw_access_flags = (unsigned int)ibvl_flags_field(L, 3, "mw_access_flags",
-	                                                     ibvl_access_flags, 0);
+	b.send_flags = IBV_SEND_SIGNALED;
 	if (lua_istable(L, 4)) {
 		ibvl_check_fields(L, 4, "wr", wr_fields);
 		b.wr_id = ibvl_u64_field(L, 4, "wr_id", 0);
 		b.send_flags = (unsigned int)ibvl_flags_field(L, 4, "send_flags", ibvl_send_flags,
 		                                              IBV_SEND_SIGNALED);
-	} else {
-		b.send_flags = IBV_SEND_SIGNALED;
 	}
+	ibvl_parse_bind_info(L, 3, &b.bind_info);
+	ibvl_guard_end(L, &g);
 	int rc = ibv_bind_mw(qp->o.ptr, mw->ptr, &b);
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_bind_mw", rc);

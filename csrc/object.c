@@ -64,6 +64,7 @@ static int destroy(struct ibvl_obj *o, int forced)
 	}
 	void *p = o->ptr;
 	o->ptr = NULL;
+	ibvl_guard_closed();
 	int err = o->cls->destroy(o, p);
 	if (err != 0 && !forced) {
 		o->ptr = p;
@@ -312,11 +313,77 @@ void ibvl_unuse(lua_State *L, int objidx, int slot)
 	lua_pop(L, 1);
 }
 
+/* ---- guards: nothing a call checked is closed before it is used ----------
+ * Reading an argument table allocates, and an allocation may run finalizers,
+ * which may close objects.  Every object check is logged in a ring; a call
+ * that reads tables brackets its reading with ibvl_guard_begin/end, and the
+ * end raises when an object checked in between was closed since (only when
+ * some object was closed at all: a counter says).  After ibvl_guard_end the
+ * caller runs no Lua code before the verbs call. */
+#define GUARD_RING 512
+static _Thread_local struct {
+	unsigned long long closes; /* objects closed so far */
+	unsigned long long n;      /* checks logged so far */
+	unsigned long long floor;  /* where the innermost guard's log starts */
+	struct ibvl_obj *ring[GUARD_RING];
+} seen;
+
+void ibvl_guard_closed(void)
+{
+	seen.closes++;
+}
+
+unsigned long long ibvl_guard_closes(void)
+{
+	return seen.closes;
+}
+
+void ibvl_guard_log(struct ibvl_obj *o)
+{
+	if (seen.n > seen.floor && seen.ring[(seen.n - 1) % GUARD_RING] == o)
+		return; /* the same object twice in a row (every SGE's MR) */
+	seen.ring[seen.n++ % GUARD_RING] = o;
+}
+
+void ibvl_guard_begin(struct ibvl_guard *g)
+{
+	ibvl_path_reset();
+	g->closes = seen.closes;
+	g->start = seen.n;
+	g->floor = seen.floor;
+	seen.floor = seen.n;
+}
+
+void ibvl_guard_end(lua_State *L, struct ibvl_guard *g)
+{
+	if (seen.closes != g->closes) {
+		if (seen.n - g->start > GUARD_RING)
+			ibvl_error(L, "an object was closed while the arguments were read "
+			              "(by a finalizer); nothing was done");
+		for (unsigned long long i = g->start; i < seen.n; i++) {
+			struct ibvl_obj *o = seen.ring[i % GUARD_RING];
+			if (o->ptr == NULL)
+				ibvl_error(L, "attempt to use a closed %s (closed while the arguments "
+				              "were read)", o->cls->name);
+		}
+	}
+	seen.n = g->start; /* a call nested in this one (a finalizer's) is done too */
+	seen.floor = g->floor;
+	g->closes = seen.closes;
+}
+
+void *ibvl_test_class(lua_State *L, int idx, const struct ibvl_class *cls)
+{
+	return luaL_testudata(L, idx, cls->name);
+}
+
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls)
 {
-	struct ibvl_obj *o = luaL_testudata(L, idx, cls->name);
+	struct ibvl_obj *o = ibvl_test_class(L, idx, cls);
 	if (o != NULL && o->ptr == NULL)
-		luaL_error(L, "attempt to use a closed %s", cls->name);
+		ibvl_error(L, "attempt to use a closed %s", cls->name);
+	if (o != NULL)
+		ibvl_guard_log(o);
 	return o;
 }
 
@@ -324,7 +391,8 @@ void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls)
 {
 	struct ibvl_obj *o = luaL_checkudata(L, idx, cls->name);
 	if (o->ptr == NULL)
-		luaL_error(L, "attempt to use a closed %s", cls->name);
+		ibvl_error(L, "attempt to use a closed %s", cls->name);
+	ibvl_guard_log(o);
 	return o;
 }
 

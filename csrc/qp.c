@@ -76,16 +76,16 @@ static const char *const cap_fields[] = {"max_send_wr", "max_recv_wr", "max_send
 
 static void parse_cap(lua_State *L, int idx, struct ibv_qp_cap *cap)
 {
-	lua_getfield(L, idx, "cap");
+	ibvl_getfield(L, idx, "cap");
 	int c = lua_gettop(L);
 	if (!lua_isnil(L, c)) {
 		ibvl_check_fields(L, c, "cap", cap_fields);
-		cap->max_send_wr = (uint32_t)ibvl_int_field(L, c, "max_send_wr", 16, 0, INT32_MAX);
-		cap->max_recv_wr = (uint32_t)ibvl_int_field(L, c, "max_recv_wr", 16, 0, INT32_MAX);
-		cap->max_send_sge = (uint32_t)ibvl_int_field(L, c, "max_send_sge", 1, 0, INT32_MAX);
-		cap->max_recv_sge = (uint32_t)ibvl_int_field(L, c, "max_recv_sge", 1, 0, INT32_MAX);
+		cap->max_send_wr = (uint32_t)ibvl_int_field(L, c, "max_send_wr", 16, 0, UINT32_MAX);
+		cap->max_recv_wr = (uint32_t)ibvl_int_field(L, c, "max_recv_wr", 16, 0, UINT32_MAX);
+		cap->max_send_sge = (uint32_t)ibvl_int_field(L, c, "max_send_sge", 1, 0, UINT32_MAX);
+		cap->max_recv_sge = (uint32_t)ibvl_int_field(L, c, "max_recv_sge", 1, 0, UINT32_MAX);
 		cap->max_inline_data = (uint32_t)ibvl_int_field(L, c, "max_inline_data", 0, 0,
-		                                                INT32_MAX);
+		                                                UINT32_MAX);
 	} else {
 		*cap = (struct ibv_qp_cap){16, 16, 1, 1, 0};
 	}
@@ -96,7 +96,7 @@ static const char *const hash_fields[] = {"function", "key", "fields_mask", NULL
 
 static void parse_rx_hash(lua_State *L, int idx, struct ibv_rx_hash_conf *h)
 {
-	lua_getfield(L, idx, "rx_hash_conf");
+	ibvl_getfield(L, idx, "rx_hash_conf");
 	int t = lua_gettop(L);
 	ibvl_check_fields(L, t, "rx_hash_conf", hash_fields);
 	h->rx_hash_function = (uint8_t)ibvl_int_field(L, t, "function", IBV_RX_HASH_FUNC_TOEPLITZ,
@@ -104,7 +104,7 @@ static void parse_rx_hash(lua_State *L, int idx, struct ibv_rx_hash_conf *h)
 	size_t len = 0;
 	h->rx_hash_key = (uint8_t *)ibvl_str_field(L, t, "key", &len);
 	if (len > 255)
-		luaL_error(L, "rx_hash_conf: key longer than 255 bytes");
+		ibvl_error(L, "rx_hash_conf: key longer than 255 bytes");
 	h->rx_hash_key_len = (uint8_t)len;
 	h->rx_hash_fields_mask = ibvl_u64_field(L, t, "fields_mask", 0);
 	lua_pop(L, 1);
@@ -119,27 +119,22 @@ static const char *const init_fields[] = {
 /* Objects an init attr names, in the order the new QP uses them. */
 static const char *const used_fields[] = {"pd", "send_cq", "recv_cq", "srq", "xrcd", NULL};
 
-/* Reads an ibv_qp_init_attr_ex; comp_mask gets a bit for each extended field given. */
-void ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a)
+/* Reads an ibv_qp_init_attr_ex; comp_mask gets a bit for each extended field
+ * given.  Pushes the IBVL_QP_USED objects it names (nil where absent), which
+ * keep them alive and are what ibvl_qp_adopt makes the QP use; returns the
+ * index of the first.  The objects are read last and logged for the
+ * caller's guard. */
+int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a)
 {
+	idx = lua_absindex(L, idx);
+	if (lua_type(L, idx) != LUA_TTABLE)
+		ibvl_error(L, "init_attr: table expected, got %s", luaL_typename(L, idx));
 	ibvl_check_fields(L, idx, "init_attr", init_fields);
-	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_cq_class, &ibvl_cq_class,
-	                                      &ibvl_srq_class, &ibvl_xrcd_class};
-	void **ptrs[] = {(void **)&a->pd, (void **)&a->send_cq, (void **)&a->recv_cq,
-	                 (void **)&a->srq, (void **)&a->xrcd};
-	for (int i = 0; used_fields[i] != NULL; i++) {
-		struct ibvl_obj *o = ibvl_obj_field(L, idx, used_fields[i], classes[i]);
-		*ptrs[i] = o ? o->ptr : NULL;
-	}
 	a->qp_type = (enum ibv_qp_type)ibvl_enum_field(L, idx, "qp_type", ibvl_qp_types, -1);
 	if ((int)a->qp_type == -1)
-		luaL_error(L, "init_attr: field 'qp_type' is required");
+		ibvl_error(L, "init_attr: field 'qp_type' is required");
 	a->sq_sig_all = ibvl_bool_field(L, idx, "sq_sig_all", 0);
 	parse_cap(L, idx, &a->cap);
-	if (a->pd)
-		a->comp_mask |= IBV_QP_INIT_ATTR_PD;
-	if (a->xrcd)
-		a->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
 	if (ibvl_has_field(L, idx, "create_flags")) {
 		a->create_flags = (uint32_t)ibvl_flags_field(L, idx, "create_flags",
 		                                             ibvl_qp_create_flags, 0);
@@ -150,7 +145,7 @@ void ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *
 		a->comp_mask |= IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
 	}
 	if (ibvl_has_field(L, idx, "rwq_ind_tbl"))
-		luaL_error(L, "init_attr: field 'rwq_ind_tbl': receive WQ indirection tables "
+		ibvl_error(L, "init_attr: field 'rwq_ind_tbl': receive WQ indirection tables "
 		              "are not available in this binding");
 	if (ibvl_has_field(L, idx, "rx_hash_conf")) {
 		parse_rx_hash(L, idx, &a->rx_hash_conf);
@@ -166,11 +161,49 @@ void ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *
 		                                               ibvl_send_ops_flags, 0);
 		a->comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	}
+	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_cq_class, &ibvl_cq_class,
+	                                      &ibvl_srq_class, &ibvl_xrcd_class};
+	void **ptrs[] = {(void **)&a->pd, (void **)&a->send_cq, (void **)&a->recv_cq,
+	                 (void **)&a->srq, (void **)&a->xrcd};
+	int first = lua_gettop(L) + 1;
+	for (int i = 0; used_fields[i] != NULL; i++) {
+		struct ibvl_obj *o = ibvl_obj_field(L, idx, used_fields[i], classes[i]);
+		*ptrs[i] = o ? o->ptr : NULL;
+		ibvl_getfield(L, idx, used_fields[i]); /* keeps it alive */
+	}
+	if (a->pd)
+		a->comp_mask |= IBV_QP_INIT_ATTR_PD;
+	if (a->xrcd)
+		a->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	return first;
 }
 
-/* Wraps a created QP: the userdata uses its pd, cqs, srq and xrcd (from the
- * init attr table at attr_idx, or pd at pd_idx), and records the granted caps. */
-void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a)
+/* Raises when the objects a QP of this type needs are missing: verbs
+ * dereferences them without checking. */
+static void check_needed(lua_State *L, const struct ibv_qp_init_attr_ex *a)
+{
+	const char *type = ibvl_enum_name(ibvl_qp_types, a->qp_type);
+	int xrc_recv = a->qp_type == IBV_QPT_XRC_RECV, xrc_send = a->qp_type == IBV_QPT_XRC_SEND;
+	if (type == NULL)
+		ibvl_error(L, "init_attr: field 'qp_type': unknown QP type %d", (int)a->qp_type);
+	if (xrc_recv && a->xrcd == NULL)
+		ibvl_error(L, "init_attr: field 'xrcd' is required for an xrc_recv QP");
+	if (!xrc_recv && a->pd == NULL)
+		ibvl_error(L, "init_attr: field 'pd' is required for a%s %s QP",
+		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type);
+	if (!xrc_recv && a->send_cq == NULL)
+		ibvl_error(L, "init_attr: field 'send_cq' is required for a%s %s QP",
+		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type);
+	if (!xrc_recv && !xrc_send && a->recv_cq == NULL)
+		ibvl_error(L, "init_attr: field 'recv_cq' is required for a%s %s QP%s",
+		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type,
+		           a->srq != NULL ? " (with an SRQ too: its completions go there)" : "");
+}
+
+/* Wraps a created QP (the userdata at the top): it uses pd_idx (when not 0)
+ * and the objects ibvl_parse_qp_init_attr pushed at used_idx (when not 0),
+ * and records the granted caps. */
+void ibvl_qp_adopt(lua_State *L, int used_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a)
 {
 	struct ibvl_qp *qp = lua_touserdata(L, -1);
 	int self = lua_gettop(L);
@@ -181,12 +214,9 @@ void ibvl_qp_adopt(lua_State *L, int attr_idx, int pd_idx, const struct ibv_qp_i
 	qp->max_inline_data = a->cap.max_inline_data;
 	if (pd_idx != 0)
 		ibvl_use(L, self, pd_idx);
-	for (int i = pd_idx != 0; used_fields[i] != NULL; i++) {
-		lua_getfield(L, attr_idx, used_fields[i]);
-		if (!lua_isnil(L, -1))
-			ibvl_use(L, self, -1);
-		lua_pop(L, 1);
-	}
+	for (int i = pd_idx != 0; used_idx != 0 && i < IBVL_QP_USED; i++)
+		if (!lua_isnil(L, used_idx + i))
+			ibvl_use(L, self, used_idx + i);
 	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
 		qp->qpx = ibv_qp_to_qp_ex(qp->o.ptr);
 		qp->send_ops_flags = a->send_ops_flags;
@@ -198,49 +228,52 @@ static int create(lua_State *L, int pd_idx, int ctx_idx)
 {
 	struct ibv_qp_init_attr_ex a;
 	memset(&a, 0, sizeof a);
-	int attr = pd_idx ? 2 : 2;
-	luaL_checktype(L, attr, LUA_TTABLE);
-	if (pd_idx && ibvl_has_field(L, attr, "pd"))
-		luaL_error(L, "init_attr: field 'pd': the QP is created on this PD already");
-	ibvl_parse_qp_init_attr(L, attr, &a);
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	ibvl_check(L, 1, pd_idx ? &ibvl_pd_class : &ibvl_context_class);
+	if (pd_idx && lua_type(L, 2) == LUA_TTABLE && ibvl_has_field(L, 2, "pd"))
+		ibvl_error(L, "init_attr: field 'pd': the QP is created on this PD already");
+	int used = ibvl_parse_qp_init_attr(L, 2, &a);
+	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
+	ibvl_guard_end(L, &g); /* no Lua code runs from here to the verbs call */
 	if (pd_idx) {
 		a.pd = ((struct ibvl_obj *)lua_touserdata(L, pd_idx))->ptr;
 		a.comp_mask |= IBV_QP_INIT_ATTR_PD;
 	}
-	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
+	struct ibv_context *ctx = ctx_idx ? ((struct ibvl_obj *)lua_touserdata(L, ctx_idx))->ptr
+	                                  : a.pd->context;
+	if ((a.qp_type == IBV_QPT_XRC_SEND || a.qp_type == IBV_QPT_XRC_RECV) &&
+	    ibvl_xrc_errno(ctx, EINVAL) == EOPNOTSUPP)
+		return ibvl_fail(L, "ibv_create_qp_ex", EOPNOTSUPP); /* before asking for an xrcd */
+	check_needed(L, &a);
 	const char *call = "ibv_create_qp_ex";
 	if (pd_idx && a.comp_mask == IBV_QP_INIT_ATTR_PD) {
 		call = "ibv_create_qp";
 		qp->o.ptr = ibv_create_qp(a.pd, (struct ibv_qp_init_attr *)&a);
 	} else {
-		struct ibv_context *ctx = ctx_idx ? ((struct ibvl_obj *)lua_touserdata(L, ctx_idx))->ptr
-		                                  : a.pd->context;
 		qp->o.ptr = ibv_create_qp_ex(ctx, &a);
 	}
 	if (qp->o.ptr == NULL) {
 		int err = errno;
 		if (a.qp_type == IBV_QPT_XRC_SEND || a.qp_type == IBV_QPT_XRC_RECV)
-			err = ibvl_xrc_errno(ctx_idx ? ((struct ibvl_obj *)lua_touserdata(L, ctx_idx))->ptr
-			                             : a.pd->context, err);
+			err = ibvl_xrc_errno(ctx, err);
 		return ibvl_fail(L, call, err);
 	}
 	if (ctx_idx && a.pd == NULL && a.xrcd == NULL)
 		ibvl_use(L, -1, ctx_idx); /* a QP with neither pd nor xrcd */
-	ibvl_qp_adopt(L, attr, pd_idx, &a);
+	ibvl_qp_adopt(L, used, pd_idx, &a);
 	return 1;
 }
 
 /* pd:create_qp(init_attr) */
 static int l_create_qp(lua_State *L)
 {
-	ibvl_check(L, 1, &ibvl_pd_class);
 	return create(L, 1, 0);
 }
 
 /* ctx:create_qp_ex(init_attr_ex) */
 static int l_create_qp_ex(lua_State *L)
 {
-	ibvl_check(L, 1, &ibvl_context_class);
 	return create(L, 0, 1);
 }
 
@@ -293,14 +326,13 @@ static const char *const grh_fields[] = {"dgid", "flow_label", "sgid_index", "ho
 /* ah_attr tables, shared with ah.c: a grh table makes the address global. */
 void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah)
 {
-	luaL_checktype(L, idx, LUA_TTABLE);
 	ibvl_check_fields(L, idx, "ah_attr", ah_fields);
 	ah->dlid = (uint16_t)ibvl_int_field(L, idx, "dlid", 0, 0, UINT16_MAX);
 	ah->sl = (uint8_t)ibvl_int_field(L, idx, "sl", 0, 0, 15);
 	ah->src_path_bits = (uint8_t)ibvl_int_field(L, idx, "src_path_bits", 0, 0, 127);
 	ah->static_rate = (uint8_t)ibvl_int_field(L, idx, "static_rate", 0, 0, 255);
 	ah->port_num = (uint8_t)ibvl_int_field(L, idx, "port_num", 1, 1, 255);
-	lua_getfield(L, idx, "grh");
+	ibvl_getfield(L, idx, "grh");
 	int g = lua_gettop(L);
 	ah->is_global = (uint8_t)ibvl_bool_field(L, idx, "is_global", !lua_isnil(L, g));
 	if (!lua_isnil(L, g)) {
@@ -341,7 +373,7 @@ static lua_Integer mtu_field(lua_State *L, int idx)
 	for (int m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
 		if (bytes == (128 << m))
 			return m;
-	return luaL_error(L, "field 'path_mtu': 256, 512, 1024, 2048 or 4096 expected");
+	return ibvl_error(L, "field 'path_mtu': 256, 512, 1024, 2048 or 4096 expected");
 }
 
 static void set_attr_int(struct ibv_qp_attr *a, const struct attr_int *f, lua_Integer v)
@@ -366,7 +398,7 @@ int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 {
 	ibvl_check_fields(L, idx, "attr", attr_fields);
 	if (ibvl_has_field(L, idx, "sq_draining"))
-		luaL_error(L, "attr: field 'sq_draining' is read-only");
+		ibvl_error(L, "attr: field 'sq_draining' is read-only");
 	int mask = 0;
 	for (const struct attr_int *f = attr_ints; f->name != NULL; f++) {
 		if (ibvl_has_field(L, idx, f->name)) {
@@ -409,8 +441,7 @@ int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 	const char *ahs[] = {"ah_attr", "alt_ah_attr"};
 	struct ibv_ah_attr *aha[] = {&a->ah_attr, &a->alt_ah_attr};
 	for (int i = 0; i < 2; i++) {
-		lua_getfield(L, idx, ahs[i]);
-		if (!lua_isnil(L, -1)) {
+		if (ibvl_getfield(L, idx, ahs[i]) != LUA_TNIL) {
 			ibvl_parse_ah_attr(L, lua_gettop(L), aha[i]);
 			mask |= i == 0 ? IBV_QP_AV : IBV_QP_ALT_PATH;
 		}
@@ -419,16 +450,104 @@ int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 	return mask;
 }
 
+/* The attributes ibv_modify_qp(3) requires for a transition, by QP type. */
+static int required_mask(enum ibv_qp_type type, enum ibv_qp_state from, enum ibv_qp_state to)
+{
+	int connected = type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_XRC_SEND ||
+	                type == IBV_QPT_XRC_RECV;
+	int reliable = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
+	if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) {
+		if (type == IBV_QPT_RAW_PACKET)
+			return IBV_QP_STATE | IBV_QP_PORT;
+		return IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+		       (connected ? IBV_QP_ACCESS_FLAGS : IBV_QP_QKEY);
+	}
+	if (from == IBV_QPS_INIT && to == IBV_QPS_RTR && connected)
+		return IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		       (reliable ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0);
+	if (from == IBV_QPS_RTR && to == IBV_QPS_RTS)
+		return IBV_QP_STATE | IBV_QP_SQ_PSN |
+		       (reliable ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		                   IBV_QP_MAX_QP_RD_ATOMIC : 0);
+	return IBV_QP_STATE;
+}
+
+static const struct {
+	int mask;
+	const char *name;
+} mask_names[] = {
+	{IBV_QP_PKEY_INDEX, "pkey_index"}, {IBV_QP_PORT, "port_num"},
+	{IBV_QP_ACCESS_FLAGS, "qp_access_flags"}, {IBV_QP_QKEY, "qkey"}, {IBV_QP_AV, "ah_attr"},
+	{IBV_QP_PATH_MTU, "path_mtu"}, {IBV_QP_DEST_QPN, "dest_qp_num"},
+	{IBV_QP_RQ_PSN, "rq_psn"}, {IBV_QP_MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic"},
+	{IBV_QP_MIN_RNR_TIMER, "min_rnr_timer"}, {IBV_QP_SQ_PSN, "sq_psn"},
+	{IBV_QP_TIMEOUT, "timeout"}, {IBV_QP_RETRY_CNT, "retry_cnt"},
+	{IBV_QP_RNR_RETRY, "rnr_retry"}, {IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic"}, {0, NULL},
+};
+
+/* The likely cause of an EINVAL from ibv_modify_qp: a transition the state
+ * machine does not have, or attributes the transition requires missing.
+ * Pushes the text (a string on the stack) or returns NULL. */
+const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
+                             int mask)
+{
+	if (!(mask & IBV_QP_STATE))
+		return NULL;
+	enum ibv_qp_state from = (mask & IBV_QP_CUR_STATE) ? a->cur_qp_state : q->state;
+	enum ibv_qp_state to = a->qp_state;
+	const char *fs = ibvl_enum_name(ibvl_qp_states, from), *ts = ibvl_enum_name(ibvl_qp_states, to);
+	static const enum ibv_qp_state next[] = {
+		[IBV_QPS_RESET] = IBV_QPS_INIT, [IBV_QPS_INIT] = IBV_QPS_RTR,
+		[IBV_QPS_RTR] = IBV_QPS_RTS, [IBV_QPS_RTS] = IBV_QPS_SQD, [IBV_QPS_SQD] = IBV_QPS_RTS,
+		[IBV_QPS_SQE] = IBV_QPS_RTS, [IBV_QPS_ERR] = IBV_QPS_RESET,
+	};
+	if (fs == NULL || ts == NULL || from > IBV_QPS_ERR)
+		return NULL;
+	int ok = to == IBV_QPS_RESET || to == IBV_QPS_ERR || to == next[from] || to == from;
+	if (!ok)
+		return lua_pushfstring(L, "a QP in state '%s' moves to '%s', 'reset' or 'err', not "
+		                          "'%s'", fs, ibvl_enum_name(ibvl_qp_states, next[from]), ts);
+	int missing = required_mask(q->qp_type, from, to) & ~mask;
+	if (missing == 0)
+		return NULL;
+	luaL_Buffer b;
+	luaL_buffinit(L, &b);
+	lua_pushfstring(L, "'%s' to '%s' on a%s %s QP also needs", fs, ts,
+	                q->qp_type == IBV_QPT_UD || q->qp_type == IBV_QPT_UC ||
+	                q->qp_type == IBV_QPT_XRC_SEND || q->qp_type == IBV_QPT_XRC_RECV ? "" : "n",
+	                ibvl_enum_name(ibvl_qp_types, q->qp_type));
+	luaL_addvalue(&b);
+	for (int i = 0; mask_names[i].name != NULL; i++) {
+		if (missing & mask_names[i].mask) {
+			luaL_addstring(&b, " ");
+			luaL_addstring(&b, mask_names[i].name);
+		}
+	}
+	luaL_pushresult(&b);
+	return lua_tostring(L, -1);
+}
+
 static int l_modify(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	struct ibv_qp_attr a;
 	memset(&a, 0, sizeof a);
-	luaL_checktype(L, 2, LUA_TTABLE);
+	if (lua_type(L, 2) != LUA_TTABLE)
+		return luaL_argerror(L, 2, lua_pushfstring(L, "attr table expected, got %s",
+		                                           luaL_typename(L, 2)));
 	int mask = ibvl_parse_qp_attr(L, 2, &a);
 	if (mask == 0)
 		return luaL_argerror(L, 2, "attr: no attribute given");
-	return ibvl_result(L, "ibv_modify_qp", ibv_modify_qp(qp->o.ptr, &a, mask));
+	ibvl_guard_end(L, &g);
+	int rc = ibv_modify_qp(qp->o.ptr, &a, mask);
+	if (rc == 0) {
+		lua_pushboolean(L, 1);
+		return 1;
+	}
+	const char *hint = rc == EINVAL ? ibvl_modify_hint(L, qp->o.ptr, &a, mask) : NULL;
+	return ibvl_fail_hint(L, "ibv_modify_qp", rc == -1 ? errno : rc, hint);
 }
 
 /* qp:query([t]) -> every attribute, and init_attr's cap as cap */
@@ -492,31 +611,54 @@ static int no_queue(lua_State *L, struct ibv_qp *q, int send)
 	return 4;
 }
 
+/* The likely cause of a post failing: the QP's state. */
+static const char *post_hint(const struct ibv_qp *q, int send)
+{
+	if (send && q->state != IBV_QPS_RTS && q->state != IBV_QPS_SQD)
+		return q->state == IBV_QPS_RESET ? "the QP is in state 'reset': sends need 'rts'"
+		     : q->state == IBV_QPS_INIT  ? "the QP is in state 'init': sends need 'rts'"
+		     : q->state == IBV_QPS_RTR   ? "the QP is in state 'rtr': sends need 'rts'"
+		                                 : "the QP is in an error state";
+	if (!send && q->state == IBV_QPS_RESET)
+		return "the QP is in state 'reset': receives need 'init' or later";
+	return NULL;
+}
+
 /* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]) */
 static int l_post_recv(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	struct ibvl_chain c;
 	if (no_queue(L, qp->o.ptr, 0))
 		return 4;
 	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
+	ibvl_guard_end(L, &g);
+	ibvl_chain_cut(&c);
 	int rc = ibv_post_recv(qp->o.ptr, wr, &bad);
 	ibvl_chain_done(&c);
-	return ibvl_post_result(L, "ibv_post_recv", rc, &c, bad, sizeof *wr);
+	return ibvl_post_result(L, "ibv_post_recv", rc, &c, bad, sizeof *wr,
+	                        rc ? post_hint(qp->o.ptr, 0) : NULL);
 }
 
 /* qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
 static int l_post_send(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	struct ibvl_chain c;
 	if (no_queue(L, qp->o.ptr, 1))
 		return 4;
 	struct ibv_send_wr *wr = ibvl_send_chain(L, 2, &c), *bad = NULL;
+	ibvl_guard_end(L, &g);
 	ibvl_check_send_chain(L, qp, &c);
+	ibvl_chain_cut(&c);
 	int rc = ibv_post_send(qp->o.ptr, wr, &bad);
 	ibvl_chain_done(&c);
-	return ibvl_post_result(L, "ibv_post_send", rc, &c, bad, sizeof *wr);
+	return ibvl_post_result(L, "ibv_post_send", rc, &c, bad, sizeof *wr,
+	                        rc ? post_hint(qp->o.ptr, 1) : NULL);
 }
 
 void ibvl_open_qp(lua_State *L)

@@ -178,38 +178,37 @@ static int build(struct ibv_qp_ex *x, enum ibv_qp_type type, const struct ibv_se
 /* qp:wr_post(wr | {wr, ...} | send_wrs [, first, count]) */
 static int l_wr_post(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	if (qp->qpx == NULL)
 		return luaL_argerror(L, 1, "QP made without send_ops_flags (use ctx:create_qp_ex)");
 	struct ibvl_chain c;
 	struct ibv_send_wr *first = ibvl_send_chain(L, 2, &c);
+	ibvl_guard_end(L, &g);
 	ibvl_check_send_chain(L, qp, &c);
-	int i = 0;
-	for (const struct ibv_send_wr *wr = first; wr != NULL; wr = wr->next, i++) {
+	const struct ibv_send_wr *wr = first;
+	for (int i = 0; i < c.count; i++, wr = wr->next) {
 		const char *msg = (uint32_t)i >= qp->max_send_wr
 			? lua_pushfstring(L, "WR %d: more than the %d WRs the send queue holds",
 			                  c.index0 + i, (int)qp->max_send_wr)
 			: check_wr(L, qp, wr, c.index0 + i);
-		if (msg != NULL) {
-			ibvl_chain_done(&c);
+		if (msg != NULL)
 			return luaL_argerror(L, 2, msg);
-		}
 	}
+	/* check_wr pushed nothing (it pushes only a message): no Lua code ran */
 	enum ibv_qp_type type = ((struct ibv_qp *)qp->o.ptr)->qp_type;
 	ibv_wr_start(qp->qpx);
-	i = 0;
-	for (const struct ibv_send_wr *wr = first; wr != NULL; wr = wr->next, i++) {
+	wr = first;
+	for (int i = 0; i < c.count; i++, wr = wr->next) {
 		if (!build(qp->qpx, type, wr)) {
 			ibv_wr_abort(qp->qpx);
-			ibvl_chain_done(&c);
 			ibvl_fail(L, "ibv_wr_start", EOPNOTSUPP);
 			lua_pushinteger(L, c.index0 + i);
 			return 4;
 		}
 	}
-	int rc = ibv_wr_complete(qp->qpx);
-	ibvl_chain_done(&c);
-	return ibvl_result(L, "ibv_wr_complete", rc);
+	return ibvl_result(L, "ibv_wr_complete", ibv_wr_complete(qp->qpx));
 }
 
 void ibvl_open_qp_ex(lua_State *L)

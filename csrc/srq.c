@@ -71,19 +71,17 @@ static const char *const size_fields[] = {"max_wr", "max_sge", "srq_limit", NULL
 static void parse_sizes(lua_State *L, int idx, struct ibv_srq_attr *a)
 {
 	int t = idx;
-	lua_getfield(L, idx, "attr");
-	if (!lua_isnil(L, -1)) {
-		luaL_checktype(L, -1, LUA_TTABLE);
+	if (ibvl_getfield(L, idx, "attr") != LUA_TNIL) {
 		for (int i = 0; size_fields[i] != NULL; i++)
 			if (ibvl_has_field(L, idx, size_fields[i]))
-				luaL_error(L, "init_attr: field '%s' given both flat and in 'attr'",
+				ibvl_error(L, "init_attr: field '%s' given both flat and in 'attr'",
 				           size_fields[i]);
 		t = lua_gettop(L);
 		ibvl_check_fields(L, t, "attr", size_fields);
 	}
-	a->max_wr = (uint32_t)ibvl_int_field(L, t, "max_wr", 16, 1, INT32_MAX);
-	a->max_sge = (uint32_t)ibvl_int_field(L, t, "max_sge", 1, 1, INT32_MAX);
-	a->srq_limit = (uint32_t)ibvl_int_field(L, t, "srq_limit", 0, 0, INT32_MAX);
+	a->max_wr = (uint32_t)ibvl_int_field(L, t, "max_wr", 16, 0, UINT32_MAX);
+	a->max_sge = (uint32_t)ibvl_int_field(L, t, "max_sge", 1, 0, UINT32_MAX);
+	a->srq_limit = (uint32_t)ibvl_int_field(L, t, "srq_limit", 0, 0, UINT32_MAX);
 	lua_pop(L, 1);
 }
 
@@ -92,11 +90,12 @@ static const char *const srq_fields[] = {"max_wr", "max_sge", "srq_limit", "attr
 /* pd:create_srq{max_wr=, max_sge=, srq_limit=} */
 static int l_create_srq(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	struct ibv_srq_init_attr a;
 	memset(&a, 0, sizeof a);
 	if (!lua_isnoneornil(L, 2)) {
-		luaL_checktype(L, 2, LUA_TTABLE);
 		ibvl_check_fields(L, 2, "init_attr", srq_fields);
 		parse_sizes(L, 2, &a.attr);
 	} else {
@@ -104,6 +103,7 @@ static int l_create_srq(lua_State *L)
 		a.attr.max_sge = 1;
 	}
 	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
+	ibvl_guard_end(L, &g);
 	s->o.ptr = ibv_create_srq(pd->ptr, &a);
 	if (s->o.ptr == NULL)
 		return ibvl_fail(L, "ibv_create_srq", errno);
@@ -119,27 +119,18 @@ static const char *const tm_fields[] = {"max_num_tags", "max_ops", NULL};
 /* Objects an init attr ex names, in the order the new SRQ uses them. */
 static const char *const srq_used[] = {"pd", "xrcd", "cq", NULL};
 
-static void parse_init_attr_ex(lua_State *L, int idx, struct ibv_srq_init_attr_ex *a)
+/* Reads an init attr ex; pushes the objects it names (srq_used order, nil
+ * where absent) and returns the index of the first. */
+static int parse_init_attr_ex(lua_State *L, int idx, struct ibv_srq_init_attr_ex *a)
 {
 	ibvl_check_fields(L, idx, "init_attr", srq_ex_fields);
-	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_xrcd_class, &ibvl_cq_class};
-	const uint32_t masks[] = {IBV_SRQ_INIT_ATTR_PD, IBV_SRQ_INIT_ATTR_XRCD,
-	                          IBV_SRQ_INIT_ATTR_CQ};
-	void **ptrs[] = {(void **)&a->pd, (void **)&a->xrcd, (void **)&a->cq};
-	for (int i = 0; srq_used[i] != NULL; i++) {
-		struct ibvl_obj *o = ibvl_obj_field(L, idx, srq_used[i], classes[i]);
-		*ptrs[i] = o ? o->ptr : NULL;
-		a->comp_mask |= o ? masks[i] : 0;
-	}
 	if (ibvl_has_field(L, idx, "srq_type")) {
 		a->srq_type = (enum ibv_srq_type)ibvl_enum_field(L, idx, "srq_type", ibvl_srq_types,
 		                                                 IBV_SRQT_BASIC);
 		a->comp_mask |= IBV_SRQ_INIT_ATTR_TYPE;
 	}
-	lua_getfield(L, idx, "tm_cap");
-	if (!lua_isnil(L, -1)) {
+	if (ibvl_getfield(L, idx, "tm_cap") != LUA_TNIL) {
 		int t = lua_gettop(L);
-		luaL_checktype(L, t, LUA_TTABLE);
 		ibvl_check_fields(L, t, "tm_cap", tm_fields);
 		a->tm_cap.max_num_tags = (uint32_t)ibvl_int_field(L, t, "max_num_tags", 0, 0,
 		                                                  UINT32_MAX);
@@ -148,18 +139,52 @@ static void parse_init_attr_ex(lua_State *L, int idx, struct ibv_srq_init_attr_e
 	}
 	lua_pop(L, 1);
 	parse_sizes(L, idx, &a->attr);
+	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_xrcd_class, &ibvl_cq_class};
+	const uint32_t masks[] = {IBV_SRQ_INIT_ATTR_PD, IBV_SRQ_INIT_ATTR_XRCD,
+	                          IBV_SRQ_INIT_ATTR_CQ};
+	void **ptrs[] = {(void **)&a->pd, (void **)&a->xrcd, (void **)&a->cq};
+	int first = lua_gettop(L) + 1;
+	for (int i = 0; srq_used[i] != NULL; i++) {
+		struct ibvl_obj *o = ibvl_obj_field(L, idx, srq_used[i], classes[i]);
+		*ptrs[i] = o ? o->ptr : NULL;
+		a->comp_mask |= o ? masks[i] : 0;
+		ibvl_getfield(L, idx, srq_used[i]); /* keeps it alive */
+	}
+	return first;
+}
+
+/* Raises when an object the SRQ type needs is missing: verbs dereferences it. */
+static void check_needed(lua_State *L, const struct ibv_srq_init_attr_ex *a)
+{
+	int type = (a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? (int)a->srq_type : IBV_SRQT_BASIC;
+	const char *name = ibvl_enum_name(ibvl_srq_types, type);
+	if (name == NULL)
+		ibvl_error(L, "init_attr: field 'srq_type': unknown SRQ type %d", type);
+	if (a->pd == NULL)
+		ibvl_error(L, "init_attr: field 'pd' is required");
+	if (type == IBV_SRQT_XRC && a->xrcd == NULL)
+		ibvl_error(L, "init_attr: field 'xrcd' is required for an xrc SRQ");
+	if (type != IBV_SRQT_BASIC && a->cq == NULL)
+		ibvl_error(L, "init_attr: field 'cq' is required for a%s %s SRQ",
+		           type == IBV_SRQT_XRC ? "n" : "", name);
 }
 
 /* ctx:create_srq_ex{srq_type=, pd=, xrcd=, cq=, tm_cap=, max_wr=, max_sge=, srq_limit=} */
 static int l_create_srq_ex(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_srq_init_attr_ex a;
 	memset(&a, 0, sizeof a);
-	luaL_checktype(L, 2, LUA_TTABLE);
-	parse_init_attr_ex(L, 2, &a);
+	int used = parse_init_attr_ex(L, 2, &a);
 	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
 	int self = lua_gettop(L);
+	ibvl_guard_end(L, &g);
+	if ((a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a.srq_type == IBV_SRQT_XRC &&
+	    ibvl_xrc_errno(ctx->ptr, EINVAL) == EOPNOTSUPP)
+		return ibvl_fail(L, "ibv_create_srq_ex", EOPNOTSUPP); /* before asking for an xrcd */
+	check_needed(L, &a);
 	s->o.ptr = ibv_create_srq_ex(ctx->ptr, &a);
 	if (s->o.ptr == NULL) {
 		int xrc = (a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a.srq_type == IBV_SRQT_XRC;
@@ -167,12 +192,9 @@ static int l_create_srq_ex(lua_State *L)
 	}
 	if (a.pd == NULL)
 		ibvl_use(L, self, 1);
-	for (int i = 0; srq_used[i] != NULL; i++) {
-		lua_getfield(L, 2, srq_used[i]);
-		if (!lua_isnil(L, -1))
-			ibvl_use(L, self, -1);
-		lua_pop(L, 1);
-	}
+	for (int i = 0; srq_used[i] != NULL; i++)
+		if (!lua_isnil(L, used + i))
+			ibvl_use(L, self, used + i);
 	ibvl_srq_adopt(L, &a.attr, a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE ? a.srq_type
 	                                                                  : IBV_SRQT_BASIC);
 	return 1;
@@ -184,22 +206,24 @@ static const char *const modify_fields[] = {"max_wr", "srq_limit", NULL};
 /* srq:modify{max_wr=, srq_limit=}: the mask comes from the fields given */
 static int l_modify(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
 	struct ibv_srq_attr a;
 	memset(&a, 0, sizeof a);
-	luaL_checktype(L, 2, LUA_TTABLE);
 	ibvl_check_fields(L, 2, "attr", modify_fields);
 	int mask = 0;
 	if (ibvl_has_field(L, 2, "max_wr")) {
-		a.max_wr = (uint32_t)ibvl_int_field(L, 2, "max_wr", 0, 1, INT32_MAX);
+		a.max_wr = (uint32_t)ibvl_int_field(L, 2, "max_wr", 0, 0, UINT32_MAX);
 		mask |= IBV_SRQ_MAX_WR;
 	}
 	if (ibvl_has_field(L, 2, "srq_limit")) {
-		a.srq_limit = (uint32_t)ibvl_int_field(L, 2, "srq_limit", 0, 0, INT32_MAX);
+		a.srq_limit = (uint32_t)ibvl_int_field(L, 2, "srq_limit", 0, 0, UINT32_MAX);
 		mask |= IBV_SRQ_LIMIT;
 	}
 	if (mask == 0)
 		return luaL_argerror(L, 2, "attr: no attribute given");
+	ibvl_guard_end(L, &g);
 	int rc = ibv_modify_srq(s->o.ptr, &a, mask);
 	if (rc == 0 && (mask & IBV_SRQ_MAX_WR) && ibv_query_srq(s->o.ptr, &a) == 0)
 		s->max_wr = a.max_wr;
@@ -236,12 +260,16 @@ static int l_get_srq_num(lua_State *L)
 /* ---- posting ------------------------------------------------------------- */
 static int l_post_recv(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
 	struct ibvl_chain c;
 	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
+	ibvl_guard_end(L, &g);
+	ibvl_chain_cut(&c);
 	int rc = ibv_post_srq_recv(s->o.ptr, wr, &bad);
 	ibvl_chain_done(&c);
-	return ibvl_post_result(L, "ibv_post_srq_recv", rc, &c, bad, sizeof *wr);
+	return ibvl_post_result(L, "ibv_post_srq_recv", rc, &c, bad, sizeof *wr, NULL);
 }
 
 void ibvl_open_srq(lua_State *L)

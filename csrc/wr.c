@@ -16,6 +16,7 @@
  * {mr=, offset=, length=} (checked against the MR here).
  */
 #include <endian.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ibvl.h"
@@ -26,52 +27,84 @@
 
 static const char *const sge_fields[] = {"addr", "length", "lkey", "mr", "offset", NULL};
 
-static void parse_sge(lua_State *L, int idx, struct ibv_sge *sge)
+/* Parses the SGE table at idx.  An mr= SGE is checked against its MR here,
+ * and its MR recorded in src so a prepared list can check it again when it
+ * is posted; every field is read before the MR is looked at, so nothing runs
+ * between its check and the use of its pointer. */
+static void parse_sge(lua_State *L, int idx, struct ibv_sge *sge, struct ibvl_sge_src *src)
 {
 	ibvl_check_fields(L, idx, "sge", sge_fields);
-	struct ibvl_obj *mro = ibvl_obj_field(L, idx, "mr", &ibvl_mr_class);
-	if (mro == NULL) {
+	memset(src, 0, sizeof *src);
+	int has_mr = ibvl_has_field(L, idx, "mr");
+	if (!has_mr) {
+		if (ibvl_has_field(L, idx, "offset"))
+			ibvl_error(L, "field 'offset' needs field 'mr' (or give addr, length, lkey)");
 		sge->addr = ibvl_u64_field(L, idx, "addr", 0);
 		sge->length = (uint32_t)ibvl_int_field(L, idx, "length", 0, 0, UINT32_MAX);
 		sge->lkey = (uint32_t)ibvl_int_field(L, idx, "lkey", 0, 0, UINT32_MAX);
 		return;
 	}
 	if (ibvl_has_field(L, idx, "addr") || ibvl_has_field(L, idx, "lkey"))
-		luaL_error(L, "sge: give either mr (with offset, length) or addr, length, lkey");
+		ibvl_error(L, "give either mr (with offset, length) or addr, length, lkey");
+	int has_len = ibvl_has_field(L, idx, "length");
+	lua_Integer off = ibvl_int_field(L, idx, "offset", 0, 0, INT64_MAX);
+	lua_Integer len = ibvl_int_field(L, idx, "length", 0, 0, UINT32_MAX);
+	struct ibvl_obj *mro = ibvl_obj_field(L, idx, "mr", &ibvl_mr_class);
+	/* from here on no Lua code runs until the SGE is filled */
 	struct ibv_mr *mr = mro->ptr;
 	lua_Integer size = (lua_Integer)mr->length;
-	lua_Integer off = ibvl_int_field(L, idx, "offset", 0, 0, size);
-	lua_Integer len = ibvl_int_field(L, idx, "length", size - off, 0, size - off);
+	if (!has_len)
+		len = off <= size ? size - off : 0;
+	if (off > size || len > size - off) {
+		char why[96];
+		snprintf(why, sizeof why, "offset %lld + length %lld lie outside the MR's %lld bytes",
+		         (long long)off, (long long)len, (long long)size);
+		ibvl_error(L, "%s", why);
+	}
 	sge->addr = (uintptr_t)mr->addr + (uint64_t)off;
 	sge->length = (uint32_t)len;
 	sge->lkey = mr->lkey;
+	src->mr = mro;
 }
 
 /* Reads sg_list (an array of SGE tables) or sge (one SGE table) of the WR
- * table at idx into sge[0..max_sge); returns the count. */
-int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, int max_sge)
+ * table at idx into sge[0..max_sge) and src; returns the count. */
+int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, struct ibvl_sge_src *src,
+                    int max_sge)
 {
 	int n = 0;
-	lua_getfield(L, idx, "sge");
-	if (!lua_isnil(L, -1)) {
+	if (ibvl_getfield(L, idx, "sge") != LUA_TNIL) {
 		if (max_sge < 1)
-			luaL_error(L, "field 'sge': this list has no room for SGEs");
-		parse_sge(L, lua_gettop(L), &sge[0]);
+			ibvl_error(L, "field 'sge': this list has no room for SGEs");
+		int saved = ibvl_path_push("sge", 0);
+		parse_sge(L, lua_gettop(L), &sge[0], &src[0]);
+		ibvl_path_pop(saved);
 		n = 1;
 	}
 	lua_pop(L, 1);
-	lua_getfield(L, idx, "sg_list");
-	if (!lua_isnil(L, -1)) {
+	int t = ibvl_getfield(L, idx, "sg_list");
+	if (t != LUA_TNIL) {
 		if (n > 0)
-			luaL_error(L, "give either 'sge' or 'sg_list', not both");
-		luaL_checktype(L, -1, LUA_TTABLE);
+			ibvl_error(L, "give either 'sge' or 'sg_list', not both");
+		if (t != LUA_TTABLE)
+			ibvl_error(L, "field 'sg_list': array of SGE tables expected, got %s",
+			           luaL_typename(L, -1));
 		n = (int)lua_rawlen(L, -1);
+		lua_pushnil(L);
+		int has_keys = lua_next(L, -2);
+		lua_pop(L, has_keys ? 2 : 0);
+		if (n == 0 && has_keys)
+			ibvl_error(L, "field 'sg_list': array of SGE tables expected, got a table "
+			              "without elements (one SGE: sg_list = {{...}} or sge = {...})");
 		if (n > max_sge)
-			luaL_error(L, "field 'sg_list': %d SGEs, at most %d here", n, max_sge);
+			ibvl_error(L, "field 'sg_list': %d SGEs, at most %d here", n, max_sge);
 		for (int j = 0; j < n; j++) {
-			lua_rawgeti(L, -1, j + 1);
-			parse_sge(L, lua_gettop(L), &sge[j]);
+			int saved = ibvl_path_push("sg_list", j + 1);
+			if (lua_rawgeti(L, -1, j + 1), lua_type(L, -1) != LUA_TTABLE)
+				ibvl_error(L, "SGE table expected, got %s", luaL_typename(L, -1));
+			parse_sge(L, lua_gettop(L), &sge[j], &src[j]);
 			lua_pop(L, 1);
+			ibvl_path_pop(saved);
 		}
 	}
 	lua_pop(L, 1);
@@ -81,12 +114,12 @@ int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, int max_sge)
 static const char *const recv_fields[] = {"wr_id", "sg_list", "sge", NULL};
 
 void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ibv_sge *sge,
-                        int max_sge)
+                        struct ibvl_sge_src *src, int max_sge)
 {
 	ibvl_check_fields(L, idx, "recv wr", recv_fields);
 	wr->wr_id = ibvl_u64_field(L, idx, "wr_id", 0);
 	wr->sg_list = sge;
-	wr->num_sge = ibvl_parse_sges(L, idx, sge, max_sge);
+	wr->num_sge = ibvl_parse_sges(L, idx, sge, src, max_sge);
 }
 
 static const char *const send_fields[] = {
@@ -97,25 +130,37 @@ static const char *const send_fields[] = {
 
 static const char *const bind_fields[] = {"mr", "addr", "length", "mw_access_flags", NULL};
 
-static void parse_bind(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibvl_wr_slot *slot)
+/* Reads a bind_info table (mw:bind, a bind_mw WR): the MR last, and its
+ * address and length as defaults, with nothing run in between. */
+struct ibvl_obj *ibvl_parse_bind_info(lua_State *L, int b, struct ibv_mw_bind_info *bi)
 {
-	slot->mw = ibvl_obj_field(L, idx, "mw", &ibvl_mw_class);
-	if (slot->mw == NULL)
-		luaL_error(L, "opcode 'bind_mw' needs field 'mw'");
-	wr->bind_mw.mw = slot->mw->ptr;
-	wr->bind_mw.rkey = (uint32_t)ibvl_int_field(L, idx, "rkey", 0, 0, UINT32_MAX);
-	lua_getfield(L, idx, "bind_info");
-	int b = lua_gettop(L);
+	if (lua_type(L, b) != LUA_TTABLE)
+		ibvl_error(L, "bind_info: table expected, got %s", luaL_typename(L, b));
 	ibvl_check_fields(L, b, "bind_info", bind_fields);
-	struct ibvl_obj *mr = ibvl_obj_field(L, b, "mr", &ibvl_mr_class);
-	slot->mr = mr;
-	struct ibv_mw_bind_info *bi = &wr->bind_mw.bind_info;
-	bi->mr = mr ? mr->ptr : NULL;
-	bi->addr = ibvl_u64_field(L, b, "addr", mr ? (uintptr_t)bi->mr->addr : 0);
-	bi->length = ibvl_u64_field(L, b, "length", mr ? bi->mr->length : 0);
+	int has_addr = ibvl_has_field(L, b, "addr"), has_len = ibvl_has_field(L, b, "length");
+	bi->addr = ibvl_u64_field(L, b, "addr", 0);
+	bi->length = ibvl_u64_field(L, b, "length", 0);
 	bi->mw_access_flags =
 		(unsigned int)ibvl_flags_field(L, b, "mw_access_flags", ibvl_access_flags, 0);
+	struct ibvl_obj *mr = ibvl_obj_field(L, b, "mr", &ibvl_mr_class);
+	bi->mr = mr ? mr->ptr : NULL;
+	if (mr != NULL && !has_addr)
+		bi->addr = (uintptr_t)bi->mr->addr;
+	if (mr != NULL && !has_len)
+		bi->length = bi->mr->length;
+	return mr;
+}
+
+static void parse_bind(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibvl_wr_slot *slot)
+{
+	if (!ibvl_has_field(L, idx, "mw"))
+		ibvl_error(L, "opcode 'bind_mw' needs field 'mw'");
+	wr->bind_mw.rkey = (uint32_t)ibvl_int_field(L, idx, "rkey", 0, 0, UINT32_MAX);
+	ibvl_getfield(L, idx, "bind_info");
+	slot->mr = ibvl_parse_bind_info(L, lua_gettop(L), &wr->bind_mw.bind_info);
 	lua_pop(L, 1);
+	slot->mw = ibvl_obj_field(L, idx, "mw", &ibvl_mw_class);
+	wr->bind_mw.mw = slot->mw->ptr;
 }
 
 /* The opcode-dependent part of a send WR. */
@@ -136,11 +181,11 @@ static void parse_send_union(lua_State *L, int idx, struct ibv_send_wr *wr,
 	default:
 		break;
 	}
-	slot->ah = ibvl_obj_field(L, idx, "ah", &ibvl_ah_class);
-	if (slot->ah != NULL) {
-		wr->wr.ud.ah = slot->ah->ptr;
+	if (ibvl_has_field(L, idx, "ah")) {
 		wr->wr.ud.remote_qpn = (uint32_t)ibvl_int_field(L, idx, "remote_qpn", 0, 0, 0xffffff);
 		wr->wr.ud.remote_qkey = (uint32_t)ibvl_int_field(L, idx, "remote_qkey", 0, 0, UINT32_MAX);
+		slot->ah = ibvl_obj_field(L, idx, "ah", &ibvl_ah_class);
+		wr->wr.ud.ah = slot->ah->ptr;
 	} else {
 		wr->wr.rdma.remote_addr = ibvl_u64_field(L, idx, "remote_addr", 0);
 		wr->wr.rdma.rkey = (uint32_t)ibvl_int_field(L, idx, "rkey", 0, 0, UINT32_MAX);
@@ -150,7 +195,7 @@ static void parse_send_union(lua_State *L, int idx, struct ibv_send_wr *wr,
 /* Parses the send WR table at idx.  An 'inline' string becomes the single
  * SGE with IBV_SEND_INLINE; the caller keeps the string alive. */
 void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,
-                        int max_sge, struct ibvl_wr_slot *slot)
+                        struct ibvl_sge_src *src, int max_sge, struct ibvl_wr_slot *slot)
 {
 	ibvl_check_fields(L, idx, "send wr", send_fields);
 	memset(wr, 0, sizeof *wr);
@@ -164,14 +209,25 @@ void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ib
 	const char *data = ibvl_str_field(L, idx, "inline", &len);
 	if (data != NULL) {
 		if (max_sge < 1 || ibvl_has_field(L, idx, "sg_list") || ibvl_has_field(L, idx, "sge"))
-			luaL_error(L, "field 'inline': give the data either inline or in SGEs");
+			ibvl_error(L, "field 'inline': give the data either inline or in SGEs");
+		if (len > UINT32_MAX)
+			ibvl_error(L, "field 'inline': more than 4 GiB");
 		sge->addr = (uintptr_t)data;
 		sge->length = (uint32_t)len;
 		sge->lkey = 0;
+		memset(src, 0, sizeof *src);
+		src->data = data;
+		src->size = len;
 		wr->num_sge = 1;
 		wr->send_flags |= IBV_SEND_INLINE;
 	} else {
-		wr->num_sge = ibvl_parse_sges(L, idx, sge, max_sge);
+		wr->num_sge = ibvl_parse_sges(L, idx, sge, src, max_sge);
+		if (wr->send_flags & IBV_SEND_INLINE)
+			for (int j = 0; j < wr->num_sge; j++)
+				if (src[j].mr == NULL)
+					ibvl_error(L, "send flag 'inline': the CPU copies the data, so it "
+					              "must come from field 'inline' or from SGEs with 'mr' "
+					              "(SGE %d has a raw addr)", j + 1);
 	}
 	if (wr->opcode == IBV_WR_SEND_WITH_INV || wr->opcode == IBV_WR_LOCAL_INV)
 		wr->invalidate_rkey = (uint32_t)ibvl_int_field(L, idx, "invalidate_rkey", 0, 0,
@@ -190,7 +246,11 @@ void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ib
 /* ---- prepared lists ------------------------------------------------------ */
 struct wr_list {
 	int n, max_sge, send;
+	int checked;     /* every entry checked since the last change ... */
+	int exposed;     /* its memory was handed to FFI code: check every time */
+	unsigned long long checked_at; /* ... and no object closed since */
 	struct ibv_sge *sge;
+	struct ibvl_sge_src *src;  /* per SGE: what it points into */
 	struct ibvl_wr_slot *slot; /* send lists only */
 	union {
 		struct ibv_recv_wr *recv;
@@ -204,8 +264,9 @@ static struct wr_list *alloc_list(lua_State *L, int n, int max_sge, int send)
 {
 	size_t wrsz = send ? sizeof(struct ibv_send_wr) : sizeof(struct ibv_recv_wr);
 	size_t slotsz = send ? sizeof(struct ibvl_wr_slot) : 0;
+	size_t nsge = (size_t)n * (size_t)max_sge;
 	size_t size = sizeof(struct wr_list) + (size_t)n * (wrsz + slotsz) +
-		      (size_t)n * (size_t)max_sge * sizeof(struct ibv_sge);
+		      nsge * (sizeof(struct ibv_sge) + sizeof(struct ibvl_sge_src));
 	struct wr_list *l = lua_newuserdatauv(L, size, 1);
 	memset(l, 0, size);
 	char *p = (char *)(l + 1);
@@ -217,6 +278,8 @@ static struct wr_list *alloc_list(lua_State *L, int n, int max_sge, int send)
 	l->slot = send ? (void *)p : NULL;
 	p += (size_t)n * slotsz;
 	l->sge = (void *)p;
+	p += nsge * sizeof(struct ibv_sge);
+	l->src = (void *)p;
 	for (int i = 0; i < n; i++) {
 		if (send) {
 			l->wr.snd[i].next = i + 1 < n ? &l->wr.snd[i + 1] : NULL;
@@ -260,10 +323,14 @@ static struct wr_list *check_list(lua_State *L, int arg)
 
 static int check_wr_index(lua_State *L, struct wr_list *l, int arg)
 {
-	lua_Integer i = luaL_checkinteger(L, arg);
+	lua_Integer i;
+	if (!ibvl_tointeger(L, arg, &i))
+		luaL_argerror(L, arg, lua_pushfstring(L, "WR index expected, got %s",
+		                                      luaL_typename(L, arg)));
 	if (i < 1 || i > l->n)
 		luaL_argerror(L, arg, lua_pushfstring(L, "WR index %d outside the list of %d",
-		                                      (int)i, l->n));
+		                                      (int)(i < INT32_MIN ? INT32_MIN : i > INT32_MAX
+		                                                ? INT32_MAX : i), l->n));
 	return (int)i - 1;
 }
 
@@ -272,11 +339,13 @@ static int check_wr_index(lua_State *L, struct wr_list *l, int arg)
 static void parse_entry(lua_State *L, struct wr_list *l, int i, int idx)
 {
 	struct ibv_sge sge[MAX_SGE], *dst = &l->sge[i * l->max_sge];
+	struct ibvl_sge_src src[MAX_SGE];
 	int nsge;
+	int saved = ibvl_path_push("#WR", i + 1);
 	if (l->send) {
 		struct ibv_send_wr wr;
 		struct ibvl_wr_slot slot;
-		ibvl_parse_send_wr(L, idx, &wr, sge, l->max_sge, &slot);
+		ibvl_parse_send_wr(L, idx, &wr, sge, src, l->max_sge, &slot);
 		wr.next = l->wr.snd[i].next;
 		wr.sg_list = dst;
 		nsge = wr.num_sge;
@@ -284,21 +353,30 @@ static void parse_entry(lua_State *L, struct wr_list *l, int i, int idx)
 		l->slot[i] = slot;
 	} else {
 		struct ibv_recv_wr wr = l->wr.recv[i];
-		ibvl_parse_recv_wr(L, idx, &wr, sge, l->max_sge);
+		ibvl_parse_recv_wr(L, idx, &wr, sge, src, l->max_sge);
 		wr.sg_list = dst;
 		nsge = wr.num_sge;
 		l->wr.recv[i] = wr;
 	}
+	ibvl_path_pop(saved);
 	memcpy(dst, sge, (size_t)nsge * sizeof *sge);
+	memcpy(&l->src[i * l->max_sge], src, (size_t)nsge * sizeof *src);
+	l->checked = 0;
 }
 
-/* Pushes a shallow copy of the table at idx (raw keys and values). */
-static int copy_table(lua_State *L, int idx)
+/* Pushes a copy of the table at idx (raw keys and values); with deep, its
+ * table values are copied the same way (one level down: an SGE array's SGEs). */
+static int copy_table(lua_State *L, int idx, int deep)
 {
+	idx = lua_absindex(L, idx);
 	lua_newtable(L);
 	int t = lua_gettop(L);
 	lua_pushnil(L);
 	while (lua_next(L, idx)) {
+		if (deep > 0 && lua_type(L, -1) == LUA_TTABLE) {
+			copy_table(L, -1, deep - 1);
+			lua_remove(L, -2);
+		}
 		lua_pushvalue(L, -2);
 		lua_insert(L, -2);
 		lua_rawset(L, t);
@@ -306,19 +384,16 @@ static int copy_table(lua_State *L, int idx)
 	return t;
 }
 
-/* Pushes a private copy of the WR table at idx (its bind_info copied too):
- * what a list entry points to (ah, mw, bind_info.mr, the inline string) stays
- * alive in it whatever the script does to its own tables later. */
+/* Pushes a private copy of the WR table at idx, its tables (bind_info, sge,
+ * sg_list and the SGEs in it) copied too: what a list entry points to (ah,
+ * mw, MRs, the inline string) stays alive in it whatever the script does to
+ * its own tables later. */
 static int copy_wr(lua_State *L, int idx)
 {
-	int t = copy_table(L, idx);
-	lua_getfield(L, t, "bind_info");
-	if (lua_istable(L, -1)) {
-		copy_table(L, lua_gettop(L));
-		lua_setfield(L, t, "bind_info");
-	}
-	lua_pop(L, 1);
-	return t;
+	if (lua_type(L, idx) != LUA_TTABLE)
+		luaL_argerror(L, idx, lua_pushfstring(L, "WR table expected, got %s",
+		                                      luaL_typename(L, idx)));
+	return copy_table(L, idx, 2);
 }
 
 /* Parses the private WR table at idx (from copy_wr) into entry i, and keeps it. */
@@ -336,23 +411,19 @@ static int l_set(lua_State *L)
 {
 	struct wr_list *l = check_list(L, 1);
 	int i = check_wr_index(L, l, 2);
-	luaL_checktype(L, 3, LUA_TTABLE);
+	ibvl_path_reset();
 	set_entry(L, l, i, copy_wr(L, 3));
 	return 0;
 }
 
 /* list:fill(wr): every entry from one template; entry i gets wr_id + i - 1
- * and, with stride = s, its SGE addresses (or MR offsets) moved by (i-1)*s. */
+ * and, with stride = s, its SGE addresses moved by (i-1)*s. */
 static int l_fill(lua_State *L)
 {
 	struct wr_list *l = check_list(L, 1);
-	luaL_checktype(L, 2, LUA_TTABLE);
-	lua_Integer stride = 0;
 	int tmpl = copy_wr(L, 2); /* the template without 'stride' */
-	lua_getfield(L, tmpl, "stride");
-	if (!lua_isnil(L, -1))
-		stride = ibvl_check_range(L, lua_gettop(L), INT32_MIN, INT32_MAX);
-	lua_pop(L, 1);
+	ibvl_path_reset();
+	lua_Integer stride = ibvl_int_field(L, tmpl, "stride", 0, INT32_MIN, INT32_MAX);
 	lua_pushnil(L);
 	lua_setfield(L, tmpl, "stride");
 	for (int i = 0; i < l->n; i++) {
@@ -382,7 +453,8 @@ static int l_wr_id(lua_State *L)
 	return 0;
 }
 
-/* list:length(i [, bytes]): the length of entry i's first SGE */
+/* list:length(i [, bytes]): the length of entry i's first SGE; checked
+ * against what the SGE points into when the list is posted */
 static int l_length(lua_State *L)
 {
 	struct wr_list *l = check_list(L, 1);
@@ -395,6 +467,7 @@ static int l_length(lua_State *L)
 		return 1;
 	}
 	sge->length = (uint32_t)ibvl_check_range(L, 3, 0, UINT32_MAX);
+	l->checked = 0;
 	return 0;
 }
 
@@ -404,37 +477,116 @@ static int l_len(lua_State *L)
 	return 1;
 }
 
-/* Raises when a WR in [first, first+count) points to an AH, MW or MR closed since. */
-static void check_slots(lua_State *L, struct wr_list *l, int first, int count)
+/* ---- checks when posting -------------------------------------------------- */
+
+/* Does [addr, addr+len) lie within [base, base+size)? */
+static int within(uint64_t addr, uint64_t len, uintptr_t base, uint64_t size)
 {
-	for (int i = first; i < first + count; i++) {
-		struct ibvl_wr_slot *s = &l->slot[i];
-		struct ibvl_obj *objs[] = {s->ah, s->mw, s->mr};
-		for (int k = 0; k < 3; k++)
-			if (objs[k] != NULL && objs[k]->ptr == NULL)
-				luaL_error(L, "WR %d: attempt to use a closed %s", i + 1,
-				           objs[k]->cls->name);
-	}
+	return addr >= base && len <= size && addr - base <= size - len;
 }
 
-/* The WR array of the prepared list at idx (send or recv), and its length. */
+/* Is SGE j of entry i within what it was made from?  Not when its MR was
+ * closed, when it reaches beyond the MR or the inline string (list:length, a
+ * fill stride), or, for data the CPU copies (inline), when it is memory the
+ * binding cannot vouch for.  Pure C: writes the reason into why. */
+static int sge_sound(const struct wr_list *l, int i, int j, int cpu_reads, char *why, size_t n)
+{
+	const struct ibv_sge *sge = &l->sge[i * l->max_sge + j];
+	const struct ibvl_sge_src *src = &l->src[i * l->max_sge + j];
+	if (src->mr != NULL) {
+		if (src->mr->ptr == NULL)
+			return snprintf(why, n, "WR %d: SGE %d: attempt to use a closed ibverbs.mr",
+			                i + 1, j + 1), 0;
+		const struct ibv_mr *mr = src->mr->ptr;
+		if (!within(sge->addr, sge->length, (uintptr_t)mr->addr, mr->length))
+			return snprintf(why, n, "WR %d: SGE %d: %u bytes at offset %lld lie outside "
+			                "its MR (%zu bytes)", i + 1, j + 1, sge->length,
+			                (long long)(sge->addr - (uintptr_t)mr->addr), mr->length), 0;
+	} else if (src->data != NULL) {
+		if (!within(sge->addr, sge->length, (uintptr_t)src->data, src->size))
+			return snprintf(why, n, "WR %d: %u inline bytes at offset %lld, the 'inline' "
+			                "string has %zu", i + 1, sge->length,
+			                (long long)(sge->addr - (uintptr_t)src->data), src->size), 0;
+	} else if (cpu_reads && sge->length > 0) {
+		return snprintf(why, n, "WR %d: SGE %d: inline data must come from field 'inline' "
+		                "or an SGE with 'mr'", i + 1, j + 1), 0;
+	}
+	return 1;
+}
+
+/* Does entry i still hold what set/fill put there: its SGEs (sge_sound) and,
+ * for sends, the AH, MW and bind MR it names open? */
+static int entry_sound(const struct wr_list *l, int i, char *why, size_t n)
+{
+	int nsge, cpu_reads = 0;
+	const void *sg_list;
+	if (l->send) {
+		const struct ibv_send_wr *wr = &l->wr.snd[i];
+		nsge = wr->num_sge;
+		sg_list = wr->sg_list;
+		cpu_reads = (wr->send_flags & IBV_SEND_INLINE) != 0;
+		const struct ibvl_wr_slot *s = &l->slot[i];
+		const struct ibvl_obj *objs[] = {s->ah, s->mw, s->mr};
+		for (int k = 0; k < 3; k++)
+			if (objs[k] != NULL && objs[k]->ptr == NULL)
+				return snprintf(why, n, "WR %d: attempt to use a closed %s", i + 1,
+				                objs[k]->cls->name), 0;
+	} else {
+		nsge = l->wr.recv[i].num_sge;
+		sg_list = l->wr.recv[i].sg_list;
+	}
+	if (nsge < 0 || nsge > l->max_sge || sg_list != &l->sge[i * l->max_sge])
+		return snprintf(why, n, "WR %d: its sg_list or num_sge was changed (through the FFI)",
+		                i + 1), 0;
+	for (int j = 0; j < nsge; j++)
+		if (!sge_sound(l, i, j, cpu_reads, why, n))
+			return 0;
+	return 1;
+}
+
+/* Raises when an entry in [first, first+count) no longer holds what set/fill
+ * put there.  The whole list is checked once after each change: a list found
+ * sound since its last change, with no object closed since, is not checked
+ * again, so posting a prepared list costs nothing per WR here.  Runs no Lua
+ * code unless it raises. */
+static void check_range(lua_State *L, struct wr_list *l, int first, int count)
+{
+	unsigned long long closes = ibvl_guard_closes();
+	if (l->checked && !l->exposed && l->checked_at == closes)
+		return;
+	char why[160];
+	int sound = 1;
+	for (int i = 0; i < l->n && sound; i++)
+		sound = entry_sound(l, i, why, sizeof why);
+	if (sound) {
+		l->checked = 1;
+		l->checked_at = closes;
+		return;
+	}
+	for (int i = first; i < first + count; i++)
+		if (!entry_sound(l, i, why, sizeof why))
+			ibvl_error(L, "%s", why);
+}
+
+/* The WR array of the prepared list at idx (send or recv), checked, and its length. */
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n)
 {
 	struct wr_list *l = luaL_checkudata(L, idx, send ? SEND_WRS : RECV_WRS);
-	if (send)
-		check_slots(L, l, 0, l->n);
+	check_range(L, l, 0, l->n);
 	*n = l->n;
 	return l->wr.recv;
 }
 
 /* For FFI code: the memory of the prepared list at idx, or NULL when idx is
- * not one.  Its WRs (*n of them), and its SGEs (*nsge, max_sge per WR). */
+ * not one.  Its WRs (*n of them), and its SGEs (*nsge, max_sge per WR).  The
+ * list is checked in full whenever it is posted through the core from now on. */
 void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
                        int *nsge)
 {
 	struct wr_list *l = luaL_testudata(L, idx, RECV_WRS);
 	if (l == NULL && (l = luaL_testudata(L, idx, SEND_WRS)) == NULL)
 		return NULL;
+	l->exposed = 1;
 	*send = l->send;
 	*n = l->n;
 	*sge = l->sge;
@@ -456,7 +608,9 @@ static void list_range(lua_State *L, struct wr_list *l, int arg, int *first, int
 
 static int table_count(lua_State *L, int arg)
 {
-	luaL_checktype(L, arg, LUA_TTABLE);
+	if (lua_type(L, arg) != LUA_TTABLE)
+		luaL_argerror(L, arg, lua_pushfstring(L, "WR table, array of WR tables or prepared "
+		                                         "list expected, got %s", luaL_typename(L, arg)));
 	lua_rawgeti(L, arg, 1);
 	int array = lua_istable(L, -1);
 	lua_pop(L, 1);
@@ -481,24 +635,23 @@ static void *chain(lua_State *L, int arg, struct ibvl_chain *c, int send)
 	int first = 0, count;
 	if (l != NULL) {
 		list_range(L, l, arg, &first, &count);
-		if (send)
-			check_slots(L, l, first, count);
 	} else {
 		int n = table_count(L, arg), single = n == 0;
 		count = n + single;
 		l = alloc_list(L, count, 16, send);
 		for (int i = 0; i < count; i++) {
-			if (!single)
-				lua_rawgeti(L, arg, i + 1);
+			if (!single && (lua_rawgeti(L, arg, i + 1), lua_type(L, -1) != LUA_TTABLE))
+				ibvl_error(L, "WR %d: WR table expected, got %s", i + 1,
+				           luaL_typename(L, -1));
 			parse_entry(L, l, i, single ? arg : lua_gettop(L));
 			if (!single)
 				lua_pop(L, 1);
 		}
 	}
+	check_range(L, l, first, count); /* last: parsing may have closed an MR */
 	c->base = entry(l, first);
 	c->next_slot = next_of(l, first + count - 1);
 	c->saved = *c->next_slot;
-	*c->next_slot = NULL;
 	c->index0 = first + 1;
 	c->count = count;
 	c->slot = send ? &l->slot[first] : NULL;
@@ -515,35 +668,39 @@ struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 	return chain(L, arg, c, 1);
 }
 
-/* Restores a list's link after posting a part of it. */
+/* Ends the chain after its last WR, right before the verbs call (a list is
+ * never left cut by an error), and restores the list's link after it. */
+void ibvl_chain_cut(struct ibvl_chain *c)
+{
+	*c->next_slot = NULL;
+}
+
 void ibvl_chain_done(struct ibvl_chain *c)
 {
 	*c->next_slot = c->saved;
 }
 
-/* Raises (restoring a prepared list first) when a send chain cannot go to qp:
- * a WR on a UD QP needs an address handle, which verbs would dereference. */
+/* Raises when a send chain cannot go to qp: a WR on a UD QP needs an address
+ * handle, which verbs would dereference. */
 void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c)
 {
 	if (((struct ibv_qp *)qp->o.ptr)->qp_type != IBV_QPT_UD)
 		return;
-	for (int i = 0; i < c->count; i++) {
-		if (c->slot[i].ah == NULL) {
-			ibvl_chain_done(c);
-			luaL_error(L, "WR %d: field 'ah' is required on a UD QP", c->index0 + i);
-		}
-	}
+	for (int i = 0; i < c->count; i++)
+		if (c->slot[i].ah == NULL)
+			ibvl_error(L, "WR %d: field 'ah' is required on a UD QP", c->index0 + i);
 }
 
-/* nil, msg, errno, bad_index (1-based, in the list or table given) */
+/* nil, msg, errno, bad_index (1-based, in the list or table given); hint, when
+ * not NULL, is the likely cause added to the message */
 int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
-                     const void *bad, size_t wrsize)
+                     const void *bad, size_t wrsize, const char *hint)
 {
 	if (rc == 0) {
 		lua_pushboolean(L, 1);
 		return 1;
 	}
-	ibvl_fail(L, call, rc);
+	ibvl_fail_hint(L, call, rc, hint);
 	if (bad != NULL)
 		lua_pushinteger(L, c->index0 + ((const char *)bad - (const char *)c->base) /
 		                                   (ptrdiff_t)wrsize);

@@ -27,7 +27,7 @@ const struct ibvl_class ibvl_xrcd_class = {"ibverbs.xrcd", destroy_xrcd, "ibv_cl
  * luaL_Stream and LuaJIT's file userdata start with the FILE pointer. */
 static int fd_field(lua_State *L, int idx)
 {
-	lua_getfield(L, idx, "fd");
+	ibvl_getfield(L, idx, "fd");
 	int fd = -1;
 	if (luaL_testudata(L, -1, "FILE*") != NULL) {
 		FILE *f = *(FILE **)lua_touserdata(L, -1);
@@ -36,7 +36,7 @@ static int fd_field(lua_State *L, int idx)
 			f = NULL;
 #endif
 		if (f == NULL)
-			luaL_error(L, "field 'fd': attempt to use a closed file");
+			ibvl_error(L, "field 'fd': attempt to use a closed file");
 		fd = fileno(f);
 	} else if (!lua_isnil(L, -1)) {
 		fd = (int)ibvl_int_field(L, idx, "fd", -1, -1, INT32_MAX);
@@ -60,19 +60,21 @@ static const char *const xrcd_fields[] = {"fd", "oflags", NULL};
 /* ctx:open_xrcd{fd = -1 | fd | file, oflags = O_CREAT | O_EXCL ...} */
 static int l_open_xrcd(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_xrcd_init_attr a;
 	memset(&a, 0, sizeof a);
 	a.fd = -1;
 	a.oflags = O_CREAT;
 	if (!lua_isnoneornil(L, 2)) {
-		luaL_checktype(L, 2, LUA_TTABLE);
 		ibvl_check_fields(L, 2, "attr", xrcd_fields);
 		a.fd = fd_field(L, 2);
 		a.oflags = (int)ibvl_int_field(L, 2, "oflags", O_CREAT, 0, INT32_MAX);
 	}
 	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
 	struct ibvl_obj *o = ibvl_new(L, &ibvl_xrcd_class, sizeof *o);
+	ibvl_guard_end(L, &g);
 	o->ptr = ibv_open_xrcd(ctx->ptr, &a);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_open_xrcd", ibvl_xrc_errno(ctx->ptr, errno));
@@ -86,10 +88,11 @@ static const char *const open_qp_fields[] = {"qp_num", "qp_type", "xrcd", NULL};
  * a shared (XRC target) QP; closing it destroys the QP with its last handle. */
 static int l_open_qp(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_qp_open_attr a;
 	memset(&a, 0, sizeof a);
-	luaL_checktype(L, 2, LUA_TTABLE);
 	ibvl_check_fields(L, 2, "attr", open_qp_fields);
 	if (ibvl_has_field(L, 2, "qp_num")) {
 		a.qp_num = (uint32_t)ibvl_int_field(L, 2, "qp_num", 0, 0, 0xffffff);
@@ -100,20 +103,21 @@ static int l_open_qp(lua_State *L)
 		a.comp_mask |= IBV_QP_OPEN_ATTR_TYPE;
 	}
 	struct ibvl_obj *x = ibvl_obj_field(L, 2, "xrcd", &ibvl_xrcd_class);
+	int xi = (ibvl_getfield(L, 2, "xrcd"), lua_gettop(L)); /* keeps it alive */
 	if (x != NULL) {
 		a.xrcd = x->ptr;
 		a.comp_mask |= IBV_QP_OPEN_ATTR_XRCD;
 	}
 	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
+	ibvl_guard_end(L, &g);
 	struct ibv_context *ctx = ((struct ibvl_obj *)lua_touserdata(L, 1))->ptr;
 	qp->o.ptr = ibv_open_qp(ctx, &a);
 	if (qp->o.ptr == NULL)
 		return ibvl_fail(L, "ibv_open_qp", ibvl_xrc_errno(ctx, errno));
 	struct ibv_qp_init_attr_ex none;
 	memset(&none, 0, sizeof none);
-	if (x == NULL)
-		ibvl_use(L, -1, 1);
-	ibvl_qp_adopt(L, 2, 0, &none); /* uses the xrcd */
+	ibvl_use(L, -1, x != NULL ? xi : 1); /* the xrcd, or the context */
+	ibvl_qp_adopt(L, 0, 0, &none);
 	return 1;
 }
 

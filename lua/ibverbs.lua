@@ -18,6 +18,8 @@ local ibv = core
 --- Extends the methods of a userdata type ("ibverbs.qp") with a table of
 -- functions.  On verbs objects each one first refuses a closed object, as the
 -- C methods do.
+local function pass(...) return ... end
+
 function ibv.extend(typename, funcs)
   local methods = core.methods(typename)
   local is_closed = methods.is_closed
@@ -25,9 +27,11 @@ function ibv.extend(typename, funcs)
     if is_closed then
       methods[k] = function(self, ...)
         if type(self) == "userdata" and is_closed(self) then
-          error("attempt to use a closed " .. typename, 2)
+          error(k .. ": attempt to use a closed " .. typename, 2)
         end
-        return f(self, ...)
+        -- not a tail call: an error the core raises inside f is named after
+        -- this method as the script called it
+        return pass(f(self, ...))
       end
     else
       methods[k] = f

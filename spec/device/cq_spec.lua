@@ -17,10 +17,12 @@ describe("on rxe0, a cq", function()
     assert.is_true(cq2:close())
   end)
 
-  it("refuses bad sizes: below 1 raises, past the device's max_cqe fails with EINVAL", function()
-    assert.has_error(function() ctx:create_cq(0) end)
+  it("refuses bad sizes: negative raises, 0 and past the device's max_cqe reach the provider", function()
+    local cq0, msg0 = ctx:create_cq(0) -- a legal int: the provider's answer, whatever it is
+    assert(cq0 or msg0)
+    if cq0 then cq0:close() end
     assert.has_error(function() ctx:create_cq(-5) end)
-    assert.has_error(function() ctx:create_cq{ cqe = 4, bogus = 1 } end, "attr: unknown field 'bogus'")
+    assert.has_error(function() ctx:create_cq{ cqe = 4, bogus = 1 } end, "create_cq: attr: unknown field 'bogus'")
     local max = ctx:query_device().max_cqe
     local cq, msg, errno = ctx:create_cq(max + 1)
     assert.is_nil(cq)

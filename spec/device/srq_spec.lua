@@ -119,9 +119,11 @@ describe("on rxe0, an SRQ", function()
   it("raises on misuse, naming the field or argument", function()
     local srq = assert(pd:create_srq())
     assert.has_error(function() pd:create_srq{ max_wrs = 4 } end)
-    assert.has_error(function() pd:create_srq{ max_wr = 0 } end)
+    local s0, msg0 = pd:create_srq{ max_wr = 0 } -- a legal uint32_t: the provider's answer
+    assert(s0 or msg0)
+    if s0 then s0:close() end
     assert.has_error(function() pd:create_srq{ max_wr = 4, attr = { max_wr = 4 } } end,
-      "init_attr: field 'max_wr' given both flat and in 'attr'")
+      "create_srq: init_attr: field 'max_wr' given both flat and in 'attr'")
     assert.has_error(function() ctx:create_srq_ex{ srq_type = "nope", pd = pd } end)
     assert.has_error(function() ctx:create_srq_ex{ pd = ctx } end)
     assert.has_error(function() srq:modify{} end)
@@ -155,7 +157,7 @@ describe("on rxe0, an SRQ", function()
     assert(qp:close())
     assert(srq:close())
     assert.is_true(srq:is_closed())
-    assert.has_error(function() srq:query() end, "attempt to use a closed ibverbs.srq")
+    assert.has_error(function() srq:query() end, "query: attempt to use a closed ibverbs.srq")
   end)
 
   it("makes posting to the receive queue of a QP attached to it an error (EINVAL, WR 1)", function()

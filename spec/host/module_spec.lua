@@ -59,7 +59,7 @@ describe("ibv.buffer", function()
     assert.is_true(b:close())
     assert.is_true(b:close())
     assert.is_true(b:is_closed())
-    assert.has_error(function() b:read(0, 1) end, "attempt to use a closed ibverbs.buffer")
+    assert.has_error(function() b:read(0, 1) end, "read: attempt to use a closed ibverbs.buffer")
     assert.matches("closed", tostring(b))
   end)
 
