@@ -107,7 +107,7 @@ describe("ibverbs.ffi under LuaJIT", function()
     assert.has_error(function() xffi.cq({}) end)
     assert.has_error(function() xffi.mem(io.stdout) end)
     buf:close()
-    assert.has_error(function() xffi.mem(buf) end, "attempt to use a closed ibverbs.buffer")
+    assert.has_error(function() xffi.mem(buf) end, "mem: attempt to use a closed ibverbs.buffer")
   end)
 
   it("makes the flat calls fail cleanly on a handle of the wrong object", function()
