@@ -178,7 +178,7 @@ static const char *function_name(lua_State *L)
 		    !in_library(&outer) && outer.currentline != 0) {
 			lua_getstack(L, level, &caller);
 			lua_getinfo(L, "n", &caller);
-			return caller.name;
+			return caller.name != NULL ? caller.name : name_by_value(L, &caller);
 		}
 	}
 	return ar.name != NULL ? ar.name : name_by_value(L, &ar);

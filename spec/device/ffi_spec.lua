@@ -146,7 +146,7 @@ describe("ibverbs.ffi on " .. support.DEVICE, function()
     assert.is_true(env.cq:close())
     assert.same({ nil, "ibv_poll_cq: Bad file descriptor", 9 }, { xffi.poll_cq(c, wc) })
     assert.same({ nil, "ibv_req_notify_cq: Bad file descriptor", 9 }, { xffi.req_notify_cq(c) })
-    assert.has_error(function() xffi.qp(env.a) end, "attempt to use a closed ibverbs.qp")
+    assert.has_error(function() xffi.qp(env.a) end, "qp: attempt to use a closed ibverbs.qp")
   end)
 
   it("rejects handles and spans of the wrong type", function()

@@ -71,7 +71,7 @@ describe("on rxe0, creating a qp", function()
     assert.has_error(function() pd:create_qp{ send_cq = cq, recv_cq = cq } end,
       "create_qp: init_attr: field 'qp_type' is required")
     assert.has_error(function() pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq, sendcq = cq } end,
-      "init_attr: unknown field 'sendcq'")
+      "create_qp: init_attr: unknown field 'sendcq'")
     assert.has_error(function() pd:create_qp{ qp_type = "rc", send_cq = pd, recv_cq = cq } end)
     local function rc(cap) return pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq, cap = cap } end
     assert.has_error(function() rc{ max_send_wr = -1 } end)
