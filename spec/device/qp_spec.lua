@@ -75,8 +75,9 @@ describe("on rxe0, creating a qp", function()
     assert.has_error(function() pd:create_qp{ qp_type = "rc", send_cq = pd, recv_cq = cq } end)
     local function rc(cap) return pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq, cap = cap } end
     assert.has_error(function() rc{ max_send_wr = -1 } end)
-    assert.has_error(function() rc{ max_sendwr = 1 } end,
-      "create_qp: cap: unknown field 'max_sendwr'")
+    local ok, err = pcall(rc, { max_sendwr = 1 }) -- named create_qp, or rc (LuaJIT keeps tail calls)
+    assert.is_false(ok)
+    assert.matches(": cap: unknown field 'max_sendwr'", err, 1, true)
     assert.has_error(function() ctx:create_qp_ex{ pd = pd, qp_type = "rc", send_cq = cq, recv_cq = cq,
       send_ops_flags = { "sendd" } } end)
   end)
