@@ -332,6 +332,7 @@ end
 
 --- The first frame of a sanitizer report in the module, or the method the crashing call made.
 local function signature(class, stderr, code)
+  stderr = stderr:match("(ERROR:.-)\n%s*\n") or stderr:match("(runtime error:.*)") or "" -- the first stack only
   local frame = stderr:match("#%d+ 0x%x+ in ([%w_]+) [^\n]*core%.so") or
     stderr:match("#%d+ 0x%x+ in (ibvl_[%w_]+)") or stderr:match("#%d+ 0x%x+ in (l_[%w_]+)")
   local call = code and (code:match("return [^:]*:([%w_]+)[%({]") or code:match("return ([%w_.]+)[%({]")) or "?"
