@@ -7,6 +7,7 @@
 #   make demo         show rxe0 from inside the soft-RoCE VM
 #   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
+#   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
 PKG_LUA_luajit = luajit
@@ -65,6 +66,7 @@ deps:
 
 test: all
 	$(MAKE) LUA=luajit all
+	$(MAKE) SAN=address,undefined all
 	tools/run-tests
 
 check-host: all
@@ -89,10 +91,18 @@ bench: all
 doc:
 	ldoc -c docs/config.ld .
 
+# a longer soak than the bounded run in `make test`: lua5.4, luajit and the
+# ASan/UBSan build, several seeds each; reproducers go to .cache/fuzz
+FUZZ_ARGS ?= --seeds 1-6 --interp lua5.4,luajit,san --calls 20000 --time 60 --minimize 20
+fuzz: all
+	$(MAKE) LUA=luajit all
+	$(MAKE) SAN=address,undefined all
+	tools/rxe-vm --timeout 3000 lua5.4 tools/fuzz.lua $(FUZZ_ARGS)
+
 lint:
 	luacheck -q lua spec examples $(wildcard bench/*.lua tools/*.lua)
 
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-host check-ffi bench demo doc lint clean
+.PHONY: all deps test check-host check-ffi bench demo doc fuzz lint clean

@@ -1,0 +1,945 @@
+--- The fuzzer's generator (tools/fuzz.lua): each step is one or more lines of
+-- Lua, `T(slot, function() return <call> end)`, run against spec/fuzz/prelude.lua.
+-- Methods are discovered from the registry's "ibverbs.*" metatables, so a new
+-- method is fuzzed as soon as it exists; the templates below only make the
+-- arguments of known methods plausible often enough to reach deep code, and
+-- any argument may still be swapped for a bad one.
+local gen = {}
+local unpack = table.unpack or rawget(_G, "unpack")
+
+-- ------------------------------------------------------------------ random numbers
+-- Park-Miller: the same sequence under Lua 5.4 and LuaJIT.
+local function rng(seed)
+  local x = math.floor(seed) % 2147483646 + 1
+  local r = {}
+  function r.int(n) -- 1..n
+    x = (x * 16807) % 2147483647
+    return x % n + 1
+  end
+  function r.chance(p) return r.int(1000000) <= p * 1000000 end
+  function r.pick(t) return t[r.int(#t)] end
+  return r
+end
+gen.rng = rng
+
+-- ------------------------------------------------------------------ value pools
+local NUMS = { "0", "1", "-1", "2", "3", "7", "8", "16", "64", "255", "256", "4096", "65536", "0.5", "-0.5",
+  "1.5", "0/0", "1/0", "-1/0", "0xffffffff", "0x100000000", "2^31", "-2^31", "2^31-1", "2^32-1", "2^53",
+  "2^63", "-2^63", "1e308", "-1e308", "0xffffff", "0x1000000", "2^10", "-0.0", "'7'", "'0x10'" }
+-- sizes of things the call allocates: no valid huge value (that would only exhaust memory)
+local SIZES = { "-1", "0", "1", "2", "3", "7", "8", "64", "4096", "0.5", "1.5", "0/0", "1/0", "-1/0",
+  "2^41", "2^53", "2^63", "-2^63", "'64'", "0x100000000000" }
+-- timeouts in seconds and in milliseconds: none long, none forever
+local SECONDS = { "0", "0.001", "0.01", "-1", "0/0", "1/0", "-1/0", "2e6", "'0'", "-0.0", "0.02" }
+local MILLIS = { "1", "5", "10", "0", "-1", "0/0", "2^31", "0xffffffff", "1.5", "1/0" }
+local STRS = { '""', '"x"', '"abc"', '("A"):rep(7)', '("B"):rep(65)', '("C"):rep(4097)', '"\\0\\1\\2"',
+  '"abcdefgh"', '"rc"', '"ud"', '"send"', '"rts"', '"init"', '"local_write"', '"192.0.2.1"',
+  '"192.0.2.1:7471"', '"192.0.2.1:0"', '"::1"', '"[::1]:99999"', '"nonsense"', '"1"', '"-1"', '"0x10"',
+  '"::ffff:192.0.2.1"', '"255.255.255.255:65536"', '"fe80::1%lo"', '"239.1.1.1"' }
+local ENUMS = { "rc", "uc", "ud", "raw_packet", "xrc_send", "xrc_recv", "xrc", "driver", "reset", "init",
+  "rtr", "rts", "sqd", "sqe", "err", "send", "send_with_imm", "rdma_write", "rdma_write_with_imm",
+  "rdma_read", "atomic_cmp_and_swp", "atomic_fetch_and_add", "local_inv", "bind_mw", "send_with_inv",
+  "tso", "driver1", "signaled", "inline", "solicited", "fence", "ip_csum", "local_write", "remote_write",
+  "remote_read", "remote_atomic", "mw_bind", "zero_based", "on_demand", "tcp", "udp", "ib", "ipoib",
+  "basic", "tm", "type_1", "type_2", "tos", "reuseaddr", "afonly", "ack_timeout", "ib_path",
+  "fullmember", "sendonly_fullmember", "byte_len", "imm", "qp_num", "passive", "numerichost", "inet",
+  "inet6", "addr_resolved", "connect_request", "established", "bogus" }
+local OPCODES = { "send", "send_with_imm", "rdma_write", "rdma_write_with_imm", "rdma_read",
+  "atomic_cmp_and_swp", "atomic_fetch_and_add", "local_inv", "bind_mw", "send_with_inv", "tso", "bogus" }
+local QP_TYPES = { "rc", "uc", "ud", "raw_packet", "xrc_send", "xrc_recv", "xrc", "bogus" }
+local STATES = { "reset", "init", "rtr", "rts", "sqd", "sqe", "err", "bogus" }
+local FIELDS = { "wr_id", "opcode", "sg_list", "sge", "mr", "length", "offset", "addr", "lkey", "qp_type",
+  "send_cq", "recv_cq", "cap", "max_send_wr", "qp_state", "timeout", "count", "send_qp", "recv",
+  "recv_wrs", "send_wrs", "ps", "pd", "cqe", "channel", "wc_flags", "srq", "inline", "stride", "max_wr",
+  "ah", "mw", "bind_info", "remote_qpn", "qp_num", "private_data", "foo", "__index", "n" }
+local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic", "mw_bind", "zero_based",
+  "on_demand", "bogus" }
+local SEND_FLAGS = { "signaled", "inline", "solicited", "fence", "ip_csum", "bogus" }
+
+-- ------------------------------------------------------------------ discovery
+
+--- {typename = {method names, sorted}} from the registry's ibverbs metatables.
+function gen.discover(ibv)
+  local types = {}
+  for name, mt in pairs(debug.getregistry()) do
+    if type(name) == "string" and name:match("^ibverbs%.") and type(mt) == "table" and mt.__index then
+      local methods = mt.__index
+      if type(methods) == "function" then methods = ibv.methods(name) end
+      local list = {}
+      if type(methods) == "table" then
+        for k, v in pairs(methods) do
+          if type(k) == "string" and type(v) == "function" then list[#list + 1] = k end
+        end
+      end
+      table.sort(list)
+      if #list > 0 then types[name] = list end
+    end
+  end
+  return types
+end
+
+--- The module functions: {"ibv.buffer", "cm.create_id", ...}, sorted.
+function gen.functions(ibv, cm)
+  local skip = { extend = true, methods = true } -- they change or expose the method tables
+  local list = {}
+  for k, v in pairs(ibv) do
+    if type(v) == "function" and not skip[k] then list[#list + 1] = "ibv." .. k end
+  end
+  for k, v in pairs(cm) do
+    if type(v) == "function" then list[#list + 1] = "cm." .. k end
+  end
+  table.sort(list)
+  return list
+end
+
+--- The type name of a value, as the generator sees it.
+function gen.kind(v)
+  local t = type(v)
+  if t == "userdata" or t == "table" then
+    local mt = getmetatable(v)
+    if type(mt) == "table" and type(rawget(mt, "__name")) == "string" then return mt.__name end
+  end
+  return t
+end
+
+-- ------------------------------------------------------------------ the generator
+
+local G = {}
+G.__index = G
+
+--- A generator for seed; O is the live object table it reads (F.O).
+function gen.new(seed, O, types, functions)
+  local g = setmetatable({ r = rng(seed), O = O, types = types, functions = functions,
+                           slots = {}, by_kind = {}, next_slot = 1 }, G)
+  return g
+end
+
+--- Registers what slot s holds after its line ran.
+function G:note(s)
+  local v = self.O[s]
+  if s > 0 and v ~= nil then
+    self.slots[#self.slots + 1] = s
+    local k = gen.kind(v)
+    self.by_kind[k] = self.by_kind[k] or {}
+    local list = self.by_kind[k]
+    list[#list + 1] = s
+  end
+end
+
+function G:slot()
+  local s = self.next_slot
+  self.next_slot = s + 1
+  return s
+end
+
+local function is_closed(v)
+  local ok, c = pcall(function() return v:is_closed() end)
+  return ok and c
+end
+
+--- An expression for an object of kind k ("ibverbs.qp"), open ones preferred;
+-- nil when none exists.
+function G:obj(k, open_only)
+  local list = self.by_kind[k]
+  if not list or #list == 0 then return nil end
+  local r = self.r
+  for _ = 1, 4 do
+    local s = list[r.int(#list)]
+    if not (open_only or r.chance(0.8)) or not is_closed(self.O[s]) then return "O[" .. s .. "]", s end
+  end
+  local s = list[r.int(#list)]
+  return "O[" .. s .. "]", s
+end
+
+--- An object of kind k, or (rarely, or when none exists) anything.
+function G:objx(k)
+  if self.r.chance(0.06) then return self:any(1) end
+  return (self:obj(k)) or self:any(1)
+end
+
+function G:num() return self.r.pick(NUMS) end
+function G:size() return self.r.pick(SIZES) end
+function G:secs() return self.r.pick(SECONDS) end
+function G:millis() return self.r.pick(MILLIS) end
+function G:str() return self.r.pick(STRS) end
+function G:enum(pool) return '"' .. self.r.pick(pool or ENUMS) .. '"' end
+
+--- A small integer, usually valid: an index, a port, a count.
+function G:small(max)
+  if self.r.chance(0.7) then return tostring(self.r.int(max or 4)) end
+  return self:num()
+end
+
+--- Flags: an integer or an array of names.
+function G:flags(pool)
+  local r = self.r
+  if r.chance(0.3) then return self:num() end
+  local out = {}
+  for _ = 1, r.int(3) - 1 do out[#out + 1] = self:enum(pool) end
+  if r.chance(0.1) then out[#out + 1] = self:any(2) end
+  return "{" .. table.concat(out, ", ") .. "}"
+end
+
+function G:any(depth)
+  depth = depth or 0
+  local r = self.r
+  local c = r.int(depth > 1 and 8 or 13)
+  if c == 1 then return "nil"
+  elseif c == 2 then return r.pick({ "true", "false" })
+  elseif c <= 4 then return self:num()
+  elseif c == 5 then return self:str()
+  elseif c <= 7 then
+    if #self.slots == 0 then return "nil" end
+    return "O[" .. r.pick(self.slots) .. "]"
+  elseif c == 8 then return self:enum()
+  elseif c == 9 then return r.pick({ "function() end", "F.alien()", "io.stdout", "coroutine.create(print)",
+                                      "setmetatable({}, {__index = function() error('boom') end})" })
+  elseif c == 10 then return self:sge()
+  elseif c == 11 then return self:send_wr(depth + 1)
+  end
+  local out = {}
+  for _ = 1, r.int(4) - 1 do
+    if r.chance(0.3) then out[#out + 1] = self:any(depth + 1)
+    else out[#out + 1] = r.pick(FIELDS) .. " = " .. self:any(depth + 1) end
+  end
+  return "{" .. table.concat(out, ", ") .. "}"
+end
+
+--- A table constructor from {key, value} pairs; a field may be dropped,
+-- replaced with something bad, or joined by an unknown one.
+function G:tbl(fields, keep)
+  local r, out = self.r, {}
+  for _, f in ipairs(fields) do
+    local k, v = f[1], f[2]
+    if v ~= nil then
+      if r.chance(0.06) and not (keep and keep[k]) then -- dropped
+        v = nil
+      elseif r.chance(0.06) then
+        v = self:any(2)
+      end
+      if v ~= nil then out[#out + 1] = k .. " = " .. v end
+    end
+  end
+  if r.chance(0.04) then out[#out + 1] = r.pick(FIELDS) .. " = " .. self:any(2) end
+  if r.chance(0.02) then out[#out + 1] = self:any(2) end
+  return "{" .. table.concat(out, ", ") .. "}"
+end
+
+--- Optional field: v (a thunk's result) with probability p, else nil.
+function G:opt(p, f, ...)
+  if self.r.chance(p) then return f(self, ...) end
+  return nil
+end
+
+--- Wraps the table expression e with F.evil closing some of the objects it (or extra) names.
+function G:evil(e, extra)
+  local refs = {}
+  for s in e:gmatch("O%[(%d+)%]") do refs[#refs + 1] = "O[" .. s .. "]" end
+  if extra then refs[#refs + 1] = extra end
+  if #refs == 0 then return e end
+  local r, victims = self.r, {}
+  for _ = 1, r.int(2) do victims[#victims + 1] = r.pick(refs) end
+  if r.chance(0.3) then victims = refs end
+  local f = r.chance(0.2) and "F.evil_always(" or "F.evil("
+  return f .. e .. ", " .. table.concat(victims, ", ") .. ")"
+end
+
+function G:maybe_evil(e, extra, p)
+  if e:sub(1, 1) == "{" and self.r.chance(p or 0.15) then return self:evil(e, extra) end
+  return e
+end
+
+-- ------------------------------------------------------------------ verbs structures
+
+function G:sge()
+  local r = self.r
+  local mr = self:obj("ibverbs.mr")
+  local c = r.int(6)
+  local e
+  if c <= 3 and mr then
+    e = self:tbl({ { "mr", mr }, { "offset", self:opt(0.4, G.small, 64) }, { "length", self:opt(0.7, G.small, 64) } })
+  elseif c == 4 then
+    e = self:tbl({ { "addr", self:num() }, { "length", self:num() }, { "lkey", self:num() } })
+  elseif c == 5 and mr then
+    e = self:tbl({ { "mr", mr }, { "addr", self:num() }, { "length", self:num() } })
+  else
+    e = self:tbl({ { "mr", self:objx("ibverbs.mr") }, { "length", self:num() } })
+  end
+  return self:maybe_evil(e, nil, 0.1)
+end
+
+function G:sg_list()
+  local r = self.r
+  if r.chance(0.1) then return self:sge() end -- one SGE not wrapped in an array
+  if r.chance(0.05) then return self:any(2) end
+  local out = {}
+  for _ = 1, r.int(4) - 1 do out[#out + 1] = self:sge() end
+  return "{" .. table.concat(out, ", ") .. "}"
+end
+
+function G:data_fields(fields)
+  local r = self.r
+  local c = r.int(5)
+  if c == 1 then fields[#fields + 1] = { "sge", self:sge() }
+  elseif c <= 3 then fields[#fields + 1] = { "sg_list", self:sg_list() }
+  elseif c == 4 then fields[#fields + 1] = { "inline", self:str() }
+  end
+  return fields
+end
+
+function G:send_wr(depth)
+  local r = self.r
+  if (depth or 0) > 3 then return "{}" end
+  local op = r.chance(0.9) and self:enum(OPCODES) or self:any(3)
+  local f = {
+    { "wr_id", self:opt(0.5, G.num) }, { "opcode", op },
+    { "send_flags", self:opt(0.5, G.flags, SEND_FLAGS) },
+  }
+  self:data_fields(f)
+  if r.chance(0.3) then f[#f + 1] = { "imm_data", self:num() } end
+  if r.chance(0.4) then
+    f[#f + 1] = { "remote_addr", self:num() }
+    f[#f + 1] = { "rkey", self:num() }
+  end
+  if r.chance(0.3) then
+    f[#f + 1] = { "ah", self:objx("ibverbs.ah") }
+    f[#f + 1] = { "remote_qpn", self:small(0xffffff) }
+    f[#f + 1] = { "remote_qkey", self:opt(0.5, G.num) }
+  end
+  if r.chance(0.1) then
+    f[#f + 1] = { "compare_add", self:num() }
+    f[#f + 1] = { "swap", self:num() }
+  end
+  if r.chance(0.15) then
+    f[#f + 1] = { "mw", self:objx("ibverbs.mw") }
+    f[#f + 1] = { "bind_info", self:tbl({ { "mr", self:objx("ibverbs.mr") }, { "addr", self:opt(0.3, G.num) },
+      { "length", self:opt(0.5, G.num) }, { "mw_access_flags", self:opt(0.6, G.flags, ACCESS) } }) }
+  end
+  if r.chance(0.05) then f[#f + 1] = { "remote_srqn", self:num() } end
+  if r.chance(0.05) then f[#f + 1] = { "invalidate_rkey", self:num() } end
+  return self:maybe_evil(self:tbl(f), nil, 0.1)
+end
+
+function G:recv_wr()
+  return self:maybe_evil(self:tbl(self:data_fields({ { "wr_id", self:opt(0.5, G.num) } })), nil, 0.1)
+end
+
+--- What post_send / post_recv / srq:post_recv / wr_post take.
+function G:wrs(send, list_kind)
+  local r = self.r
+  local c = r.int(10)
+  if c <= 3 then
+    local l = self:obj(list_kind)
+    if l then
+      local out = { l }
+      if r.chance(0.4) then out[2] = self:small(8) end
+      if r.chance(0.3) then out[#out + 1] = self:small(8) end
+      return unpack(out)
+    end
+  end
+  local one = send and G.send_wr or G.recv_wr
+  if c <= 7 then return one(self) end
+  local out = {}
+  for _ = 1, r.int(3) do out[#out + 1] = one(self) end
+  return "{" .. table.concat(out, ", ") .. "}"
+end
+
+function G:cap()
+  return self:tbl({ { "max_send_wr", self:small(16) }, { "max_recv_wr", self:small(16) },
+    { "max_send_sge", self:opt(0.5, G.small, 4) }, { "max_recv_sge", self:opt(0.5, G.small, 4) },
+    { "max_inline_data", self:opt(0.4, G.small, 64) } })
+end
+
+function G:qp_init(with_pd)
+  local r = self.r
+  local f = { { "qp_type", self:enum(QP_TYPES) } }
+  if r.chance(0.85) then f[#f + 1] = { "send_cq", self:objx("ibverbs.cq") } end
+  if r.chance(0.85) then f[#f + 1] = { "recv_cq", self:objx("ibverbs.cq") } end
+  if r.chance(0.15) then f[#f + 1] = { "srq", self:objx("ibverbs.srq") } end
+  if r.chance(0.7) then f[#f + 1] = { "cap", self:cap() } end
+  if r.chance(0.2) then f[#f + 1] = { "sq_sig_all", r.pick({ "true", "false", "1" }) } end
+  if with_pd or r.chance(0.05) then f[#f + 1] = { "pd", self:objx("ibverbs.pd") } end
+  if with_pd and r.chance(0.5) then f[#f + 1] = { "send_ops_flags", self:flags(OPCODES) } end
+  if r.chance(0.05) then f[#f + 1] = { "xrcd", self:objx("ibverbs.xrcd") } end
+  if r.chance(0.05) then f[#f + 1] = { "create_flags", self:num() } end
+  if r.chance(0.03) then f[#f + 1] = { "source_qpn", self:num() } end
+  return self:maybe_evil(self:tbl(f))
+end
+
+function G:ah_attr()
+  local grh = self:tbl({ { "dgid", self.r.chance(0.7) and '"::ffff:192.0.2.1"' or self:str() },
+    { "sgid_index", self:small(2) }, { "hop_limit", self:opt(0.3, G.num) },
+    { "flow_label", self:opt(0.2, G.num) }, { "traffic_class", self:opt(0.2, G.num) } })
+  return self:maybe_evil(self:tbl({ { "port_num", self:small(2) }, { "dlid", self:opt(0.3, G.num) },
+    { "sl", self:opt(0.2, G.num) }, { "is_global", self:opt(0.1, G.any, 2) },
+    { "static_rate", self:opt(0.1, G.num) }, { "grh", self.r.chance(0.8) and grh or nil } }))
+end
+
+function G:qp_attr()
+  local r = self.r
+  local f = { { "qp_state", self:enum(STATES) } }
+  local opts = {
+    { "cur_qp_state", G.enum, STATES }, { "path_mtu", G.small, 4096 }, { "dest_qp_num", G.num },
+    { "rq_psn", G.num }, { "sq_psn", G.num }, { "qkey", G.num }, { "qp_access_flags", G.flags, ACCESS },
+    { "pkey_index", G.small, 2 }, { "port_num", G.small, 2 }, { "ah_attr", G.ah_attr },
+    { "alt_ah_attr", G.ah_attr }, { "timeout", G.num }, { "retry_cnt", G.small, 7 },
+    { "rnr_retry", G.small, 7 }, { "max_rd_atomic", G.small, 4 }, { "max_dest_rd_atomic", G.small, 4 },
+    { "min_rnr_timer", G.small, 31 }, { "cap", G.cap }, { "path_mig_state", G.enum },
+    { "en_sqd_async_notify", G.any, 2 },
+  }
+  for _, o in ipairs(opts) do
+    if r.chance(0.2) then f[#f + 1] = { o[1], o[2](self, o[3]) } end
+  end
+  return self:maybe_evil(self:tbl(f))
+end
+
+function G:conn_param()
+  return self:maybe_evil(self:tbl({ { "private_data", self:opt(0.3, G.str) },
+    { "responder_resources", self:opt(0.2, G.num) }, { "initiator_depth", self:opt(0.2, G.num) },
+    { "retry_count", self:opt(0.2, G.small, 7) }, { "rnr_retry_count", self:opt(0.2, G.small, 7) },
+    { "qp_num", self:opt(0.5, G.num) }, { "srq", self:opt(0.1, G.any, 2) },
+    { "flow_control", self:opt(0.1, G.any, 2) } }))
+end
+
+function G:srq_attr(ex)
+  local f = { { "max_wr", self:small(16) }, { "max_sge", self:opt(0.5, G.small, 4) },
+    { "srq_limit", self:opt(0.2, G.small, 8) } }
+  if ex then
+    table.insert(f, 1, { "srq_type", self:enum({ "basic", "xrc", "tm", "bogus" }) })
+    f[#f + 1] = { "pd", self:objx("ibverbs.pd") }
+    if self.r.chance(0.4) then f[#f + 1] = { "cq", self:objx("ibverbs.cq") } end
+    if self.r.chance(0.2) then f[#f + 1] = { "xrcd", self:objx("ibverbs.xrcd") } end
+    if self.r.chance(0.1) then
+      f[#f + 1] = { "tm_cap", self:tbl({ { "max_num_tags", self:num() }, { "max_ops", self:num() } }) }
+    end
+  end
+  if self.r.chance(0.1) then f = { { "attr", self:tbl(f) } } end
+  return self:maybe_evil(self:tbl(f))
+end
+
+function G:addr()
+  local r = self.r
+  if r.chance(0.6) then return '"192.0.2.1:' .. r.pick({ "0", "7471", "1", "65535" }) .. '"' end
+  return self:str()
+end
+
+-- ------------------------------------------------------------------ templates
+-- Each returns the argument expressions of one call (after self).
+
+local T = {}
+local function wc(g) return g:objx("ibverbs.wc_array") end
+
+T["ibverbs.context.query_port"] = function(g) return { g:small(2) } end
+T["ibverbs.context.query_gid"] = function(g) return { g:small(2), g:small(3) } end
+T["ibverbs.context.query_gid_ex"] = T["ibverbs.context.query_gid"]
+T["ibverbs.context.query_pkey"] = T["ibverbs.context.query_gid"]
+T["ibverbs.context.query_gid_table"] = function(g) return { g:size() } end
+T["ibverbs.context.get_async_event"] = function(g) return { g:secs() } end
+T["ibverbs.context.create_cq"] = function(g)
+  if g.r.chance(0.4) then return { g:size() } end
+  return { g:maybe_evil(g:tbl({ { "cqe", g:size() }, { "channel", g:opt(0.3, G.objx, "ibverbs.comp_channel") },
+    { "comp_vector", g:opt(0.2, G.num) }, { "wc_flags", g:opt(0.4, G.flags, { "byte_len", "imm", "qp_num",
+      "src_qp", "slid", "sl", "completion_timestamp", "bogus" }) }, { "flags", g:opt(0.1, G.num) } })) }
+end
+T["ibverbs.context.create_cq_ex"] = T["ibverbs.context.create_cq"]
+T["ibverbs.context.create_qp_ex"] = function(g) return { g:qp_init(true) } end
+T["ibverbs.context.create_srq_ex"] = function(g) return { g:srq_attr(true) } end
+T["ibverbs.context.open_xrcd"] = function(g)
+  return { g:tbl({ { "fd", g.r.pick({ "-1", "0", "io.stdout", "99999" }) }, { "oflags", g:num() } }) }
+end
+T["ibverbs.context.open_qp"] = function(g)
+  return { g:tbl({ { "qp_num", g:num() }, { "qp_type", g:enum(QP_TYPES) }, { "xrcd", g:objx("ibverbs.xrcd") } }) }
+end
+T["ibverbs.context.init_ah_from_wc"] = function(g) return { g:small(2), wc(g), g:opt(0.5, G.str) } end
+T["ibverbs.context.open_xrc_domain"] = function(g) return { g.r.pick({ "-1", "io.stdout", "3" }), g:num() } end
+T["ibverbs.pd.reg_mr"] = function(g)
+  local r = g.r
+  local first = r.chance(0.5) and g:size() or g:objx("ibverbs.buffer")
+  return { first, g:flags(ACCESS), g:opt(0.3, G.small, 4096), g:opt(0.3, G.small, 4096) }
+end
+T["ibverbs.pd.alloc_mw"] = function(g) return { g.r.pick({ "1", "2", '"type_2"', '"type_1"', "3", "0/0" }) } end
+T["ibverbs.pd.create_ah"] = function(g) return { g:ah_attr() } end
+T["ibverbs.pd.create_ah_from_wc"] = function(g)
+  return { wc(g), g:small(2), g:opt(0.5, G.str), g:opt(0.5, G.small, 2) }
+end
+T["ibverbs.pd.create_qp"] = function(g) return { g:qp_init(false) } end
+T["ibverbs.pd.create_srq"] = function(g) return { g:srq_attr(false) } end
+T["ibverbs.pd.create_xrc_srq"] = function(g)
+  return { g:objx("ibverbs.xrc_domain"), g:objx("ibverbs.cq"), g:srq_attr(false) }
+end
+T["ibverbs.mr.read"] = function(g) return { g:num(), g:opt(0.8, G.num) } end
+T["ibverbs.mr.write"] = function(g) return { g:num(), g:str() } end
+T["ibverbs.mr.u64"] = function(g) return { g:num(), g:opt(0.5, G.num) } end
+T["ibverbs.mr.rereg"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "access", g:opt(0.6, G.flags, ACCESS) },
+                                { "pd", g:opt(0.5, G.objx, "ibverbs.pd") } })) }
+end
+T["ibverbs.buffer.read"] = T["ibverbs.mr.read"]
+T["ibverbs.buffer.write"] = T["ibverbs.mr.write"]
+T["ibverbs.buffer.u64"] = T["ibverbs.mr.u64"]
+T["ibverbs.mw.bind"] = function(g)
+  local qp = g:objx("ibverbs.qp")
+  local bi = g:tbl({ { "mr", g:objx("ibverbs.mr") }, { "addr", g:opt(0.3, G.num) },
+    { "length", g:opt(0.6, G.small, 64) },
+    { "mw_access_flags", g:flags(ACCESS) } })
+  return { qp, g:maybe_evil(bi, qp), g:opt(0.5, function()
+    return g:maybe_evil(g:tbl({ { "wr_id", g:num() }, { "send_flags", g:flags(SEND_FLAGS) } }), qp)
+  end) }
+end
+T["ibverbs.comp_channel.get_event"] = function(g) return { g:secs() } end
+T["ibverbs.cq.poll"] = function(g) return { g.r.chance(0.6) and wc(g) or g:size() } end
+T["ibverbs.cq.req_notify"] = function(g) return { g:opt(0.5, G.any, 2) } end
+T["ibverbs.cq.ack_events"] = function(g) return { g:opt(0.7, G.num) } end
+T["ibverbs.cq.resize"] = function(g) return { g:size() } end
+T["ibverbs.cq.wait"] = function(g) return { wc(g), g:small(4), g:secs() } end
+for _, m in ipairs({ "byte_len", "dlid_path_bits", "imm_data", "invalidated_rkey", "opcode", "pkey_index",
+                     "qp_num", "sl", "slid", "src_qp", "status", "vendor_err", "wc_flags", "wr_id" }) do
+  T["ibverbs.wc_array." .. m] = function(g) return { g:small(20) } end
+end
+T["ibverbs.wc_array.get"] = function(g) return { g:small(20), g:opt(0.3, G.any, 2) } end
+local function post_send(g) return { g:wrs(true, "ibverbs.send_wrs") } end
+local function post_recv(g) return { g:wrs(false, "ibverbs.recv_wrs") } end
+T["ibverbs.qp.post_send"] = post_send
+T["ibverbs.qp.wr_post"] = post_send
+T["ibverbs.qp.post_recv"] = post_recv
+T["ibverbs.srq.post_recv"] = post_recv
+T["ibverbs.qp.modify"] = function(g) return { g:qp_attr() } end
+T["ibverbs.qp.query"] = function(g) return { g:opt(0.3, G.any, 2) } end
+T["ibverbs.qp.connect"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "qpn", g:small(64) },
+                                { "gid", g.r.chance(0.7) and '"::ffff:192.0.2.1"' or g:str() } })),
+           g:maybe_evil(g:tbl({ { "sgid_index", g:small(2) }, { "qp_access_flags", g:opt(0.5, G.flags, ACCESS) } })) }
+end
+T["ibverbs.qp.to_init"] = function(g) return { g:opt(0.7, G.tbl, { { "port_num", g:small(2) },
+  { "qp_access_flags", g:opt(0.5, G.flags, ACCESS) }, { "qkey", g:opt(0.2, G.num) } }) } end
+T["ibverbs.qp.to_rtr"] = function(g) return { g:opt(0.7, G.tbl, { { "qpn", g:small(64) },
+  { "gid", g:opt(0.7, function() return '"::ffff:192.0.2.1"' end) }, { "sgid_index", g:small(2) } }) } end
+T["ibverbs.qp.to_rts"] = function(g)
+  return { g:opt(0.7, G.tbl, { { "psn", g:num() }, { "timeout", g:opt(0.3, G.num) } }) }
+end
+T["ibverbs.srq.modify"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "max_wr", g:opt(0.5, G.num) }, { "srq_limit", g:opt(0.5, G.num) } })) }
+end
+T["ibverbs.srq.query"] = function(g) return { g:opt(0.3, G.any, 2) } end
+local function list_set(g, send)
+  return { g:small(5), send and g:send_wr() or g:recv_wr() }
+end
+local function list_fill(g, send)
+  local wr = send and g:send_wr() or g:recv_wr()
+  if g.r.chance(0.6) then -- with a stride
+    wr = wr:gsub("}$", (wr == "{}" and "" or ", ") .. "stride = " .. g:num() .. "}", 1)
+  end
+  return { wr }
+end
+T["ibverbs.send_wrs.set"] = function(g) return list_set(g, true) end
+T["ibverbs.recv_wrs.set"] = function(g) return list_set(g, false) end
+T["ibverbs.send_wrs.fill"] = function(g) return list_fill(g, true) end
+T["ibverbs.recv_wrs.fill"] = function(g) return list_fill(g, false) end
+T["ibverbs.send_wrs.wr_id"] = function(g) return { g:small(5), g:opt(0.5, G.num) } end
+T["ibverbs.recv_wrs.wr_id"] = T["ibverbs.send_wrs.wr_id"]
+T["ibverbs.send_wrs.length"] = T["ibverbs.send_wrs.wr_id"]
+T["ibverbs.recv_wrs.length"] = T["ibverbs.send_wrs.wr_id"]
+T["ibverbs.cm_channel.get_event"] = function(g) return { g:secs() } end
+T["ibverbs.cm_channel.create_id"] = function(g)
+  return { g:opt(0.8, G.tbl, { { "ps", g:enum({ "tcp", "udp", "ib", "ipoib", "rc", "ud", "bogus" }) } }) }
+end
+T["ibverbs.cm_id.bind_addr"] = function(g) return { g:addr() } end
+T["ibverbs.cm_id.resolve_addr"] = function(g)
+  return { g.r.chance(0.7) and "nil" or g:addr(), g:addr(), g:millis() }
+end
+T["ibverbs.cm_id.resolve_route"] = function(g) return { g:millis() } end
+T["ibverbs.cm_id.listen"] = function(g) return { g:opt(0.5, G.num) } end
+T["ibverbs.cm_id.get_request"] = function(g) return { g:secs() } end
+T["ibverbs.cm_id.connect"] = function(g) return { g:opt(0.8, G.conn_param) } end
+T["ibverbs.cm_id.accept"] = T["ibverbs.cm_id.connect"]
+T["ibverbs.cm_id.reject"] = function(g) return { g:opt(0.5, G.str) } end
+T["ibverbs.cm_id.migrate_id"] = function(g) return { g:opt(0.7, G.objx, "ibverbs.cm_channel") } end
+T["ibverbs.cm_id.set_option"] = function(g)
+  return { g:enum({ "tos", "reuseaddr", "afonly", "ack_timeout", "ib_path", "bogus" }), g:num() }
+end
+T["ibverbs.cm_id.join_multicast"] = function(g)
+  return { g.r.chance(0.5) and '"239.1.1.1"' or g:str(), g:opt(0.3, G.enum, { "fullmember", "sendonly_fullmember" }) }
+end
+T["ibverbs.cm_id.leave_multicast"] = function(g) return { g.r.chance(0.5) and '"239.1.1.1"' or g:str() } end
+T["ibverbs.cm_id.create_qp"] = function(g)
+  local r = g.r
+  local f = {}
+  if r.chance(0.3) then f[#f + 1] = { "qp_type", g:enum(QP_TYPES) } end
+  if r.chance(0.3) then f[#f + 1] = { "send_cq", g:objx("ibverbs.cq") } end
+  if r.chance(0.3) then f[#f + 1] = { "recv_cq", g:objx("ibverbs.cq") } end
+  if r.chance(0.7) then f[#f + 1] = { "cap", g:cap() } end
+  if r.chance(0.2) then f[#f + 1] = { "pd", g:objx("ibverbs.pd") } end
+  if r.chance(0.1) then f[#f + 1] = { "srq", g:objx("ibverbs.srq") } end
+  return { g:maybe_evil(g:tbl(f)) }
+end
+T["ibverbs.cm_id.create_qp_ex"] = T["ibverbs.cm_id.create_qp"]
+T["ibverbs.cm_id.create_srq"] = function(g) return { g:srq_attr(false) } end
+T["ibverbs.cm_id.create_srq_ex"] = function(g) return { g:srq_attr(false) } end
+local function cm_post(g, n)
+  local args = { g:num(), g:objx("ibverbs.mr"), g:opt(0.6, G.small, 64), g:opt(0.6, G.small, 64) }
+  if n >= 5 then args[5] = g:flags(SEND_FLAGS) end
+  if n >= 7 then args[6], args[7] = g:num(), g:num() end
+  return args
+end
+T["ibverbs.cm_id.post_recv"] = function(g) return cm_post(g, 4) end
+T["ibverbs.cm_id.post_send"] = function(g) return cm_post(g, 5) end
+T["ibverbs.cm_id.post_read"] = function(g) return cm_post(g, 7) end
+T["ibverbs.cm_id.post_write"] = function(g) return cm_post(g, 7) end
+T["ibverbs.cm_id.post_ud_send"] = function(g)
+  local a = cm_post(g, 5)
+  a[6], a[7] = g:objx("ibverbs.ah"), g:small(0xffffff)
+  return a
+end
+T["ibverbs.cm_id.get_send_comp"] = function(g) return { g:secs() } end
+T["ibverbs.cm_id.get_recv_comp"] = function(g) return { g:secs() } end
+T["ibverbs.cm_id.reg_msgs"] = function(g) return { g.r.chance(0.5) and g:size() or g:objx("ibverbs.buffer"),
+  g:opt(0.3, G.small, 64), g:opt(0.3, G.small, 64) } end
+T["ibverbs.cm_id.reg_read"] = T["ibverbs.cm_id.reg_msgs"]
+T["ibverbs.cm_id.reg_write"] = T["ibverbs.cm_id.reg_msgs"]
+T["ibverbs.cm_id.dereg_mr"] = function(g) return { g:objx("ibverbs.mr") } end
+local function xrc_args(g) return { g:small(0xffffff), g:opt(0.5, G.qp_attr) } end
+for _, m in ipairs({ "modify_xrc_rcv_qp", "query_xrc_rcv_qp", "reg_xrc_rcv_qp", "unreg_xrc_rcv_qp",
+                     "xrc_rcv_registrations" }) do
+  T["ibverbs.xrc_domain." .. m] = xrc_args
+end
+T["ibverbs.xrc_domain.create_xrc_rcv_qp"] = function(g) return { g:opt(0.5, G.tbl, {}) } end
+
+-- module functions
+T["ibv.buffer"] = function(g) return { g:size() } end
+T["ibv.recv_wrs"] = function(g) return { g:size(), g:opt(0.5, G.size) } end
+T["ibv.send_wrs"] = T["ibv.recv_wrs"]
+T["ibv.wc_array"] = function(g) return { g:size() } end
+T["ibv.inc_rkey"] = function(g) return { g:num() } end
+T["ibv.rawptr"] = function(g) return { g:any(1) } end
+T["ibv.rawmem"] = function(g) return { g:any(1) } end
+T["ibv.open"] = function(g) return { g.r.pick({ '"rxe0"', "1", "0", "-1", '"nope"', "2^53", "nil" }) } end
+T["ibv.now"] = function() return {} end
+T["ibv.devices"] = function() return {} end
+T["ibv.transfer"] = function(g)
+  local r = g.r
+  local f = {}
+  if r.chance(0.8) then
+    f[#f + 1] = { "send_qp", g:objx("ibverbs.qp") }
+    f[#f + 1] = { "send_cq", g:objx("ibverbs.cq") }
+    f[#f + 1] = { "send_wrs", g:objx("ibverbs.send_wrs") }
+  end
+  if r.chance(0.6) then
+    f[#f + 1] = { "recv", r.chance(0.8) and g:objx("ibverbs.qp") or g:objx("ibverbs.srq") }
+    f[#f + 1] = { "recv_cq", g:objx("ibverbs.cq") }
+    f[#f + 1] = { "recv_wrs", g:objx("ibverbs.recv_wrs") }
+  end
+  f[#f + 1] = { "count", r.pick({ "1", "4", "100", "1e6", "-1", "0/0", "2^62" }) }
+  f[#f + 1] = { "window", g:opt(0.3, G.num) }
+  f[#f + 1] = { "timeout", g:secs() }
+  return { g:maybe_evil(g:tbl(f, { timeout = true }), nil, 0.3) }
+end
+T["ibv.open_xrc_domain"] = function(g) return { g:objx("ibverbs.context"), g:any(1), g:num() } end
+T["cm.event_channel"] = function() return {} end
+T["cm.create_id"] = function(g)
+  if g.r.chance(0.8) then return { g:objx("ibverbs.cm_channel"), T["ibverbs.cm_channel.create_id"](g)[1] } end
+  return T["ibverbs.cm_channel.create_id"](g)
+end
+T["cm.getaddrinfo"] = function(g)
+  return { g.r.chance(0.6) and '"192.0.2.1"' or g:str(), g:opt(0.7, function() return g.r.pick({ '"7471"', '"0"',
+    '"x"', "7471" }) end), g:opt(0.5, G.tbl, { { "flags", g:flags({ "passive", "numerichost", "bogus" }) },
+    { "port_space", g:opt(0.5, G.enum, { "tcp", "udp", "bogus" }) }, { "qp_type", g:opt(0.4, G.enum, QP_TYPES) } }) }
+end
+T["cm.create_ep"] = function(g)
+  return { g:objx("ibverbs.cm_addrinfo"), g:opt(0.5, G.tbl, { { "pd", g:opt(0.5, G.objx, "ibverbs.pd") },
+    { "qp_init_attr", g:opt(0.7, G.qp_init, false) } }) }
+end
+T["cm.expect"] = function(g) return { g:objx("ibverbs.cm_channel"), g:enum(), g:secs() } end
+gen.templates = T
+
+-- methods that block: never called with arguments outside their template
+local BLOCKING = { get_event = true, get_async_event = true, get_request = true, get_send_comp = true,
+  get_recv_comp = true, wait = true, transfer = true, expect = true, resolve_addr = true,
+  resolve_route = true, connect = true, create_ep = true }
+
+-- ------------------------------------------------------------------ lines
+
+local function line(slot, body, pre)
+  return ("T(%d, function() %sreturn %s end)"):format(slot, pre and (pre .. " ") or "", body)
+end
+
+--- Argument list text: trailing nils dropped (an absent argument and an
+-- explicit nil differ for some calls, so keep a nil sometimes).
+function G:arglist(args, n)
+  n = n or #args
+  local out = {}
+  for i = 1, n do out[i] = args[i] or "nil" end
+  while #out > 0 and out[#out] == "nil" and not self.r.chance(0.2) do out[#out] = nil end
+  return table.concat(out, ", ")
+end
+
+--- Swaps some arguments for bad values, drops or adds some.
+function G:mutate(args, n, method)
+  local r = self.r
+  if BLOCKING[method] then return args, n end
+  for i = 1, n do
+    if r.chance(0.07) then args[i] = self:any(1) end
+  end
+  if r.chance(0.05) and n > 0 then n = n - 1 end
+  if r.chance(0.05) then
+    n = n + 1
+    args[n] = self:any(1)
+  end
+  return args, n
+end
+
+--- One call on a random object: the line and the slot its result goes to.
+function G:method_call()
+  local r = self.r
+  local recv, rs
+  for _ = 1, 8 do
+    rs = r.pick(self.slots)
+    recv = self.O[rs]
+    if self.types[gen.kind(recv)] or gen.kind(recv) == "ibverbs.xrc_domain" then break end
+    recv = nil
+  end
+  if recv == nil then return self:function_call() end
+  local k = gen.kind(recv)
+  local methods = self.types[k]
+  local m
+  for _ = 1, 3 do
+    m = r.pick(methods)
+    if m ~= "close" or r.chance(0.15) then break end
+  end
+  local tpl = T[k .. "." .. m]
+  local args, n
+  if tpl and (BLOCKING[m] or r.chance(0.85)) then
+    args = tpl(self)
+    n = #args
+    for i in pairs(args) do if i > n then n = i end end
+  elseif BLOCKING[m] then
+    return self:function_call()
+  else
+    args, n = {}, r.int(5) - 1
+    for i = 1, n do args[i] = self:any(0) end
+  end
+  args, n = self:mutate(args, n, m)
+  local self_expr = "O[" .. rs .. "]"
+  if r.chance(0.02) then self_expr = "(" .. self:any(1) .. ")" end -- a method called on the wrong thing
+  for i = 1, n do
+    if args[i] and r.chance(0.08) then args[i] = self:maybe_evil(args[i], "O[" .. rs .. "]", 1) end
+  end
+  local body = ("%s:%s(%s)"):format(self_expr, m, self:arglist(args, n))
+  if r.chance(0.01) then body = ("%s.%s(%s)"):format(self_expr, m, self:arglist(args, n)) end
+  local pre
+  if r.chance(0.04) then pre = "F.gcbomb(O[" .. rs .. "]" .. (r.chance(0.5) and (", " .. self:any(2)) or "") .. ")" end
+  local slot = self:slot()
+  return line(slot, body, pre), slot
+end
+
+--- One call of a module function (ibv.*, cm.*).
+function G:function_call()
+  local r = self.r
+  local fname = r.pick(self.functions)
+  local tpl = T[fname]
+  local args, n
+  if tpl and (BLOCKING[fname:match("%.(.*)")] or r.chance(0.85)) then
+    args = tpl(self)
+    n = #args
+    for i in pairs(args) do if i > n then n = i end end
+  elseif BLOCKING[fname:match("%.(.*)")] then
+    fname = "ibv.now"
+    args, n = {}, 0
+  else
+    args, n = {}, r.int(4) - 1
+    for i = 1, n do args[i] = self:any(0) end
+  end
+  args, n = self:mutate(args, n, fname:match("%.(.*)"))
+  local slot = self:slot()
+  local pre
+  if r.chance(0.03) and #self.slots > 0 then pre = "F.gcbomb(O[" .. r.pick(self.slots) .. "])" end
+  return line(slot, ("%s(%s)"):format(fname, self:arglist(args, n)), pre), slot
+end
+
+-- ------------------------------------------------------------------ the world
+
+--- The setup lines: every object type in the states worth reaching.  Returns
+-- a list of {line, slot}; p is a port base for the cm listeners.
+function G:setup(p)
+  local out = {}
+  local function add(body, keep)
+    local s = keep == false and 0 or self:slot()
+    out[#out + 1] = { line(s, body), s }
+    return "O[" .. s .. "]"
+  end
+  local ctx = add("F.open()")
+  local pd = add(ctx .. ":alloc_pd()")
+  local cq = add(ctx .. ":create_cq(64)")
+  local mr = add(pd .. ":reg_mr(4096, F.ACCESS)")
+  local buf = add("ibv.buffer(4096)")
+  add(pd .. ":reg_mr(" .. buf .. ", F.ACCESS, 0, 2048)")
+  local a = add("F.qp(" .. ctx .. ", " .. pd .. ", " .. cq .. ", 'rc')")
+  local b = add("F.qp(" .. ctx .. ", " .. pd .. ", " .. cq .. ", 'rc')")
+  add("F.connect(" .. a .. ", " .. b .. ", " .. ctx .. ")", false)
+  local ops = "{'send', 'send_with_imm', 'rdma_write', 'rdma_read', 'atomic_fetch_and_add', 'bind_mw'}"
+  local xa = add("F.qp(" .. ctx .. ", " .. pd .. ", " .. cq .. ", 'rc', " .. ops .. ")")
+  local xb = add("F.qp(" .. ctx .. ", " .. pd .. ", " .. cq .. ", 'rc', " .. ops .. ")")
+  add("F.connect(" .. xa .. ", " .. xb .. ", " .. ctx .. ")", false)
+  add("F.qp(" .. ctx .. ", " .. pd .. ", " .. cq .. ", 'uc')")
+  add("F.ud(" .. pd .. ", " .. cq .. ")")
+  add("F.ah(" .. pd .. ", " .. ctx .. ")")
+  local ch = add(ctx .. ":create_comp_channel()")
+  add(ctx .. ":create_cq{cqe = 16, channel = " .. ch .. "}")
+  add(ctx .. ":create_cq{cqe = 16, wc_flags = {'byte_len', 'qp_num'}}")
+  add("ibv.wc_array(16)")
+  add(pd .. ":create_srq{max_wr = 16, max_sge = 2}")
+  add(ctx .. ":create_srq_ex{srq_type = 'basic', pd = " .. pd .. ", max_wr = 8}")
+  add(pd .. ":alloc_mw(1)")
+  add(pd .. ":alloc_mw(2)")
+  add("F.send_list(" .. mr .. ")")
+  add("F.recv_list(" .. mr .. ")")
+  add(ctx .. ":open_xrcd{fd = -1, oflags = ibv.O_CREAT}")
+  add(ctx .. ":open_xrc_domain(-1, ibv.O_CREAT)")
+  local cch = add("cm.event_channel()")
+  add(cch .. ":create_id{ps = 'tcp'}")
+  add(cch .. ":create_id{ps = 'udp'}")
+  add("F.cm_bound(" .. cch .. ")")
+  add("F.cm_listening(" .. cch .. ", " .. p .. ")")
+  add("F.cm_addr_resolved(" .. cch .. ", " .. (p + 1) .. ")")
+  add("F.cm_route_resolved(" .. cch .. ", " .. (p + 2) .. ")")
+  add("F.cm_with_qp(" .. cch .. ", " .. (p + 3) .. ")")
+  add("F.cm_ud(" .. cch .. ")")
+  add("cm.create_id{ps = 'tcp'}")
+  add("cm.getaddrinfo('192.0.2.1', '" .. p .. "', {flags = {'passive'}})")
+  return out
+end
+
+-- ------------------------------------------------------------------ scenarios
+-- Multi-step misuse that single random calls reach too rarely: prepared lists
+-- tampered after set, objects closed under a call, calls out of order.
+
+local S = {}
+
+S.inline_length = function(g)
+  local l, qp = g:obj("ibverbs.send_wrs", true), g:obj("ibverbs.qp", true)
+  if not (l and qp) then return nil end
+  local i = g:small(4)
+  return { ("%s:set(%s, {opcode = 'send', inline = %s, send_flags = {'signaled'}})"):format(l, i, g:str()),
+           ("%s:length(%s, %s)"):format(l, i, g.r.pick({ "128", "4096", "0xffffffff", "1048576", "65" })),
+           ("%s:post_send(%s)"):format(qp, l) }
+end
+S.fill_stride = function(g)
+  local l, qp = g:obj("ibverbs.send_wrs", true), g:obj("ibverbs.qp", true)
+  if not (l and qp) then return nil end
+  local data = g.r.chance(0.5) and ("inline = " .. g:str()) or ("sge = " .. g:sge())
+  return { ("%s:fill{opcode = 'send', %s, stride = %s}"):format(l, data,
+             g.r.pick({ "1073741824", "2^31-1", "-2^31", "-4096", "4096", "0xffffff" })),
+           ("%s:post_send(%s)"):format(qp, l) }
+end
+S.mr_closed_after_set = function(g)
+  local pd, qp = g:obj("ibverbs.pd", true), g:obj("ibverbs.qp", true)
+  local send = g.r.chance(0.6)
+  local l = g:obj(send and "ibverbs.send_wrs" or "ibverbs.recv_wrs", true)
+  if not (pd and qp and l) then return nil end
+  local mr = "O[" .. g.next_slot .. "]"
+  local wr = send and "{opcode = 'send', sge = {mr = %s, length = 8}, send_flags = %s}"
+    or "{sge = {mr = %s, length = 8}}"
+  wr = wr:format(mr, g.r.pick({ "{'signaled'}", "{'signaled', 'inline'}", "{'inline'}" }))
+  local post = g.r.chance(0.8) and ("%s:%s(%s)"):format(qp, send and "post_send" or "post_recv", l)
+    or ("ibv.transfer{send_qp = %s, send_cq = %s, send_wrs = %s, count = 2, timeout = 0.05}"):format(
+      qp, g:obj("ibverbs.cq") or "nil", l)
+  return { { pd .. ":reg_mr(64, F.ACCESS)", g:slot() },
+           ("%s:set(%s, %s)"):format(l, g:small(4), wr), mr .. ":close()", post }
+end
+S.closed_under_call = function(g)
+  local qp = g:obj("ibverbs.qp", true)
+  if not qp then return nil end
+  local m = g.r.pick({ "post_send", "post_recv", "modify", "wr_post" })
+  local arg = m == "modify" and g:qp_attr() or (m == "post_recv" and g:recv_wr() or g:send_wr())
+  if arg:sub(1, 1) ~= "{" then return nil end
+  local victims = qp
+  for s in arg:gmatch("O%[(%d+)%]") do
+    if g.r.chance(0.5) then victims = victims .. ", O[" .. s .. "]" end
+  end
+  local wrap = g.r.chance(0.7) and "F.evil" or "F.evil_always"
+  if g.r.chance(0.2) then
+    return { { ("%s:%s(%s)"):format(qp, m, arg), 0, "F.gcbomb(" .. victims .. ")" } }
+  end
+  return { ("%s:%s(%s(%s, %s))"):format(qp, m, wrap, arg, victims) }
+end
+S.route_before_addr = function(g)
+  local ch = g:obj("ibverbs.cm_channel", true)
+  if not ch then return nil end
+  local id = "O[" .. g.next_slot .. "]"
+  return { { ch .. ":create_id{ps = " .. g:enum({ "tcp", "udp" }) .. "}", g:slot() },
+           id .. ":resolve_addr(nil, '192.0.2.1:7471', 100)",
+           id .. ":" .. g.r.pick({ "resolve_route(100)", "connect{qp_num = 1}", "accept{qp_num = 1}", "accept()",
+             "create_qp{}", "create_srq{}", "listen()", "establish()", "disconnect()" }) }
+end
+S.unbound_id = function(g)
+  local ch = g:obj("ibverbs.cm_channel", true)
+  if not ch then return nil end
+  local id = "O[" .. g.next_slot .. "]"
+  return { { ch .. ":create_id{ps = " .. g:enum({ "tcp", "udp" }) .. "}", g:slot() },
+           id .. ":" .. g.r.pick({ "resolve_route(100)", "connect{qp_num = 1}", "accept{qp_num = 1}", "accept()",
+             "create_qp{}", "create_srq{}", "establish()", "disconnect()", "get_send_comp(0)",
+             "post_recv(1, " .. (g:obj("ibverbs.mr") or "nil") .. ")" }) }
+end
+S.cm_ud_post = function(g)
+  local ch = g:obj("ibverbs.cm_channel", true)
+  if not ch then return nil end
+  local id = "O[" .. g.next_slot .. "]"
+  return { { "F.cm_ud(" .. ch .. ")", g:slot() },
+           { id .. ":reg_msgs(64)", g:slot() },
+           ("%s:post_send(1, O[%d], 0, 8)"):format(id, g.next_slot - 1) }
+end
+S.qp_without_cqs = function(g)
+  local pd, cq, ctx = g:obj("ibverbs.pd", true), g:obj("ibverbs.cq", true), g:obj("ibverbs.context", true)
+  if not (pd and cq and ctx) then return nil end
+  local t = g:enum({ "rc", "uc", "ud", "xrc_send", "raw_packet" })
+  return { g.r.pick({
+    ("%s:create_qp{qp_type = %s, recv_cq = %s}"):format(pd, t, cq),
+    ("%s:create_qp{qp_type = %s, send_cq = %s}"):format(pd, t, cq),
+    ("%s:create_qp{qp_type = %s}"):format(pd, t),
+    ("%s:create_qp_ex{pd = %s, qp_type = %s}"):format(ctx, pd, t),
+    ("%s:create_qp{qp_type = %s, send_cq = %s, srq = %s}"):format(pd, t, cq, g:obj("ibverbs.srq") or "nil"),
+  }) }
+end
+S.transfer_evil = function(g)
+  local qp, cq = g:obj("ibverbs.qp", true), g:obj("ibverbs.cq", true)
+  local sl, rl = g:obj("ibverbs.send_wrs", true), g:obj("ibverbs.recv_wrs", true)
+  if not (qp and cq and sl and rl) then return nil end
+  local t = ("{send_qp = %s, send_cq = %s, send_wrs = %s, recv = %s, recv_cq = %s, recv_wrs = %s, "
+    .. "count = 4, timeout = %s}")
+    :format(qp, cq, sl, qp, cq, rl, g:secs())
+  return { ("ibv.transfer(%s)"):format(g.r.chance(0.6) and ("F.evil(" .. t .. ", " .. qp .. ", " .. cq .. ")") or t) }
+end
+
+gen.scenarios = S
+local SCENARIO_NAMES = {}
+for k in pairs(S) do SCENARIO_NAMES[#SCENARIO_NAMES + 1] = k end
+table.sort(SCENARIO_NAMES)
+
+--- The next step: a list of {line, slot}.
+function G:step()
+  local r = self.r
+  local c = r.int(100)
+  if c <= 12 then
+    local steps = S[r.pick(SCENARIO_NAMES)](self)
+    if steps then
+      local out = {}
+      for _, st in ipairs(steps) do
+        if type(st) == "string" then
+          local s = self:slot()
+          out[#out + 1] = { line(s, st), s }
+        else
+          out[#out + 1] = { line(st[2], st[1], st[3]), st[2] }
+        end
+      end
+      return out
+    end
+  end
+  if c <= 20 then
+    local l, s = self:function_call()
+    return { { l, s } }
+  end
+  if c == 21 then return { { line(0, 'collectgarbage("collect")'), 0 } } end
+  local l, s = self:method_call()
+  return { { l, s } }
+end
+
+return gen
