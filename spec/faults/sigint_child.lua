@@ -19,7 +19,8 @@ local function ready()
   io.stdout:flush()
 end
 
-local env, block, after, objs = {}, nil, nil, {}
+local env, objs = {}, {}
+local block, after
 
 if mode:match("^transfer") or mode == "cq_wait" or mode == "comp_event" or mode == "async_event" then
   env = support.pair()

@@ -165,6 +165,28 @@ function util.drain(cq, wcs, tally, quiet, limit)
   return got
 end
 
+--- Runs cmd in the background after delay seconds; returns a function that
+-- gives the ibv.now() time at which cmd finished (waiting up to 5 s for it).
+function util.later(delay, cmd)
+  local path = os.tmpname()
+  os.remove(path)
+  util.sh(string.format("(sleep %g; %s; cat /proc/uptime > %s.tmp; mv %s.tmp %s) &", delay, cmd, path, path, path))
+  -- /proc/uptime and CLOCK_MONOTONIC advance together in the VM (no suspend)
+  local offset = ibv.now() - tonumber(util.slurp("/proc/uptime"):match("^[%d.]+"))
+  return function(wait)
+    local deadline = ibv.now() + (wait or 5)
+    repeat
+      local s = util.slurp(path)
+      if s and s:match("^[%d.]+") then
+        os.remove(path)
+        return tonumber(s:match("^[%d.]+")) + offset
+      end
+      util.sleep(0.01)
+    until ibv.now() > deadline
+    return nil
+  end
+end
+
 --- This process's resident set size in kB.
 function util.rss()
   local s = slurp("/proc/self/status") or ""
