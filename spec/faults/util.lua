@@ -70,7 +70,8 @@ function util.back_to(base, timeout)
 end
 
 --- Starts a Lua script (path relative to the project) in the background with
--- this interpreter; returns a handle with .pid, :output(), :done() (exit
+-- this interpreter; returns a handle with .pid, :output() (stdout, then
+-- stderr), :stdout(), :stderr(), :done() (exit
 -- status or nil), :wait(timeout) -> status or nil, :kill(sig).
 function util.start(script, args)
   local base = os.tmpname()
@@ -78,8 +79,8 @@ function util.start(script, args)
   local f = assert(io.open(base .. ".sh", "w")) -- $$ of this sh is the pid exec keeps
   f:write(string.format("echo $$ > %s.pid\nexec env %s %s %s %s\n", base, util.ENV, util.LUA, script, args or ""))
   f:close()
-  local inner = string.format("sh %s.sh > %s 2>&1; echo $? > %s.rc.tmp; mv %s.rc.tmp %s.rc", base, base, base,
-    base, base)
+  local inner = string.format("sh %s.sh > %s 2> %s.err; echo $? > %s.rc.tmp; mv %s.rc.tmp %s.rc", base, base,
+    base, base, base, base)
   os.execute("sh -c '" .. inner:gsub("'", "'\\''") .. "' &")
   local h = { base = base }
   local deadline = ibv.now() + 10
@@ -89,7 +90,9 @@ function util.start(script, args)
     if not h.pid then util.sleep(0.01) end
   end
   assert(h.pid, "the child did not start")
-  function h.output() return slurp(base) or "" end
+  function h.output() return (slurp(base) or "") .. (slurp(base .. ".err") or "") end
+  function h.stdout() return slurp(base) or "" end
+  function h.stderr() return slurp(base .. ".err") or "" end
   function h.done()
     local rc = slurp(base .. ".rc")
     return rc and tonumber(rc:match("%d+"))
@@ -118,7 +121,7 @@ function util.start(script, args)
   function h.kill(_, sig) return util.sh(string.format("kill -%s %d 2>/dev/null", sig or "KILL", h.pid)) end
   function h.cleanup()
     if not h.done() then h:kill("KILL"); h:wait(5) end
-    for _, suffix in ipairs{ "", ".pid", ".rc", ".sh" } do os.remove(base .. suffix) end
+    for _, suffix in ipairs{ "", ".err", ".pid", ".rc", ".sh" } do os.remove(base .. suffix) end
   end
   return h
 end
