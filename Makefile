@@ -6,6 +6,7 @@
 #   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
 #   make demo         show rxe0 from inside the soft-RoCE VM
 #   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
+#   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
 PKG_LUA_luajit = luajit
@@ -84,10 +85,14 @@ bench: all
 	bench/run $(BENCH_ARGS)
 	bench/run-ffi ffi_post_poll
 
+SOAK_SECONDS ?= 300
+soak: all
+	tools/rxe-vm --timeout $$(($(SOAK_SECONDS) + 600)) env $(ENV) $(LUA) tools/soak.lua $(SOAK_SECONDS)
+
 lint:
 	luacheck -q lua spec examples $(wildcard bench/*.lua tools/*.lua)
 
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-host check-ffi bench demo lint clean
+.PHONY: all deps test check-host check-ffi bench demo soak lint clean
