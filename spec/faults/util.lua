@@ -169,11 +169,12 @@ function util.drain(cq, wcs, tally, quiet, limit)
 end
 
 --- Runs cmd in the background after delay seconds; returns a function that
--- gives the ibv.now() time at which cmd finished (waiting up to 5 s for it).
+-- gives the ibv.now() time at which cmd started (once it finished; waiting up to 5 s).
 function util.later(delay, cmd)
   local path = os.tmpname()
   os.remove(path)
-  util.sh(string.format("(sleep %g; %s; cat /proc/uptime > %s.tmp; mv %s.tmp %s) &", delay, cmd, path, path, path))
+  -- the time is taken just before cmd starts: a bound measured from it is an upper bound
+  util.sh(string.format("(sleep %g; cat /proc/uptime > %s.tmp; %s; mv %s.tmp %s) &", delay, path, cmd, path, path))
   -- /proc/uptime and CLOCK_MONOTONIC advance together in the VM (no suspend)
   local offset = ibv.now() - tonumber(util.slurp("/proc/uptime"):match("^[%d.]+"))
   return function(wait)
