@@ -117,8 +117,7 @@ local function add(kind, posted, seen, missing, dup, unknown)
   io.stdout:flush()
 end
 
-collectgarbage(); collectgarbage()
-local base = util.resources()
+local base = util.baseline()
 local rss0 = util.rss()
 local sizes = { 1, 64, 1024, 4096 }
 local t_end = ibv.now() + seconds

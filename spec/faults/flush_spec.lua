@@ -53,7 +53,7 @@ end
 
 describe("on rxe0, a QP moved to the error state #once", function()
   local base, last_wqe_missing
-  before_each(function() base = util.resources() end)
+  before_each(function() base = util.baseline() end)
   after_each(function()
     local ok, now = util.back_to(base)
     assert(ok, "kernel objects left: " .. util.format_resources(now or {}) .. " (was " ..

@@ -53,7 +53,13 @@ function util.format_resources(t)
   return table.concat(out, ", ")
 end
 
---- Waits (up to timeout s) until the device's counts equal base; returns
+--- Collects garbage, then the device's counts (a baseline for back_to).
+function util.baseline()
+  collectgarbage(); collectgarbage()
+  return util.resources()
+end
+
+--- Waits (up to timeout s) until the device's counts are back to base; returns
 -- true, or false and the last counts.
 function util.back_to(base, timeout)
   local deadline = ibv.now() + (timeout or 5)
@@ -61,8 +67,8 @@ function util.back_to(base, timeout)
   repeat
     collectgarbage(); collectgarbage()
     now = util.resources()
-    local same = true
-    for k, v in pairs(base) do if now[k] ~= v then same = false end end
+    local same = true -- (fewer: objects of earlier specs the collector freed meanwhile)
+    for k, v in pairs(base) do if (now[k] or 0) > v then same = false end end
     if same then return true end
     util.sleep(0.05)
   until ibv.now() > deadline
