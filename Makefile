@@ -8,6 +8,7 @@
 #   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
+#   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
 PKG_LUA_luajit = luajit
@@ -99,10 +100,15 @@ fuzz: all
 	$(MAKE) SAN=address,undefined all
 	tools/rxe-vm --timeout 3000 lua5.4 tools/fuzz.lua $(FUZZ_ARGS)
 
+# the fault loops for minutes, with exactly-once counts
+SOAK_SECONDS ?= 300
+soak: all
+	tools/rxe-vm --timeout $$(($(SOAK_SECONDS) + 600)) env $(ENV) $(LUA) tools/soak.lua $(SOAK_SECONDS)
+
 lint:
 	luacheck -q lua spec examples $(wildcard bench/*.lua tools/*.lua)
 
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-host check-ffi bench demo doc fuzz lint clean
+.PHONY: all deps test check-host check-ffi bench demo doc fuzz soak lint clean

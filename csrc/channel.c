@@ -47,7 +47,7 @@ static int l_get_event(lua_State *L)
 {
 	struct ibvl_obj *o = ibvl_check(L, 1, &ibvl_channel_class);
 	struct ibv_comp_channel *ch = o->ptr;
-	if (!ibvl_wait_fd(L, ch->fd, 2))
+	if (!ibvl_wait_fd(L, ch->fd, 2, "ibv_get_cq_event"))
 		return ibvl_fail(L, "ibv_get_cq_event", ETIMEDOUT);
 	int fl = fcntl(ch->fd, F_GETFL);
 	fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);

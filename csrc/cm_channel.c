@@ -172,7 +172,7 @@ void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_
  * and returns 3 when it passes, 0 when fd is readable. */
 int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call)
 {
-	if (ibvl_wait_fd(L, fd, timeout_arg))
+	if (ibvl_wait_fd(L, fd, timeout_arg, call))
 		return 0;
 	return ibvl_fail(L, call, ETIMEDOUT);
 }
@@ -182,6 +182,7 @@ static int l_get_event(lua_State *L)
 {
 	struct rdma_event_channel *ch = ((struct ibvl_obj *)ibvl_check(L, 1,
 	                                                               &ibvl_cm_channel_class))->ptr;
+	lua_settop(L, 2); /* the timeout stays argument 2 */
 	ibvl_cm_new_id(L); /* a request's id: made before the event is taken */
 	int nid_idx = lua_gettop(L);
 	struct rdma_cm_event *e;

@@ -200,9 +200,12 @@ static int l_resolve_addr(lua_State *L)
 		ibvl_check_sockaddr(L, 2, &src);
 	ibvl_check_sockaddr(L, 3, &dst);
 	int ms = (int)ibvl_opt_range(L, 4, 2000, 1, INT32_MAX);
+	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
 	int rc = rdma_resolve_addr(cid, lua_isnil(L, 2) ? NULL : (struct sockaddr *)&src,
 	                           (struct sockaddr *)&dst, ms);
-	return ibvl_result(L, "rdma_resolve_addr", rc);
+	/* synchronous ids: the kernel reports within ms; 2 s more for a busy host */
+	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_resolve_addr", rc,
+	                           ms / 1000.0 + 2.0);
 }
 
 static int l_resolve_route(lua_State *L)
@@ -212,7 +215,10 @@ static int l_resolve_route(lua_State *L)
 	if (cid->verbs == NULL)
 		return ibvl_error(L, "the address is not resolved yet (resolve_addr, then wait for "
 		                     "'addr_resolved')");
-	return ibvl_result(L, "rdma_resolve_route", rdma_resolve_route(cid, ms));
+	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+	int rc = rdma_resolve_route(cid, ms);
+	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_resolve_route", rc,
+	                           ms / 1000.0 + 2.0);
 }
 
 static int push_addr(lua_State *L, struct sockaddr *sa)
@@ -274,6 +280,8 @@ static struct rdma_conn_param *opt_conn_param(lua_State *L, int idx, struct rdma
 	return p;
 }
 
+/* id:connect([conn_param] [, timeout_s]): the timeout bounds a synchronous
+ * id's wait for the connection (IBVL_CM_SYNC_TIMEOUT by default) */
 static int l_connect(lua_State *L)
 {
 	struct ibvl_guard g;
@@ -281,11 +289,14 @@ static int l_connect(lua_State *L)
 	struct rdma_cm_id *cid = check_id(L);
 	struct rdma_conn_param p;
 	struct rdma_conn_param *pp = opt_conn_param(L, 2, &p);
+	double timeout = ibvl_opt_timeout(L, 3, IBVL_CM_SYNC_TIMEOUT);
 	ibvl_guard_end(L, &g);
 	if (cid->verbs == NULL)
 		return ibvl_error(L, "the route is not resolved yet (resolve_addr and resolve_route "
 		                     "first, waiting for 'addr_resolved' and 'route_resolved')");
-	return ibvl_result(L, "rdma_connect", rdma_connect(cid, pp));
+	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+	int rc = rdma_connect(cid, pp);
+	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_connect", rc, timeout);
 }
 
 static int l_accept(lua_State *L)
@@ -295,13 +306,16 @@ static int l_accept(lua_State *L)
 	struct rdma_cm_id *cid = check_id(L);
 	struct rdma_conn_param p;
 	struct rdma_conn_param *pp = opt_conn_param(L, 2, &p);
+	double timeout = ibvl_opt_timeout(L, 3, IBVL_CM_SYNC_TIMEOUT);
 	ibvl_guard_end(L, &g);
 	if (cid->verbs == NULL)
 		return ibvl_error(L, "the id has no connection request to accept (accept the id a "
 		                     "'connect_request' event brings)");
 	if (pp == NULL && cid->qp == NULL)
 		return luaL_argerror(L, 2, "conn_param with qp_num expected (the id has no QP)");
-	return ibvl_result(L, "rdma_accept", rdma_accept(cid, pp));
+	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+	int rc = rdma_accept(cid, pp);
+	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_accept", rc, timeout);
 }
 
 /* id:reject([private_data]) */
@@ -314,9 +328,14 @@ static int l_reject(lua_State *L)
 	return ibvl_result(L, "rdma_reject", rdma_reject(cid, data, (uint8_t)len));
 }
 
+/* id:disconnect([timeout_s]) */
 static int l_disconnect(lua_State *L)
 {
-	return ibvl_result(L, "rdma_disconnect", rdma_disconnect(check_id(L)));
+	struct rdma_cm_id *cid = check_id(L);
+	double timeout = ibvl_opt_timeout(L, 2, IBVL_CM_SYNC_TIMEOUT);
+	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+	int rc = rdma_disconnect(cid);
+	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_disconnect", rc, timeout);
 }
 
 static int l_establish(lua_State *L)
@@ -336,14 +355,20 @@ static int l_listen(lua_State *L)
 static int l_get_request(lua_State *L)
 {
 	struct rdma_cm_id *cid = check_id(L);
-	int n = ibvl_cm_wait(L, cid->channel->fd, 2, "rdma_get_request");
-	if (n != 0)
-		return n;
+	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+	lua_settop(L, 2); /* the timeout stays argument 2 */
 	ibvl_cm_new_id(L);
 	int idx = lua_gettop(L);
 	struct rdma_cm_id *nid;
-	if (rdma_get_request(cid, &nid) != 0)
-		return ibvl_fail(L, "rdma_get_request", errno);
+	for (;;) {
+		int n = ibvl_cm_wait(L, cid->channel->fd, 2, "rdma_get_request");
+		if (n != 0)
+			return n;
+		if (rdma_get_request(cid, &nid) == 0)
+			break;
+		if (errno != EAGAIN) /* EAGAIN: librdmacm consumed an event of its own */
+			return ibvl_fail(L, "rdma_get_request", errno);
+	}
 	ibvl_cm_adopt_id(L, idx, nid, 0);
 	ibvl_cm_adopt_owned(L, idx, 1);
 	return 1;
@@ -418,15 +443,21 @@ static int l_join_multicast(lua_State *L)
 	struct rdma_cm_id *cid = check_id(L);
 	struct sockaddr_storage ss;
 	ibvl_check_sockaddr(L, 2, &ss);
-	if (lua_isnoneornil(L, 3))
-		return ibvl_result(L, "rdma_join_multicast",
-		                   rdma_join_multicast(cid, (struct sockaddr *)&ss, NULL));
+	double timeout = ibvl_opt_timeout(L, 4, IBVL_CM_SYNC_TIMEOUT); /* synchronous ids */
+	if (lua_isnoneornil(L, 3)) {
+		ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+		int rc = rdma_join_multicast(cid, (struct sockaddr *)&ss, NULL);
+		return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_join_multicast", rc,
+		                           timeout);
+	}
 	struct rdma_cm_join_mc_attr_ex a = {
 		.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
 		.join_flags = (uint32_t)ibvl_check_enum(L, 3, join_flags),
 		.addr = (struct sockaddr *)&ss,
 	};
-	return ibvl_result(L, "rdma_join_multicast_ex", rdma_join_multicast_ex(cid, &a, NULL));
+	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+	int rc = rdma_join_multicast_ex(cid, &a, NULL);
+	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_join_multicast_ex", rc, timeout);
 }
 
 static int l_leave_multicast(lua_State *L)

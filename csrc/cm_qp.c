@@ -356,8 +356,18 @@ static int l_create_ep(lua_State *L)
 	struct rdma_cm_id *cid;
 	struct ibv_qp_init_attr b;
 	memcpy(&b, &a, sizeof b);
-	if (rdma_create_ep(&cid, ai, pd ? pd->ptr : NULL, attr ? &b : NULL) != 0)
-		return ibvl_fail(L, "rdma_create_ep", errno);
+	/* it resolves inside librdmacm (2 s limits each); SIGINT makes its read EINTR */
+	struct ibvl_sigint s;
+	ibvl_sigint_begin(&s);
+	int rc = rdma_create_ep(&cid, ai, pd ? pd->ptr : NULL, attr ? &b : NULL);
+	int err = errno;
+	if (ibvl_sigint_end(&s)) {
+		if (rc == 0)
+			rdma_destroy_ep(cid);
+		return ibvl_interrupted(L, "rdma_create_ep");
+	}
+	if (rc != 0)
+		return ibvl_fail(L, "rdma_create_ep", err);
 	ibvl_cm_adopt_id(L, idx, cid, 0);
 	id->ep = 1;
 	id->connect_len = ai->ai_connect_len;

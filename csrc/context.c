@@ -240,7 +240,7 @@ static void push_event_object(lua_State *L, const char *field, const void *cptr)
 static int l_get_async_event(lua_State *L)
 {
 	struct ibv_context *ctx = check_ctx(L);
-	if (!ibvl_wait_fd(L, ctx->async_fd, 2))
+	if (!ibvl_wait_fd(L, ctx->async_fd, 2, "ibv_get_async_event"))
 		return ibvl_fail(L, "ibv_get_async_event", ETIMEDOUT);
 	int fl = fcntl(ctx->async_fd, F_GETFL);
 	fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);

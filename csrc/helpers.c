@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <endian.h>
+#include <math.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -697,20 +698,14 @@ void ibvl_set_flags(lua_State *L, const char *field, const struct ibvl_enum *e, 
 	lua_setfield(L, -2, field);
 }
 
-/* Waits until fd is readable.  The timeout argument is in seconds (a number,
- * nil = forever).  Returns 1 when readable, 0 on timeout; raises nothing. */
-int ibvl_wait_fd(lua_State *L, int fd, int timeout_arg)
+/* Waits until fd is readable.  The timeout argument is in seconds (nil or
+ * math.huge: forever; NaN or negative raise).  Returns 1 when readable, 0 on
+ * timeout; raises "<call>: interrupted" on SIGINT (wait.c). */
+int ibvl_wait_fd(lua_State *L, int fd, int timeout_arg, const char *call)
 {
-	int ms = -1;
-	if (!lua_isnoneornil(L, timeout_arg)) {
-		lua_Number t = luaL_checknumber(L, timeout_arg);
-		luaL_argcheck(L, t >= 0 && t < 2e6, timeout_arg, "timeout in seconds expected");
-		ms = (int)(t * 1000 + 0.5);
-	}
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	int rc;
-	do
-		rc = poll(&p, 1, ms);
-	while (rc < 0 && errno == EINTR);
-	return rc > 0;
+	double t = ibvl_opt_timeout(L, timeout_arg, HUGE_VAL); /* nil, math.huge: forever */
+	int r = ibvl_poll_fd(fd, t);
+	if (r < 0)
+		ibvl_interrupted(L, call);
+	return r > 0;
 }

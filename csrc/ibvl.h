@@ -17,6 +17,7 @@
 #define IBVL_H
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -161,7 +162,26 @@ void ibvl_set_str(lua_State *L, const char *field, const char *v);
 void ibvl_set_bool(lua_State *L, const char *field, int v);
 void ibvl_set_enum(lua_State *L, const char *field, const struct ibvl_enum *e, lua_Integer v);
 void ibvl_set_flags(lua_State *L, const char *field, const struct ibvl_enum *e, lua_Integer v);
-int ibvl_wait_fd(lua_State *L, int fd, int timeout_arg);
+int ibvl_wait_fd(lua_State *L, int fd, int timeout_arg, const char *call);
+
+/* ---- bounded, interruptible waits (wait.c) ------------------------------- */
+struct ibvl_sigint {
+	struct sigaction old; /* the handler in place before ibvl_sigint_begin */
+	int installed;
+};
+
+void ibvl_sigint_begin(struct ibvl_sigint *s);
+int ibvl_sigint_pending(void);
+int ibvl_sigint_end(struct ibvl_sigint *s);
+int ibvl_interrupted(lua_State *L, const char *call);
+double ibvl_opt_timeout(lua_State *L, int arg, double def);
+double ibvl_timeout_field(lua_State *L, int idx, const char *field, double def);
+int ibvl_poll_fd(int fd, double timeout);
+struct ibvl_cm_id;
+void ibvl_cm_sync_prepare(struct ibvl_cm_id *id);
+int ibvl_cm_sync_result(lua_State *L, struct ibvl_cm_id *id, const char *call, int rc,
+                        double timeout);
+#define IBVL_CM_SYNC_TIMEOUT 30.0 /* seconds: default of the synchronous rdma_cm calls */
 
 /* ---- memory of buffers and MRs (buffer.c) ------------------------------- */
 int ibvl_mem_read(lua_State *L, const char *base, size_t size, int arg);

@@ -34,28 +34,37 @@ static int l_now(lua_State *L)
 	return 1;
 }
 
-static lua_Number opt_timeout(lua_State *L, int arg)
-{
-	lua_Number t = luaL_optnumber(L, arg, 10.0);
-	luaL_argcheck(L, t >= 0, arg, "timeout in seconds expected");
-	return t;
-}
-
-/* cq:wait(wcs, n [, timeout_s]) -> completions gathered into wcs[1..] */
+/* cq:wait(wcs, n [, timeout_s = 10]) -> completions gathered into wcs[1..];
+ * timeout math.huge: until n came; SIGINT raises "cq:wait: interrupted". */
 static int l_wait(lua_State *L)
 {
 	struct ibvl_cq *cq = ibvl_check(L, 1, &ibvl_cq_class);
 	struct ibvl_wc_array *w = ibvl_check_wcs(L, 2);
 	int n = (int)ibvl_check_range(L, 3, 1, w->n);
-	double deadline = now() + opt_timeout(L, 4);
-	int got = 0;
-	while (got < n) {
-		int rc = ibvl_cq_poll(cq, n - got, &w->wc[got]);
-		if (rc < 0)
-			return ibvl_fail(L, "ibv_poll_cq", -rc);
-		got += rc;
-		if (rc == 0 && now() > deadline)
-			break;
+	double timeout = ibvl_opt_timeout(L, 4, 10.0);
+	int got = ibvl_cq_poll(cq, n, w->wc); /* no signal handler when they are there */
+	if (got < 0)
+		return ibvl_fail(L, "ibv_poll_cq", -got);
+	if (got < n) {
+		double deadline = now() + timeout;
+		struct ibvl_sigint s;
+		ibvl_sigint_begin(&s);
+		int err = 0;
+		while (got < n && !ibvl_sigint_pending()) {
+			int rc = ibvl_cq_poll(cq, n - got, &w->wc[got]);
+			if (rc < 0) {
+				err = -rc;
+				break;
+			}
+			got += rc;
+			if (rc == 0 && now() > deadline)
+				break;
+		}
+		w->count = got;
+		if (ibvl_sigint_end(&s))
+			return ibvl_interrupted(L, "cq:wait");
+		if (err)
+			return ibvl_fail(L, "ibv_poll_cq", err);
 	}
 	w->count = got;
 	lua_pushinteger(L, got);
@@ -103,13 +112,7 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 	x->rcq = field_obj(L, "recv_cq", &ibvl_cq_class);
 	x->count = ibvl_int_field(L, 1, "count", 0, 1, INT64_MAX / 2);
 	x->window = ibvl_int_field(L, 1, "window", 128, 1, INT32_MAX);
-	ibvl_getfield(L, 1, "timeout");
-	x->timeout = lua_isnil(L, -1) ? 10.0 : lua_tonumber(L, -1);
-	if (!lua_isnil(L, -1) && (lua_type(L, -1) != LUA_TNUMBER || !(x->timeout >= 0)))
-		ibvl_error(L, "field 'timeout': seconds (a number >= 0) expected, got %s",
-		           lua_type(L, -1) == LUA_TNUMBER ? "a negative number or NaN"
-		                                          : luaL_typename(L, -1));
-	lua_pop(L, 1);
+	x->timeout = ibvl_timeout_field(L, 1, "timeout", 10.0);
 	if (sqp != NULL) {
 		if (x->scq == NULL)
 			ibvl_error(L, "send_qp needs send_cq");
@@ -162,23 +165,30 @@ static int repost(struct xfer *x, const struct ibv_wc *wc, int n)
 }
 
 struct progress {
-	long long sent, completed, received, posted;
+	long long sent, completed, received, posted, errors;
+	struct ibv_wc first_error;
 };
 
 /* Counts a batch of completions from either CQ (they may be one CQ) and
  * reposts the consumed receives; returns 0, or pushes an error and returns
- * its result count. */
+ * its result count.  Every completion of the batch is counted, also after an
+ * error (the batch is gone from the CQ): p->errors, p->first_error. */
 static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc *wc, int n)
 {
 	int nr = 0;
 	for (int i = 0; i < n; i++) {
-		if (wc[i].status != IBV_WC_SUCCESS)
-			return wc_error(L, &wc[i]);
-		if (wc[i].opcode & IBV_WC_RECV)
+		if (wc[i].status != IBV_WC_SUCCESS) {
+			if (p->errors++ == 0)
+				p->first_error = wc[i];
+		} else if (wc[i].opcode & IBV_WC_RECV) {
 			wc[nr++] = wc[i]; /* receives gather at the front */
-		else
+		} else {
 			p->completed += x->nsend;
+		}
 	}
+	p->received += nr;
+	if (p->errors > 0)
+		return wc_error(L, &p->first_error);
 	int k = p->posted + nr <= x->count ? nr : (int)(x->count - p->posted);
 	if (k > 0) {
 		int rc = repost(x, wc, k);
@@ -186,10 +196,57 @@ static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_
 			return ibvl_fail(L, "ibv_post_recv", rc);
 		p->posted += k;
 	}
-	p->received += nr;
 	return 0;
 }
 
+/* The counts as a table at the top of the stack. */
+static void push_stats(lua_State *L, const struct progress *p, double seconds)
+{
+	lua_createtable(L, 0, 6);
+	lua_pushinteger(L, (lua_Integer)p->completed);
+	lua_setfield(L, -2, "sent");
+	lua_pushinteger(L, (lua_Integer)p->received);
+	lua_setfield(L, -2, "received");
+	lua_pushinteger(L, (lua_Integer)p->sent);
+	lua_setfield(L, -2, "send_posted");
+	lua_pushinteger(L, (lua_Integer)p->posted);
+	lua_setfield(L, -2, "recv_posted");
+	lua_pushinteger(L, (lua_Integer)p->errors);
+	lua_setfield(L, -2, "errors");
+	lua_pushnumber(L, seconds);
+	lua_setfield(L, -2, "seconds");
+}
+
+/* One pass of the loop: post what the window allows, poll both CQs.
+ * Returns 1 when something happened, 0 when idle, or -(result count) after
+ * pushing a failure. */
+static int step(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc *wc)
+{
+	int busy = 0;
+	if (x->sqp && p->sent < x->count && p->sent - p->completed + x->nsend <= x->window) {
+		struct ibv_send_wr *bad;
+		int rc = ibv_post_send(x->sqp, x->swr, &bad);
+		if (rc != 0)
+			return -ibvl_fail(L, "ibv_post_send", rc);
+		p->sent += x->nsend;
+		busy = 1;
+	}
+	struct ibvl_cq *cqs[2] = {x->scq, x->rcq != x->scq ? x->rcq : NULL};
+	for (int c = 0; c < 2; c++) {
+		int n = cqs[c] ? ibvl_cq_poll(cqs[c], 64, wc) : 0;
+		if (n < 0)
+			return -ibvl_fail(L, "ibv_poll_cq", -n);
+		int err = consume(L, x, p, wc, n);
+		if (err)
+			return -err;
+		busy |= n > 0;
+	}
+	return busy;
+}
+
+/* ibv.transfer{...}: the timeout (seconds, default 10, math.huge: none) bounds
+ * the time without any completion; SIGINT raises "ibv.transfer: interrupted".
+ * Failures return nil, msg, errno and the counts table as a 4th value. */
 static int l_transfer(lua_State *L)
 {
 	struct xfer x;
@@ -203,39 +260,36 @@ static int l_transfer(lua_State *L)
 	if (x.rwr != NULL)
 		ibvl_wr_list(L, x.ridx, 0, &nwr);
 	struct ibv_wc wc[64];
-	struct progress p = {0, 0, 0, x.nrecv};
+	struct progress p = {0, 0, 0, x.nrecv, 0, {0}};
 	double start = now(), deadline = start + x.timeout;
+	int progressed = 0, fail = 0;
+	struct ibvl_sigint s;
+	ibvl_sigint_begin(&s);
 	while ((x.sqp && p.completed < x.count) || (x.rwr && p.received < x.count)) {
-		int busy = 0;
-		if (x.sqp && p.sent < x.count && p.sent - p.completed + x.nsend <= x.window) {
-			struct ibv_send_wr *bad;
-			int rc = ibv_post_send(x.sqp, x.swr, &bad);
-			if (rc != 0)
-				return ibvl_fail(L, "ibv_post_send", rc);
-			p.sent += x.nsend;
-			busy = 1;
+		if (ibvl_sigint_pending())
+			break;
+		int r = step(L, &x, &p, wc);
+		if (r < 0) {
+			fail = -r;
+			break;
 		}
-		struct ibvl_cq *cqs[2] = {x.scq, x.rcq != x.scq ? x.rcq : NULL};
-		for (int c = 0; c < 2; c++) {
-			int n = cqs[c] ? ibvl_cq_poll(cqs[c], 64, wc) : 0;
-			if (n < 0)
-				return ibvl_fail(L, "ibv_poll_cq", -n);
-			int err = consume(L, &x, &p, wc, n);
-			if (err)
-				return err;
-			busy |= n > 0;
+		if (r > 0) {
+			progressed = 1;
+			continue;
 		}
-		if (!busy && now() > deadline)
-			return ibvl_fail(L, "transfer", ETIMEDOUT);
+		double t = now();
+		if (progressed) { /* the idle time counts from the last progress */
+			deadline = t + x.timeout;
+			progressed = 0;
+		} else if (t > deadline) {
+			fail = ibvl_fail(L, "transfer", ETIMEDOUT);
+			break;
+		}
 	}
-	lua_createtable(L, 0, 3);
-	lua_pushinteger(L, (lua_Integer)p.completed);
-	lua_setfield(L, -2, "sent");
-	lua_pushinteger(L, (lua_Integer)p.received);
-	lua_setfield(L, -2, "received");
-	lua_pushnumber(L, now() - start);
-	lua_setfield(L, -2, "seconds");
-	return 1;
+	if (ibvl_sigint_end(&s))
+		return ibvl_interrupted(L, "ibv.transfer");
+	push_stats(L, &p, now() - start);
+	return fail ? fail + 1 : 1;
 }
 
 void ibvl_open_loop(lua_State *L)

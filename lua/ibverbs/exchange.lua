@@ -14,11 +14,19 @@
 --   ex.gid_raw("::ffff:192.0.2.1") -> 16 bytes; ex.gid_text(raw) -> "::ffff:192.0.2.1"
 --
 -- Every call returns nil, msg on a network error or a malformed message.
+-- Timeouts: connecting 10 s, each read or write 60 s (ex.CONNECT_TIMEOUT,
+-- ex.IO_TIMEOUT), accepting as given (nil: forever).  Sockets wait in slices
+-- of 0.2 s, so the interpreter's SIGINT handler ("interrupted!") ends a wait
+-- promptly.
 local socket = require "socket"
 
 local ex = {}
 
-local READ_TIMEOUT = 60
+ex.CONNECT_TIMEOUT = 10
+ex.IO_TIMEOUT = 60
+local SLICE = 0.2
+
+local function clock() return socket.gettime() end
 
 -- ---------------------------------------------------------------- GIDs
 
@@ -98,34 +106,63 @@ end
 local Conn = {}
 Conn.__index = Conn
 
---- Exactly n bytes, or nil, msg.
+--- Exactly n bytes, or nil, msg (the peer closed, or sent nothing for ex.IO_TIMEOUT s).
 function Conn:read(n)
-  local s, err, partial = self.sock:receive(n)
-  if not s then
-    return nil, "reading " .. n .. " bytes from the peer: " .. tostring(err) ..
-      (partial and #partial > 0 and (" after " .. #partial) or "")
+  local acc, deadline = "", clock() + ex.IO_TIMEOUT
+  while true do
+    local s, err, partial = self.sock:receive(n, acc)
+    if s then return s end
+    acc = partial or acc
+    if err ~= "timeout" or clock() > deadline then
+      if err == "timeout" then err = "no data for " .. ex.IO_TIMEOUT .. " s" end
+      return nil, "reading " .. n .. " bytes from the peer: " .. tostring(err) ..
+        (#acc > 0 and (" after " .. #acc) or "")
+    end
   end
-  return s
 end
 
 function Conn:write(s)
-  local ok, err = self.sock:send(s)
-  if not ok then return nil, "writing to the peer: " .. tostring(err) end
+  local i, deadline = 1, clock() + ex.IO_TIMEOUT
+  while i <= #s do
+    local last, err, partial = self.sock:send(s, i)
+    if last then return true end
+    i = (partial or i - 1) + 1
+    if err ~= "timeout" or clock() > deadline then
+      return nil, "writing to the peer: " .. tostring(err)
+    end
+  end
   return true
 end
 
 function Conn:close() self.sock:close() end
 
 local function wrap(sock, role)
-  sock:settimeout(READ_TIMEOUT)
+  sock:settimeout(SLICE)
   sock:setoption("tcp-nodelay", true)
   return setmetatable({ sock = sock, role = role }, Conn)
 end
 
---- Connects to a server; nil, msg when none listens.
+--- Connects to a server; nil, msg when none listens (or none answers in ex.CONNECT_TIMEOUT s).
 function ex.connect(host, port)
-  local sock, err = socket.connect(host, port)
-  if not sock then return nil, string.format("couldn't connect to %s:%d: %s", host, port, tostring(err)) end
+  local function failed(err) return nil, string.format("couldn't connect to %s:%d: %s", host, port, tostring(err)) end
+  local ip, err = socket.dns.toip(host)
+  if not ip then return failed(err) end
+  local sock = socket.tcp()
+  sock:settimeout(SLICE)
+  local ok
+  ok, err = sock:connect(ip, port)
+  local deadline = clock() + ex.CONNECT_TIMEOUT
+  while not ok and err == "timeout" and clock() < deadline do
+    local _, w = socket.select(nil, { sock }, SLICE)
+    if w and w[1] then
+      ok, err = sock:connect(ip, port) -- completes the connect, or says why it failed
+      if err == "already connected" then ok, err = 1, nil end
+    end
+  end
+  if not ok then
+    sock:close()
+    return failed(err)
+  end
   return wrap(sock, "client")
 end
 
@@ -134,10 +171,13 @@ Listener.__index = Listener
 
 --- The next client (timeout: seconds to wait for it, nil: forever).
 function Listener:accept(timeout)
-  self.sock:settimeout(timeout)
-  local sock, err = self.sock:accept()
-  if not sock then return nil, "accept: " .. tostring(err) end
-  return wrap(sock, "server")
+  self.sock:settimeout(SLICE)
+  local deadline = timeout and clock() + timeout
+  while true do
+    local sock, err = self.sock:accept()
+    if sock then return wrap(sock, "server") end
+    if err ~= "timeout" or (deadline and clock() > deadline) then return nil, "accept: " .. tostring(err) end
+  end
 end
 
 function Listener:close() self.sock:close() end
@@ -171,9 +211,9 @@ function ex.pack_dest(d)
   return string.format("%04x:%06x:%06x:%s", d.lid or 0, d.qpn or 0, d.psn or 0, hex) .. "\0"
 end
 
---- {lid=, qpn=, psn=, gid=text, gid_raw=} from a pingpong message.
+--- {lid=, qpn=, psn=, gid=text, gid_raw=} from a pingpong message (52 bytes, the last a NUL).
 function ex.unpack_dest(s)
-  local lid, qpn, psn, hex = s:match("^(%x%x%x%x):(%x%x%x%x%x%x):(%x%x%x%x%x%x):(" .. string.rep("%x", 32) .. ")")
+  local lid, qpn, psn, hex = s:match("^(%x%x%x%x):(%x%x%x%x%x%x):(%x%x%x%x%x%x):(" .. string.rep("%x", 32) .. ")%z$")
   if not lid then return nil, "malformed address message from the peer" end
   local raw = hex:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end)
   return { lid = tonumber(lid, 16), qpn = tonumber(qpn, 16), psn = tonumber(psn, 16),
@@ -226,6 +266,7 @@ function ex.server_exchange(conn, slots, ready)
   if not ok then return nil, err end
   ok, err = conn:read(5)
   if not ok then return nil, err end
+  if ok ~= "done\0" then return nil, "malformed end message from the peer" end
   return remote
 end
 
