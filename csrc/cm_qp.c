@@ -440,9 +440,11 @@ static int post_send(lua_State *L, enum ibv_wr_opcode op)
 	wr.sg_list = &sge;
 	ibvl_guard_end(L, &g);
 	struct ibv_qp *qp = id_qp(L, id);
+	if (qp->qp_type == IBV_QPT_UD && op != IBV_WR_SEND)
+		ibvl_error(L, "RDMA read and write need a connected id (this one's QP is UD)");
 	if (ah != NULL)
 		wr.wr.ud.ah = ah->ptr;
-	else if (qp->qp_type == IBV_QPT_UD && op == IBV_WR_SEND)
+	else if (qp->qp_type == IBV_QPT_UD)
 		ibvl_error(L, "a UD id sends with post_ud_send(wr_id, mr, offset, length, flags, ah, "
 		              "remote_qpn): the peer's address handle is required");
 	return ibvl_result(L, "ibv_post_send", ibv_post_send(qp, &wr, &bad));

@@ -98,17 +98,17 @@ double ibvl_opt_timeout(lua_State *L, int arg, double def)
 
 double ibvl_timeout_field(lua_State *L, int idx, const char *field, double def)
 {
-	lua_getfield(L, idx, field);
+	ibvl_getfield(L, idx, field);
 	double t = def;
 	if (!lua_isnil(L, -1)) {
 		if (lua_type(L, -1) != LUA_TNUMBER)
-			luaL_error(L, "field '%s': timeout in seconds expected, got %s", field,
+			ibvl_error(L, "field '%s': timeout in seconds expected, got %s", field,
 			           luaL_typename(L, -1));
 		t = (double)lua_tonumber(L, -1);
 		if (t != t)
-			luaL_error(L, "field '%s': timeout in seconds expected, got NaN", field);
+			ibvl_error(L, "field '%s': timeout in seconds expected, got NaN", field);
 		if (t < 0)
-			luaL_error(L, "field '%s': timeout in seconds expected, got a negative number",
+			ibvl_error(L, "field '%s': timeout in seconds expected, got a negative number",
 			           field);
 	}
 	lua_pop(L, 1);

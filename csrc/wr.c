@@ -143,10 +143,12 @@ struct ibvl_obj *ibvl_parse_bind_info(lua_State *L, int b, struct ibv_mw_bind_in
 	bi->mw_access_flags =
 		(unsigned int)ibvl_flags_field(L, b, "mw_access_flags", ibvl_access_flags, 0);
 	struct ibvl_obj *mr = ibvl_obj_field(L, b, "mr", &ibvl_mr_class);
-	bi->mr = mr ? mr->ptr : NULL;
-	if (mr != NULL && !has_addr)
+	if (mr == NULL) /* providers (rxe) read the MR's lkey even to unbind */
+		ibvl_error(L, "bind_info: field 'mr' is required (length 0 unbinds)");
+	bi->mr = mr->ptr;
+	if (!has_addr)
 		bi->addr = (uintptr_t)bi->mr->addr;
-	if (mr != NULL && !has_len)
+	if (!has_len)
 		bi->length = bi->mr->length;
 	return mr;
 }

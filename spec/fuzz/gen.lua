@@ -29,8 +29,9 @@ local NUMS = { "0", "1", "-1", "2", "3", "7", "8", "16", "64", "255", "256", "40
 -- sizes of things the call allocates: no valid huge value (that would only exhaust memory)
 local SIZES = { "-1", "0", "1", "2", "3", "7", "8", "64", "4096", "0.5", "1.5", "0/0", "1/0", "-1/0",
   "2^41", "2^53", "2^63", "-2^63", "'64'", "0x100000000000" }
--- timeouts in seconds and in milliseconds: none long, none forever
-local SECONDS = { "0", "0.001", "0.01", "-1", "0/0", "1/0", "-1/0", "2e6", "'0'", "-0.0", "0.02" }
+-- timeouts in seconds and in milliseconds: none long, none forever (math.huge
+-- is the documented "no limit" of the blocking calls, so it is not given)
+local SECONDS = { "0", "0.001", "0.01", "-1", "0/0", "-1/0", "'0'", "-0.0", "0.02" }
 local MILLIS = { "1", "5", "10", "0", "-1", "0/0", "2^31", "0xffffffff", "1.5", "1/0" }
 local STRS = { '""', '"x"', '"abc"', '("A"):rep(7)', '("B"):rep(65)', '("C"):rep(4097)', '"\\0\\1\\2"',
   '"abcdefgh"', '"rc"', '"ud"', '"send"', '"rts"', '"init"', '"local_write"', '"192.0.2.1"',
@@ -550,15 +551,18 @@ end
 T["ibverbs.cm_id.resolve_route"] = function(g) return { g:millis() } end
 T["ibverbs.cm_id.listen"] = function(g) return { g:opt(0.5, G.num) } end
 T["ibverbs.cm_id.get_request"] = function(g) return { g:secs() } end
-T["ibverbs.cm_id.connect"] = function(g) return { g:opt(0.8, G.conn_param) } end
+-- the synchronous calls wait 30 s by default: the fuzzer gives short timeouts
+T["ibverbs.cm_id.connect"] = function(g) return { g:opt(0.8, G.conn_param), g:secs() } end
 T["ibverbs.cm_id.accept"] = T["ibverbs.cm_id.connect"]
+T["ibverbs.cm_id.disconnect"] = function(g) return { g:secs() } end
 T["ibverbs.cm_id.reject"] = function(g) return { g:opt(0.5, G.str) } end
 T["ibverbs.cm_id.migrate_id"] = function(g) return { g:opt(0.7, G.objx, "ibverbs.cm_channel") } end
 T["ibverbs.cm_id.set_option"] = function(g)
   return { g:enum({ "tos", "reuseaddr", "afonly", "ack_timeout", "ib_path", "bogus" }), g:num() }
 end
 T["ibverbs.cm_id.join_multicast"] = function(g)
-  return { g.r.chance(0.5) and '"239.1.1.1"' or g:str(), g:opt(0.3, G.enum, { "fullmember", "sendonly_fullmember" }) }
+  return { g.r.chance(0.5) and '"239.1.1.1"' or g:str(), g:opt(0.3, G.enum, { "fullmember", "sendonly_fullmember" }),
+           g:secs() }
 end
 T["ibverbs.cm_id.leave_multicast"] = function(g) return { g.r.chance(0.5) and '"239.1.1.1"' or g:str() } end
 T["ibverbs.cm_id.create_qp"] = function(g)
@@ -868,7 +872,7 @@ S.route_before_addr = function(g)
   return { { ch .. ":create_id{ps = " .. g:enum({ "tcp", "udp" }) .. "}", g:slot() },
            id .. ":resolve_addr(nil, '192.0.2.1:7471', 100)",
            id .. ":" .. g.r.pick({ "resolve_route(100)", "connect{qp_num = 1}", "accept{qp_num = 1}", "accept()",
-             "create_qp{}", "create_srq{}", "listen()", "establish()", "disconnect()" }) }
+             "create_qp{}", "create_srq{}", "listen()", "establish()", "disconnect(0.1)" }) }
 end
 S.unbound_id = function(g)
   local ch = g:obj("ibverbs.cm_channel", true)
@@ -876,7 +880,7 @@ S.unbound_id = function(g)
   local id = "O[" .. g.next_slot .. "]"
   return { { ch .. ":create_id{ps = " .. g:enum({ "tcp", "udp" }) .. "}", g:slot() },
            id .. ":" .. g.r.pick({ "resolve_route(100)", "connect{qp_num = 1}", "accept{qp_num = 1}", "accept()",
-             "create_qp{}", "create_srq{}", "establish()", "disconnect()", "get_send_comp(0)",
+             "create_qp{}", "create_srq{}", "establish()", "disconnect(0.1)", "get_send_comp(0)",
              "post_recv(1, " .. (g:obj("ibverbs.mr") or "nil") .. ")" }) }
 end
 S.cm_ud_post = function(g)
