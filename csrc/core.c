@@ -7,6 +7,7 @@
  * module or to its parent's methods; the order below is parents first.
  */
 #include <ctype.h>
+#include <dlfcn.h>
 
 #include "ibvl.h"
 
@@ -54,8 +55,20 @@ static int l_methods(lua_State *L)
 
 int luaopen_ibverbs_core(lua_State *L);
 
+/* Keeps this library loaded until the process ends.  At lua_close LuaJIT
+ * may unload C modules before it has run the finalizers of their userdata
+ * (or of a script's objects that call into them), which would then jump
+ * into unmapped code. */
+static void stay_loaded(void)
+{
+	Dl_info info;
+	if (dladdr((void *)stay_loaded, &info) != 0 && info.dli_fname != NULL)
+		dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE);
+}
+
 int luaopen_ibverbs_core(lua_State *L)
 {
+	stay_loaded();
 	lua_newtable(L);
 	ibvl_open_constants(L);
 	ibvl_open_errno(L);

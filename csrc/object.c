@@ -83,8 +83,15 @@ void ibvl_close_forced(struct ibvl_obj *o)
 
 int ibvl_close(lua_State *L, struct ibvl_obj *o)
 {
-	if (o->ptr != NULL && o->deps.next != &o->deps)
-		lua_gc(L, LUA_GCCOLLECT, 0); /* users the script dropped do not count */
+	/* Users the script dropped do not count: collect them first.  Once: a
+	 * close made by a finalizer that this collection runs does not collect
+	 * again (LuaJIT would recurse until the C stack overflows). */
+	static _Thread_local int collecting;
+	if (o->ptr != NULL && o->deps.next != &o->deps && !collecting) {
+		collecting = 1;
+		lua_gc(L, LUA_GCCOLLECT, 0);
+		collecting = 0;
+	}
 	int n = ibvl_ndeps(o);
 	int err = destroy(o, 0);
 	if (err == EBUSY && n > 0) {

@@ -131,6 +131,35 @@ describe("on rxe0, adversarial scripts", function()
     if closed then assert(not ok and tostring(err):match("closed"), tostring(err)) end
   end)
 
+  it("finalizers that close objects at lua_close (the module unloads last) exit cleanly", function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write([[
+local support = require "support"
+local env = support.pair()
+keep = {}
+local victims = { env.a, env.b, env.cq, env.pd, env.ctx }
+for i = 1, 20 do
+  local victim = victims[i % #victims + 1]
+  local function closer() victim:close() end
+  if rawget(_G, "newproxy") then
+    local p = newproxy(true)
+    getmetatable(p).__gc = closer
+    keep[i] = p
+  else
+    keep[i] = setmetatable({}, { __gc = closer })
+  end
+end
+io.write("child done")
+]])
+    f:close()
+    local p = assert(io.popen(support.LUA .. " " .. path .. " 2>&1; echo \" exit=$?\""))
+    local out = p:read("*a")
+    p:close()
+    os.remove(path)
+    assert.matches("child done exit=0", out, 1, true)
+  end)
+
   it("transfer refuses a NaN or negative timeout", function()
     local rl = ibv.recv_wrs(1)
     raises("timeout", ibv.transfer, { recv = env.b, recv_cq = env.cq, recv_wrs = rl, count = 1, timeout = 0 / 0 })
