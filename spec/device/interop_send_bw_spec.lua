@@ -35,17 +35,17 @@ describe("on rxe0, send_bw.lua and perftest's ib_send_bw", function()
   local args = "-d rxe0 -x 1 -s 64 -n " .. ITERS
   it("interoperate with send_bw.lua as server and ib_send_bw as client", function()
     check(support.pair_run(support.example("send_bw.lua", args .. " -p 18801"),
-      "ib_send_bw " .. args .. " -p 18801 127.0.0.1", 18801))
+      "ib_send_bw -F " .. args .. " -p 18801 127.0.0.1", 18801))
   end)
 
   it("interoperate with ib_send_bw as server and send_bw.lua as client", function()
-    check(support.pair_run("ib_send_bw " .. args .. " -p 18802",
+    check(support.pair_run("ib_send_bw -F " .. args .. " -p 18802",
       support.example("send_bw.lua", args .. " -p 18802 127.0.0.1"), 18802))
   end)
 
   it("reach a message rate of at least half of C's, back to back (target 0.95)", function()
     local big = "-d rxe0 -x 1 -s 64 -n 20000"
-    local c = support.pair_run("ib_send_bw " .. big .. " -p 18803", "ib_send_bw " .. big .. " -p 18803 127.0.0.1",
+    local c = support.pair_run("ib_send_bw -F " .. big .. " -p 18803", "ib_send_bw -F " .. big .. " -p 18803 127.0.0.1",
       18803, 120)
     local l = support.pair_run(support.example("send_bw.lua", big .. " -p 18804"),
       support.example("send_bw.lua", big .. " -p 18804 127.0.0.1"), 18804, 120)
