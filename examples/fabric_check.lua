@@ -3,6 +3,10 @@
 -- MTU and GIDs, then loopback traffic on the port: RC send/recv, RDMA write,
 -- RDMA read, atomics, UD send; each PASS or FAIL with its time.
 --   lua5.4 examples/fabric_check.lua [-d rxe0] [-i 1] [-g 1] [--json]
+-- Under a launcher (srun, mpirun, tools/rxe-vm --nodes) or with --rank/--size,
+-- every rank checks its own ports, then the fabric as a whole: the same MTU and
+-- link layer everywhere, every pair of ranks reachable over RC and UD; rank 0
+-- reports and names the ranks (hosts) at fault and their pairs.
 -- Exit status: 0 when everything passed, 1 on any FAIL.
 local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
@@ -17,6 +21,13 @@ local o = cli.run(arg, {
                help = "GID index for the traffic (default: the first RoCE v2 IPv4 GID, else 0)" },
   { "t", "timeout", arg = "seconds", type = "number", default = 2, help = "completion timeout (default 2)" },
   { nil, "json", help = "machine-readable output (one JSON object)" },
+  -- across ranks (examples/lib/fabric_wide.lua): under a launcher, or with --size
+  { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
+  { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
+  { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
+  { nil, "fabric-port", arg = "port", type = "int", help = "rendezvous TCP port (default 18600)" },
+  { nil, "fabric-timeout", arg = "seconds", type = "number", default = 60,
+    help = "limit of the rendezvous and of each exchange between ranks (default 60)" },
 })
 
 local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic" }
@@ -239,6 +250,9 @@ if #results == 0 then
   results[1] = { name = o.ib_dev or "(none)", error = "no such RDMA device", ports = {} }
   failed = failed + 1
 end
+-- one rank of many: the fabric as a whole (rank 0 reports)
+local wide = require "fabric_wide"
+if wide.wanted(o) then os.exit(wide.run(o, results, failed, total, print_text, json)) end
 if o.json then
   print(json({ devices = results, checks = total, failed = failed, pass = failed == 0 }))
 else

@@ -27,7 +27,7 @@ dependencies = {
   "lua >= 5.1, < 5.5", -- 5.1 means LuaJIT 2.1 here: plain Lua 5.1 is refused by the C build
   "luasocket >= 3.0", -- ibverbs.exchange: the TCP exchange of QP addresses
   "argparse >= 0.7", -- the examples' command lines (examples/ is installed with the rock)
-  "dkjson >= 2.5", -- examples/fabric_check.lua --json
+  "dkjson >= 2.5", -- ibverbs.fabric (collectives), examples/fabric_check.lua --json
 }
 test_dependencies = {
   "busted",
@@ -57,6 +57,7 @@ build = {
     ["ibverbs.ffi"] = "lua/ibverbs/ffi.lua",
     ["ibverbs.cm"] = "lua/ibverbs/cm.lua",
     ["ibverbs.exchange"] = "lua/ibverbs/exchange.lua",
+    ["ibverbs.fabric"] = "lua/ibverbs/fabric.lua",
   },
   copy_directories = { "examples", "docs" }, -- docs: the API reference sources (docs/api) and guides
 }

@@ -1,0 +1,55 @@
+--- Ranks, rendezvous and collectives for scripts that run on many hosts at once (one process per
+-- host or device), started by the launcher the cluster already has.
+--
+--     local fabric = require "ibverbs.fabric"
+--     local f = assert(fabric.init())                 -- srun, mpirun, tools/rxe-vm --nodes, or options
+--     local info = assert(f:alltoall(per_peer))       -- per_peer[r + 1] goes to rank r
+--     assert(f:barrier())
+--
+-- Rank and size come from, in this order: `rank`/`size` options; `IBV_FABRIC_RANK`/`IBV_FABRIC_SIZE`;
+-- Slurm (`SLURM_PROCID`, `SLURM_NTASKS`); Open MPI (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`);
+-- PMI (`PMI_RANK`, `PMI_SIZE`: MPICH, Intel MPI); `tools/rxe-vm --nodes` (`RXE_VM_NODE`, `RXE_VM_NODES`);
+-- else one rank.  Rank 0 listens on TCP port `port` (`IBV_FABRIC_PORT`, default 18600); the others
+-- connect to `root` (`IBV_FABRIC_ROOT`, "host" or "host:port"), which defaults to the first host of
+-- Slurm's node list, to 127.0.0.1 when Open MPI or PMI put every rank on one host, and to node 1's
+-- management address under rxe-vm.
+--
+-- Every collective goes through rank 0 and carries Lua values (nil, booleans, numbers, strings,
+-- tables of them) serialised with dkjson (numbers exact, under LuaJIT too).  Ranks are 0-based; the
+-- lists the collectives return are indexed rank + 1.  Every call has a time limit (`timeout`,
+-- `IBV_FABRIC_TIMEOUT`, default 60 s): a rank that does not arrive in time is named in the error
+-- ("rank 2 (node3) did not arrive at barrier #4 within 60 s"), the ranks that did arrive get the same
+-- error, and nobody waits forever.  Failures return `nil, message`; after one the group is broken and
+-- every later call returns the same message.
+--
+-- @module ibverbs.fabric
+
+local fabric = {}
+
+--- The default rendezvous port (18600).
+fabric.DEFAULT_PORT = 18600
+--- The default time limit in seconds (60).
+fabric.DEFAULT_TIMEOUT = 60
+
+--- Joins the group: rank and size from opts or the launcher, then the rendezvous at rank 0.
+-- @tparam[opt] table opts `rank`, `size`, `root` ("host" or "host:port"), `port`, `timeout` (seconds,
+-- for the rendezvous and the default of every collective), `host` (this rank's name; default `uname -n`),
+-- `getenv` (a function like `os.getenv`)
+-- @treturn ibverbs.fabric_group
+-- @return[2] nil, message (a rank that did not arrive, rank 0 not answering, no root address)
+function fabric.init(opts) end
+
+--- What the launcher says, without joining.
+-- @tparam[opt] function getenv like `os.getenv`
+-- @treturn integer rank (0-based)
+-- @treturn integer size
+-- @treturn string launcher: "env", "slurm", "openmpi", "pmi", "rxe-vm" or "none"
+-- @treturn string|nil the rendezvous host the launcher implies
+function fabric.detect(getenv) end
+
+--- The first host of a Slurm host list.
+-- @tparam string list "node[01-04,07],login"
+-- @treturn string|nil "node01"
+function fabric.first_host(list) end
+
+return fabric

@@ -1,0 +1,56 @@
+--- A group of ranks joined by `ibverbs.fabric.init`.
+--
+-- Fields: `rank` (0-based), `size`, `launcher`, `host` (this rank's name), `hosts` (every rank's,
+-- indexed rank + 1), `root`, `port`, `timeout`.
+--
+--     local all = assert(f:allgather({qpn = qp.qp_num, gid = gid}))  -- all[r + 1]: rank r's value
+--
+-- @classmod ibverbs.fabric_group
+
+local fabric_group = {}
+
+--- Waits until every rank has called `barrier`.
+-- @tparam[opt] number timeout seconds (default: the group's)
+-- @treturn true
+-- @return[2] nil, message naming the ranks that did not arrive or left
+function fabric_group:barrier(timeout) end
+
+--- Every rank's value on every rank.
+-- @param value any serialisable value
+-- @tparam[opt] number timeout
+-- @treturn table values indexed rank + 1
+-- @return[2] nil, message
+function fabric_group:allgather(value, timeout) end
+
+--- Every rank's value at `root`.
+-- @param value
+-- @tparam[opt] integer root (default 0)
+-- @tparam[opt] number timeout
+-- @treturn table|true at root the values indexed rank + 1; true elsewhere
+-- @return[2] nil, message
+function fabric_group:gather(value, root, timeout) end
+
+--- `root`'s value on every rank.
+-- @param value (only root's counts)
+-- @tparam[opt] integer root (default 0)
+-- @tparam[opt] number timeout
+-- @return root's value
+-- @return[2] nil, message
+function fabric_group:bcast(value, root, timeout) end
+
+--- Personalised exchange (the QP-info exchange of an all-pairs setup): `list[r + 1]` goes to rank r.
+-- @tparam table list
+-- @tparam[opt] number timeout
+-- @treturn table what each rank sent to this one, indexed by the sender's rank + 1
+-- @return[2] nil, message
+function fabric_group:alltoall(list, timeout) end
+
+--- "rank 2 (node3)": a rank with its host when known.
+-- @tparam integer rank
+-- @treturn string
+function fabric_group:name(rank) end
+
+--- Closes the connections (idempotent; also `__close`).
+function fabric_group:close() end
+
+return fabric_group

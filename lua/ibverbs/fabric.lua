@@ -1,0 +1,407 @@
+--- Ranks, rendezvous and collectives for scripts that run on many hosts at once.
+--
+--   local fabric = require "ibverbs.fabric"
+--   local f = assert(fabric.init())          -- rank and size from Slurm, Open MPI, PMI, rxe-vm or IBV_FABRIC_*
+--   print(f.rank, f.size, f.hosts[1])        -- ranks are 0-based; lists are indexed rank + 1
+--   local all = assert(f:allgather({qpn = qp.qp_num, gid = gid}))   -- all[r + 1] is rank r's value
+--   local mine = assert(f:alltoall(per_peer))  -- per_peer[r + 1] goes to rank r; mine[r + 1] came from r
+--   assert(f:barrier())
+--   f:close()
+--
+-- Rank 0 listens on TCP (luasocket) and every other rank connects to it; every
+-- collective goes through rank 0.  Values are serialised with dkjson.  Every
+-- call has a time limit: a rank that does not arrive in time is named in the
+-- error ("rank 2 (node3) did not arrive ..."), and the ranks that did arrive
+-- get the same error instead of waiting forever.  Every call returns nil, msg
+-- on failure; after one, the fabric object is broken and says so.
+local socket = require "socket"
+local dkjson = require "dkjson"
+
+local fabric = {}
+
+fabric.DEFAULT_PORT = 18600
+fabric.DEFAULT_TIMEOUT = 60
+
+-- ---------------------------------------------------------------- launchers
+
+local function int(v)
+  local n = tonumber(v)
+  if n and n == math.floor(n) then return math.floor(n) end
+  return nil
+end
+
+-- The first host of a Slurm host list: "node[01-04,07],login" -> "node01".
+function fabric.first_host(list)
+  if not list or list == "" then return nil end
+  local head = list:match("^([^,%[]+)%[") -- "node[" ...
+  if head and list:find("^[^,]*%[") then
+    local range = list:match("^[^%[]+%[([^%]]+)%]")
+    local first = range:match("^([^,%-]+)")
+    return head .. first
+  end
+  return list:match("^([^,]+)")
+end
+
+-- What the launcher says: rank, size, launcher name, the rendezvous host it implies (or nil).
+-- getenv: a function like os.getenv (for the specs).
+function fabric.detect(getenv)
+  getenv = getenv or os.getenv
+  local function pair(r, s) return int(getenv(r)), int(getenv(s)) end
+  local rank, size = pair("IBV_FABRIC_RANK", "IBV_FABRIC_SIZE")
+  if rank and size then return rank, size, "env", nil end
+  rank, size = pair("SLURM_PROCID", "SLURM_NTASKS")
+  if not size then size = int(getenv("SLURM_NPROCS")) end
+  if rank and size then
+    return rank, size, "slurm", fabric.first_host(getenv("SLURM_STEP_NODELIST") or getenv("SLURM_JOB_NODELIST"))
+  end
+  rank, size = pair("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
+  if rank and size then
+    -- all ranks on this host: rank 0 is here too
+    local host = int(getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) == size and "127.0.0.1" or nil
+    return rank, size, "openmpi", host
+  end
+  rank, size = pair("PMI_RANK", "PMI_SIZE")
+  if rank and size then
+    local host = int(getenv("MPI_LOCALNRANKS")) == size and "127.0.0.1" or nil
+    return rank, size, "pmi", host
+  end
+  local node, nodes = pair("RXE_VM_NODE", "RXE_VM_NODES")
+  if node and nodes then
+    -- tools/rxe-vm --nodes: rank K-1 on node K, rank 0 on node 1's management address
+    return node - 1, nodes, "rxe-vm", (getenv("RXE_VM_MGMT_ADDRS") or ""):match("^(%S+)")
+  end
+  return 0, 1, "none", nil
+end
+
+-- ---------------------------------------------------------------- framing
+
+-- LuaJIT's tostring keeps 14 digits, so dkjson would round 64-bit addresses:
+-- such numbers are written with every digit (dkjson's __tojson).
+local function exact(v)
+  if type(v) == "number" then
+    if v == v and v ~= math.huge and v ~= -math.huge and tonumber(tostring(v)) ~= v then
+      local text = v == math.floor(v) and string.format("%.0f", v) or string.format("%.17g", v)
+      return setmetatable({}, { __tojson = function() return text end })
+    end
+    return v
+  end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = exact(x) end
+  return setmetatable(out, getmetatable(v))
+end
+
+local function encode(msg)
+  local ok, s = pcall(dkjson.encode, exact(msg))
+  if not ok or type(s) ~= "string" then return nil, "cannot serialise the value: " .. tostring(s) end
+  return string.format("%08x", #s) .. s
+end
+
+-- One frame from sock before deadline (ibv-less clock: socket.gettime).
+local function read_frame(sock, deadline)
+  local left = deadline - socket.gettime()
+  if left <= 0 then return nil, "timeout" end
+  sock:settimeout(left)
+  local head, err = sock:receive(8)
+  if not head then return nil, err end
+  local n = tonumber(head, 16)
+  if not n then return nil, "malformed frame" end
+  left = math.max(deadline - socket.gettime(), 0.5)
+  sock:settimeout(left)
+  local body
+  body, err = sock:receive(n)
+  if not body then return nil, err end
+  local msg, _, derr = dkjson.decode(body)
+  if type(msg) ~= "table" then return nil, "malformed frame: " .. tostring(derr) end
+  return msg
+end
+
+local function send_frame(sock, msg, deadline)
+  local s, err = encode(msg)
+  if not s then return nil, err end
+  sock:settimeout(math.max((deadline or socket.gettime() + 10) - socket.gettime(), 1))
+  local ok
+  ok, err = sock:send(s)
+  if not ok then return nil, err end
+  return true
+end
+
+-- ---------------------------------------------------------------- the object
+
+local Fabric = {}
+Fabric.__index = Fabric
+
+--- "rank 2 (node3)" when the host is known, else "rank 2".
+function Fabric:name(rank)
+  local host = self.hosts and self.hosts[rank + 1]
+  if not host and self.launcher == "rxe-vm" then host = "node" .. (rank + 1) end
+  return host and string.format("rank %d (%s)", rank, host) or ("rank " .. rank)
+end
+
+local function names(self, ranks)
+  local t = {}
+  for i, r in ipairs(ranks) do t[i] = self:name(r) end
+  if #t == 1 then return t[1] end
+  return table.concat(t, ", ", 1, #t - 1) .. " and " .. t[#t]
+end
+
+local function broken(self, msg)
+  self.err = self.err or msg
+  return nil, self.err
+end
+
+-- Rank 0: wait for a message from every other rank (op and seq must match),
+-- then answer each with reply(rank, values) or with the error.
+local function hub_collect(self, op, local_value, deadline)
+  local values = { [1] = local_value }
+  local pending, by_sock = {}, {}
+  for r = 1, self.size - 1 do
+    pending[#pending + 1] = self.peers[r]
+    by_sock[self.peers[r]] = r
+  end
+  local err
+  while #pending > 0 and not err do
+    local left = deadline - socket.gettime()
+    if left <= 0 then break end
+    local ready = socket.select(pending, nil, left)
+    for _, sock in ipairs(ready) do
+      local r = by_sock[sock]
+      local msg, rerr = read_frame(sock, deadline)
+      if not msg then
+        err = string.format("%s left the fabric during %s (%s)", self:name(r), op,
+          rerr == "closed" and "connection closed" or tostring(rerr))
+        break
+      end
+      if msg.op ~= op or msg.seq ~= self.seq then
+        err = string.format("%s called %s #%s where rank 0 called %s #%d", self:name(r), tostring(msg.op),
+          tostring(msg.seq), op, self.seq)
+        break
+      end
+      values[r + 1] = msg.v
+      for i, s in ipairs(pending) do
+        if s == sock then table.remove(pending, i); break end
+      end
+    end
+  end
+  if not err and #pending > 0 then
+    local missing = {}
+    for _, s in ipairs(pending) do missing[#missing + 1] = by_sock[s] end
+    table.sort(missing)
+    err = string.format("%s did not arrive at %s #%d within %g s", names(self, missing), op, self.seq,
+      self.last_timeout)
+  end
+  return values, err
+end
+
+-- One collective: every rank gives value; rank 0 computes each rank's answer with
+-- answer(values, rank) (values indexed rank + 1) and sends it back.
+local function collective(self, op, value, timeout, answer)
+  if self.err then return nil, self.err end
+  if self.closed then return nil, "the fabric is closed" end
+  timeout = timeout or self.timeout
+  self.last_timeout = timeout
+  self.seq = self.seq + 1
+  if self.size == 1 then return answer({ value }, 0) end
+  local deadline = socket.gettime() + timeout
+  if self.rank ~= 0 then
+    local ok, err = send_frame(self.hub, { op = op, seq = self.seq, v = value }, deadline)
+    if not ok then return broken(self, string.format("%s: cannot reach rank 0: %s", op, err)) end
+    -- rank 0 names a missing rank when its own limit passes: wait a little longer than that
+    local msg
+    msg, err = read_frame(self.hub, deadline + 10)
+    if not msg then
+      return broken(self, string.format("%s #%d: no answer from rank 0 (%s)", op, self.seq,
+        err == "closed" and "connection closed" or tostring(err)))
+    end
+    if msg.err then return broken(self, msg.err) end
+    return msg.v
+  end
+  local values, err = hub_collect(self, op, value, deadline)
+  for r = 1, self.size - 1 do
+    local reply = err and { err = err } or { v = answer(values, r) }
+    send_frame(self.peers[r], reply, socket.gettime() + 5)
+  end
+  if err then return broken(self, err) end
+  return answer(values, 0)
+end
+
+--- Waits until every rank has called barrier.
+function Fabric:barrier(timeout)
+  local ok, err = collective(self, "barrier", true, timeout, function() return true end)
+  if ok == nil then return nil, err end
+  return true
+end
+
+--- Every rank's value, as a list indexed rank + 1, on every rank.
+function Fabric:allgather(value, timeout)
+  return collective(self, "allgather", value, timeout, function(values) return values end)
+end
+
+--- Every rank's value at root (a list indexed rank + 1); true on the other ranks.
+function Fabric:gather(value, root, timeout)
+  root = root or 0
+  return collective(self, "gather", value, timeout, function(values, r)
+    if r == root then return values end
+    return true
+  end)
+end
+
+--- root's value on every rank.
+function Fabric:bcast(value, root, timeout)
+  root = root or 0
+  return collective(self, "bcast", value, timeout, function(values) return values[root + 1] end)
+end
+
+--- Personalised exchange: list[r + 1] goes to rank r; returns what each rank sent to this one
+-- (indexed by the sender's rank + 1).  The QP-info exchange of an all-pairs setup.
+function Fabric:alltoall(list, timeout)
+  if type(list) ~= "table" then error("bad argument #1 to 'alltoall' (table expected, got " .. type(list) .. ")", 2) end
+  return collective(self, "alltoall", list, timeout, function(values, r)
+    local out = {}
+    for src = 1, self.size do out[src] = values[src] and values[src][r + 1] end
+    return out
+  end)
+end
+
+--- Closes the connections (idempotent).
+function Fabric:close()
+  if self.closed then return end
+  self.closed = true
+  if self.hub then self.hub:close() end
+  for _, s in pairs(self.peers or {}) do s:close() end
+  if self.listener then self.listener:close() end
+end
+Fabric.__close = Fabric.close
+Fabric.__gc = Fabric.close
+
+-- ---------------------------------------------------------------- rendezvous
+
+local function hostname()
+  local p = io.popen("uname -n 2>/dev/null")
+  local h = p and p:read("l")
+  if p then p:close() end
+  return h or "?"
+end
+
+local function hub_rendezvous(self, deadline)
+  local l, err = socket.bind("*", self.port, 64)
+  if not l then
+    return nil, string.format("rank 0 cannot listen on port %d: %s", self.port, tostring(err))
+  end
+  self.listener = l
+  self.peers = {}
+  local arrived = 1
+  local fail
+  while arrived < self.size and not fail do
+    local left = deadline - socket.gettime()
+    if left <= 0 then break end
+    l:settimeout(left)
+    local sock = l:accept()
+    if sock then
+      sock:setoption("tcp-nodelay", true)
+      local hello = read_frame(sock, math.min(deadline, socket.gettime() + 10))
+      if hello and hello.hello == "ibverbs.fabric" then
+        local r = int(hello.rank)
+        if hello.size ~= self.size then
+          fail = string.format("rank %s (%s) says the fabric has %s ranks, rank 0 says %d", tostring(hello.rank),
+            tostring(hello.host), tostring(hello.size), self.size)
+        elseif not r or r < 1 or r >= self.size then
+          fail = string.format("a rank %s (%s) arrived: ranks are 0 to %d", tostring(hello.rank),
+            tostring(hello.host), self.size - 1)
+        elseif self.peers[r] then
+          fail = string.format("rank %d arrived twice (%s and %s)", r, self.hosts[r + 1], tostring(hello.host))
+        else
+          self.peers[r] = sock
+          self.hosts[r + 1] = tostring(hello.host)
+          arrived = arrived + 1
+        end
+        if fail then sock:close() end
+      else
+        sock:close() -- not one of ours (a port scan, a stale run): ignore it
+      end
+    end
+  end
+  l:close()
+  self.listener = nil
+  if not fail and arrived < self.size then
+    local missing = {}
+    for r = 1, self.size - 1 do
+      if not self.peers[r] then missing[#missing + 1] = r end
+    end
+    fail = string.format("%s did not arrive at the rendezvous (port %d) within %g s", names(self, missing),
+      self.port, self.init_timeout)
+  end
+  for r, s in pairs(self.peers) do
+    send_frame(s, fail and { err = fail } or { welcome = true, hosts = self.hosts }, socket.gettime() + 5)
+    if fail then s:close(); self.peers[r] = nil end
+  end
+  if fail then return nil, fail end
+  return true
+end
+
+local function rank_rendezvous(self, deadline)
+  local sock, err
+  repeat -- rank 0 may not listen yet
+    sock, err = socket.connect(self.root, self.port)
+    if not sock then socket.sleep(0.2) end
+  until sock or socket.gettime() >= deadline
+  if not sock then
+    return nil, string.format("rank %d: rank 0 at %s:%d did not answer within %g s (%s)", self.rank, self.root,
+      self.port, self.init_timeout, tostring(err))
+  end
+  sock:setoption("tcp-nodelay", true)
+  self.hub = sock
+  local ok
+  ok, err = send_frame(sock, { hello = "ibverbs.fabric", rank = self.rank, size = self.size, host = self.host },
+    deadline)
+  if not ok then return nil, "rank " .. self.rank .. ": cannot greet rank 0: " .. tostring(err) end
+  -- rank 0 answers when everybody arrived, or at its own time limit
+  local msg
+  msg, err = read_frame(sock, deadline + 10)
+  if not msg then
+    return nil, string.format("rank %d: no word from rank 0 at %s:%d (%s)", self.rank, self.root, self.port,
+      err == "closed" and "connection closed" or tostring(err))
+  end
+  if msg.err then return nil, msg.err end
+  for i = 1, self.size do self.hosts[i] = msg.hosts[i] end
+  return true
+end
+
+--- Joins the fabric: rank and size from opts or the launcher, rendezvous at rank 0.
+-- opts: rank, size, root ("host" or "host:port"), port, timeout (seconds, for the
+-- rendezvous and the default of every collective), host (this rank's name).
+function fabric.init(opts)
+  opts = opts or {}
+  local rank, size, launcher, root = fabric.detect(opts.getenv)
+  if opts.rank or opts.size then
+    rank, size, launcher = int(opts.rank) or rank, int(opts.size) or size, "options"
+  end
+  if not rank or not size or size < 1 or rank < 0 or rank >= size then
+    return nil, string.format("fabric: rank %s of size %s is not a rank", tostring(rank), tostring(size))
+  end
+  local getenv = opts.getenv or os.getenv
+  root = opts.root or getenv("IBV_FABRIC_ROOT") or root
+  local root_port
+  if root and root:find("^[^:]+:%d+$") then root, root_port = root:match("^(.*):(%d+)$") end
+  local port = int(opts.port) or int(root_port) or int(getenv("IBV_FABRIC_PORT"))
+  if size > 1 and rank ~= 0 and not root then
+    return nil, "fabric: where is rank 0? set IBV_FABRIC_ROOT=host[:port] or pass root = ... (launcher: " ..
+      launcher .. ")"
+  end
+  local timeout = tonumber(opts.timeout) or tonumber(getenv("IBV_FABRIC_TIMEOUT")) or fabric.DEFAULT_TIMEOUT
+  local self = setmetatable({ rank = rank, size = size, launcher = launcher, root = root,
+    port = port or fabric.DEFAULT_PORT, timeout = timeout, init_timeout = timeout, last_timeout = timeout,
+    seq = 0, host = opts.host or hostname(), hosts = {}, peers = {} }, Fabric)
+  self.hosts[rank + 1] = self.host
+  if size == 1 then return self end
+  local deadline = socket.gettime() + timeout
+  local ok, err
+  if rank == 0 then ok, err = hub_rendezvous(self, deadline) else ok, err = rank_rendezvous(self, deadline) end
+  if not ok then
+    self:close()
+    return nil, "fabric: " .. err
+  end
+  return self
+end
+
+return fabric

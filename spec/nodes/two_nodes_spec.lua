@@ -1,0 +1,104 @@
+-- Run on every node of `tools/rxe-vm --nodes 2` (tools/run-tests): both nodes
+-- run these steps in the same order, one rank each (ibverbs.fabric reads
+-- RXE_VM_NODE), so every step is one multi-node run.  Rank 0 (node 1) checks
+-- the report; every node checks its own exit status.
+local ibv = require "ibverbs"
+local support = require "support"
+local dkjson = require "dkjson"
+
+local NODE = tonumber(os.getenv("RXE_VM_NODE") or "0")
+
+local function run(script, args)
+  return support.run("timeout 150 " .. support.example(script, args))
+end
+
+local function sh(cmd)
+  local r = os.execute(cmd)
+  return r == true or r == 0
+end
+
+local function wait_port(state)
+  local ctx = support.open()
+  local deadline = ibv.now() + 10
+  local p = ctx:query_port(1)
+  while p.state ~= state and ibv.now() < deadline do
+    require("socket").sleep(0.1)
+    p = ctx:query_port(1)
+  end
+  ctx:close()
+  return p.state
+end
+
+describe("two soft-RoCE nodes", function()
+  it("runs under tools/rxe-vm --nodes 2 with rxe0 on eth0", function()
+    assert.is_true(NODE == 1 or NODE == 2, "RXE_VM_NODE is " .. tostring(os.getenv("RXE_VM_NODE")))
+    assert.equal("2", os.getenv("RXE_VM_NODES"))
+    local ctx = support.open()
+    assert.equal("::ffff:192.0.2." .. NODE, ctx:query_gid(1, 1))
+    ctx:close()
+  end)
+
+  it("fabric_matrix.lua measures both ordered pairs and verifies the bytes", function()
+    local json = ".cache/nodes-matrix.json"
+    if NODE == 1 then os.remove(json) end
+    local out, rc = run("fabric_matrix.lua", "-d rxe0 -n 100 -N 32 -S 16384 -T 0.01 --json " .. json)
+    assert.equal(0, rc, out)
+    if NODE ~= 1 then return end
+    assert.matches("2 pairs, %d+ bytes verified, 0 flagged", out)
+    local f = assert(io.open(json))
+    local m = assert(dkjson.decode(f:read("a")))
+    f:close()
+    assert.is_true(m.pass)
+    assert.equal(2, m.size)
+    assert.same({ "node1", "node2" }, m.hosts)
+    assert.equal("rxe-vm", m.options.launcher)
+    assert.equal(2, #m.pairs)
+    for _, p in ipairs(m.pairs) do
+      assert.is_nil(p.error)
+      assert.is_true(p.lat_us > 0 and p.write_mbs > 0 and p.send_mbs > 0, dkjson.encode(p))
+      -- ping + echo, one RDMA write buffer, 16 send buffers
+      assert.equal(2 * 8 + 16384 + 16 * 16384, p.verified_bytes)
+      assert.is_true(p.data_ok)
+    end
+    assert.equal(1, m.pairs[1].dst + m.pairs[2].dst)
+  end)
+
+  it("fabric_check.lua passes across the nodes: ports, MTU, link layer, RC and UD both ways", function()
+    local out, rc = run("fabric_check.lua", "-d rxe0")
+    assert.equal(0, rc, out)
+    if NODE ~= 1 then return end
+    assert.matches("fabric: 2 ranks %(rxe%-vm launcher%)", out)
+    assert.matches("consistent mtu%s+PASS 1024", out)
+    assert.matches("RC rank 0 %(node1%)%s+<%-> rank 1 %(node2%)%s+PASS", out)
+    assert.matches("UD rank 0 %(node1%)%s+<%-> rank 1 %(node2%)%s+PASS", out)
+    assert.matches("fabric: 1 pairs x RC, UD; PASS", out)
+  end)
+
+  it("fabric_check.lua names node 2 and its pairs when node 2's link is down, exit 1 everywhere", function()
+    local ok, err = pcall(function()
+      if NODE == 2 then
+        assert.is_true(sh("ip link set eth0 down"))
+        assert.equal("down", wait_port("down"))
+      end
+      local t0 = ibv.now()
+      local out, rc = run("fabric_check.lua", "-d rxe0")
+      assert.equal(1, rc, out)
+      assert.is_true(ibv.now() - t0 < 60, "took " .. (ibv.now() - t0) .. " s")
+      if NODE == 1 then
+        assert.matches("rank 1 %(node2%)%s+rxe0 port 1: down", out)
+        assert.matches("RC rank 0 %(node1%)%s+<%-> rank 1 %(node2%)%s+FAIL", out)
+        assert.matches("UD rank 0 %(node1%)%s+<%-> rank 1 %(node2%)%s+FAIL", out)
+        assert.matches("FAULT rank 1 %(node2%): port_state: port is down.*pairs: node1<%->node2 RC, node1<%->node2 UD",
+          out)
+        assert.not_matches("FAULT rank 0", out)
+      else
+        assert.matches("rank 1 %(node2%): 6 local checks, 6 failed", out)
+      end
+    end)
+    if NODE == 2 then
+      sh("ip link set eth0 up")
+      assert.equal("active", wait_port("active"))
+    end
+    assert(ok, err)
+  end)
+end)
