@@ -79,12 +79,15 @@ $(BUILD)/obj/ibvlua.o: host/ibvlua.c csrc/ibverbs.h
 
 $(HOST): $(BUILD)/obj/ibvlua.o $(ARCHIVE)
 	$(CC) -o $@ $< -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) -Wl,--no-whole-archive \
-		$(LIBS) -lm -ldl
+		$(LIBS) -lm -ldl -static-libgcc
 
 $(EMBED): examples/embed/embed.c $(ARCHIVE)
 	$(CC) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -Icsrc -o $@ $< $(ARCHIVE) $(LIBLUA_A) $(LIBS) -lm -ldl
 
-embed: $(EMBED)
+$(BUILD)/embed-lifetime: spec/embed/lifetime.c $(ARCHIVE)
+	$(CC) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -Icsrc -o $@ $< $(ARCHIVE) $(LIBLUA_A) $(LIBS) -lm -ldl
+
+embed: $(EMBED) $(BUILD)/embed-lifetime
 
 PREFIX ?= /usr/local
 LUA_V_lua5.4 = 5.4

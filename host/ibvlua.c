@@ -637,6 +637,7 @@ static void doREPL(lua_State *L)
 {
 	const char *oldprogname = progname;
 	progname = NULL;
+	lua_settop(L, 0); /* pmain's arguments */
 	open_readline();
 	lua_getglobal(L, "ibv");
 	if (lua_isnil(L, -1)) { /* ibv ready for trying verbs by hand */
