@@ -112,7 +112,8 @@ ENV = LUA_PATH="lua/?.lua;lua/?/init.lua;spec/?.lua;$$LUA_PATH;;" \
 DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev librdmacm-dev \
 	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
 	lua-check qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
-	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown
+	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
+	python3 libreadline8
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
