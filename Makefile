@@ -61,9 +61,13 @@ LIBLUA_A = $(eval LIBLUA_A := $$(shell pkg-config --variable=libdir $(PKG_LUA))/
 RDMA_CORE_VERSION = $(eval RDMA_CORE_VERSION := $$(shell pkg-config --modversion libibverbs))$(RDMA_CORE_VERSION)
 LUA_SRCS = $(sort $(shell find lua -name '*.lua'))
 
+# and the pure-Lua libraries the examples use (argparse, dkjson: MIT), when the
+# build machine has them, so examples/ runs on a node with no Lua at all
+LUA_DEPS = $(eval LUA_DEPS := $$(shell $(LUA) -e 'for _, m in ipairs{"argparse", "dkjson"} do \
+	local p = package.searchpath(m, package.path) if p then io.write(m, "=", p, " ") end end'))$(LUA_DEPS)
 $(BUILD)/gen/lua_modules.c: tools/embed-lua.lua $(LUA_SRCS)
 	@mkdir -p $(dir $@)
-	$(LUA) tools/embed-lua.lua $@ $(LUA_SRCS)
+	$(LUA) tools/embed-lua.lua $@ $(LUA_SRCS) $(LUA_DEPS)
 
 $(BUILD)/obj/lua_modules.o: $(BUILD)/gen/lua_modules.c csrc/ibverbs.h
 	$(CC) $(WARN) $(CFLAGS) -fPIC $(PKG_CFLAGS) -Icsrc -c $< -o $@
@@ -98,7 +102,7 @@ install: all $(ARCHIVE)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/lua-ibverbs \
 		$(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs \
 		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs
-	install -m 755 $(HOST) $(DESTDIR)$(PREFIX)/bin/$(HOST_NAME_$(LUA))
+	install -s -m 755 $(HOST) $(DESTDIR)$(PREFIX)/bin/$(HOST_NAME_$(LUA))
 	install -m 644 csrc/ibverbs.h $(DESTDIR)$(PREFIX)/include/lua-ibverbs/ibverbs.h
 	install -m 644 $(ARCHIVE) $(DESTDIR)$(PREFIX)/lib/libibverbs-lua$(if $(filter luajit,$(LUA)),jit).a
 	install -m 755 $(MODULE) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs/core.so

@@ -1,8 +1,10 @@
 -- tools/embed-lua.lua: the build step that puts the Lua modules into ibvlua.
---   lua5.4 tools/embed-lua.lua OUT.c lua/ibverbs.lua lua/ibverbs/cm.lua ...
+--   lua5.4 tools/embed-lua.lua OUT.c lua/ibverbs.lua lua/ibverbs/cm.lua ... [name=path ...]
 -- Writes a C file with the source of every file given (lua/a/b.lua is module
--- "a.b", lua/a/init.lua is "a") and ibvl_preload(L), which registers each
--- one, and ibverbs.core, in package.preload.  Runs under Lua 5.1 to 5.4.
+-- "a.b", lua/a/init.lua is "a"; name=path is module name from any path, for
+-- the pure-Lua libraries the examples use) and ibvl_preload(L), which
+-- registers each one, and ibverbs.core, in package.preload.  Runs under Lua
+-- 5.1 to 5.4.
 local out_path = assert(arg[1], "usage: embed-lua.lua OUT.c FILE.lua...")
 
 local function modname(path)
@@ -16,11 +18,12 @@ local parts = {
 }
 local mods = {}
 for i = 2, #arg do
-  local path = arg[i]
+  local path, name = arg[i], nil
+  if path:find("=", 1, true) then name, path = path:match("^([^=]+)=(.+)$") end
   local f = assert(io.open(path, "rb"))
   local src = f:read("*a")
   f:close()
-  local name = modname(path)
+  name = name or modname(path)
   local bytes = {}
   for j = 1, #src do
     bytes[#bytes + 1] = src:byte(j)

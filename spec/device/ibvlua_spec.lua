@@ -13,8 +13,11 @@ local function run(cmd)
   return out:gsub("rc=%d+\n?$", ""), rc
 end
 
+-- no environment but search paths that lead nowhere (not even the system's):
+-- ibverbs and the examples' argparse and dkjson come from inside the binary
 local function ibvlua(args)
-  return run(("cd /tmp && timeout 120 env -i %s %s"):format(IBVLUA, args))
+  return run(("cd /tmp && timeout 120 env -i LUA_PATH=/nonexistent/?.lua LUA_CPATH=/nonexistent/?.so %s %s")
+    :format(IBVLUA, args))
 end
 
 describe("on rxe0, ibvlua (" .. FLAVOUR .. ")", function()
@@ -24,17 +27,21 @@ describe("on rxe0, ibvlua (" .. FLAVOUR .. ")", function()
     assert.matches("devices: 1\n  rxe0 [^\n]*port 1 active mtu 1024 Ethernet", out)
   end)
 
-  it("runs examples/devinfo.lua with an empty environment", function()
+  it("runs examples/devinfo.lua with an empty environment and no search path", function()
     local out, rc = ibvlua(ROOT .. "/examples/devinfo.lua -d rxe0")
     assert.equal(0, rc, out)
     assert.matches("hca_id:\trxe0", out)
     assert.matches("PORT_ACTIVE", out)
   end)
 
-  it("runs examples/fabric_check.lua with an empty environment: every check passes", function()
+  it("runs examples/fabric_check.lua with an empty environment and no search path: all PASS", function()
     local out, rc = ibvlua(ROOT .. "/examples/fabric_check.lua -d rxe0 -g 1")
     assert.equal(0, rc, out)
     assert.matches("6 checks, 0 failed: PASS", out)
+    out, rc = ibvlua(ROOT .. "/examples/fabric_check.lua -d rxe0 -g 1 --json")
+    assert.equal(0, rc, out)
+    assert.matches('^{"checks":6,"devices":%[{', out)
+    assert.matches('"pass":true}\n$', out)
   end)
 
   it("runs busted (/usr/bin/busted) on a device spec, the verbs modules from the binary", function()
