@@ -9,6 +9,9 @@
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
 #   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
+#   make install      ibvlua, the module, the Lua files, the embedding header and library
+#                     under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
+#   make embed        examples/embed: a C program lending its QPs to a Lua script
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
 PKG_LUA_luajit = luajit
@@ -36,16 +39,77 @@ BUILD = build/$(LUA)$(if $(SAN),-san)
 SRCS = $(wildcard csrc/*.c)
 OBJS = $(SRCS:csrc/%.c=$(BUILD)/obj/%.o)
 MODULE = $(BUILD)/ibverbs/core.so
+ARCHIVE = $(BUILD)/libibverbs-lua.a
+HOST = $(BUILD)/ibvlua
+EMBED = $(BUILD)/embed
 
-all: $(MODULE)
+all: $(MODULE) $(HOST)
 
-$(BUILD)/obj/%.o: csrc/%.c csrc/ibvl.h
+$(BUILD)/obj/%.o: csrc/%.c csrc/ibvl.h csrc/ibverbs.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC $(PKG_CFLAGS) -c $< -o $@
 
 $(MODULE): $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -o $@ $(OBJS) $(LIBS)
+
+# ibvlua, the scripting host: the interpreter linked statically (the whole
+# archive, exported with -Wl,-E for system C modules), ibverbs.core and every
+# Lua module of lua/ built in (tools/embed-lua.lua); rdma-core stays dynamic.
+# libibverbs-lua.a: the module, the embedded Lua files and the embedding API.
+LIBLUA_A_lua5.4 = liblua5.4.a
+LIBLUA_A_luajit = libluajit-5.1.a
+LIBLUA_A = $(eval LIBLUA_A := $$(shell pkg-config --variable=libdir $(PKG_LUA))/$(LIBLUA_A_$(LUA)))$(LIBLUA_A)
+RDMA_CORE_VERSION = $(eval RDMA_CORE_VERSION := $$(shell pkg-config --modversion libibverbs))$(RDMA_CORE_VERSION)
+LUA_SRCS = $(sort $(shell find lua -name '*.lua'))
+
+# and the pure-Lua libraries the examples use (argparse, dkjson: MIT), when the
+# build machine has them, so examples/ runs on a node with no Lua at all
+LUA_DEPS = $(eval LUA_DEPS := $$(shell $(LUA) -e 'for _, m in ipairs{"argparse", "dkjson"} do \
+	local p = package.searchpath(m, package.path) if p then io.write(m, "=", p, " ") end end'))$(LUA_DEPS)
+$(BUILD)/gen/lua_modules.c: tools/embed-lua.lua $(LUA_SRCS)
+	@mkdir -p $(dir $@)
+	$(LUA) tools/embed-lua.lua $@ $(LUA_SRCS) $(LUA_DEPS)
+
+$(BUILD)/obj/lua_modules.o: $(BUILD)/gen/lua_modules.c csrc/ibverbs.h
+	$(CC) $(WARN) $(CFLAGS) -fPIC $(PKG_CFLAGS) -Icsrc -c $< -o $@
+
+$(ARCHIVE): $(OBJS) $(BUILD)/obj/lua_modules.o
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/obj/ibvlua.o: host/ibvlua.c csrc/ibverbs.h
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -Icsrc -DIBVL_BUILT_RDMA_CORE='"$(RDMA_CORE_VERSION)"' \
+		-c $< -o $@
+
+$(HOST): $(BUILD)/obj/ibvlua.o $(ARCHIVE)
+	$(CC) -o $@ $< -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) -Wl,--no-whole-archive \
+		$(LIBS) -lm -ldl -static-libgcc
+
+$(EMBED): examples/embed/embed.c $(ARCHIVE)
+	$(CC) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -Icsrc -o $@ $< $(ARCHIVE) $(LIBLUA_A) $(LIBS) -lm -ldl
+
+$(BUILD)/embed-lifetime: spec/embed/lifetime.c $(ARCHIVE)
+	$(CC) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -Icsrc -o $@ $< $(ARCHIVE) $(LIBLUA_A) $(LIBS) -lm -ldl
+
+embed: $(EMBED) $(BUILD)/embed-lifetime
+
+PREFIX ?= /usr/local
+LUA_V_lua5.4 = 5.4
+LUA_V_luajit = 5.1
+HOST_NAME_lua5.4 = ibvlua
+HOST_NAME_luajit = ibvluajit
+install: all $(ARCHIVE)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/lua-ibverbs \
+		$(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs \
+		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs
+	install -s -m 755 $(HOST) $(DESTDIR)$(PREFIX)/bin/$(HOST_NAME_$(LUA))
+	install -m 644 csrc/ibverbs.h $(DESTDIR)$(PREFIX)/include/lua-ibverbs/ibverbs.h
+	install -m 644 $(ARCHIVE) $(DESTDIR)$(PREFIX)/lib/libibverbs-lua$(if $(filter luajit,$(LUA)),jit).a
+	install -m 755 $(MODULE) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs/core.so
+	install -m 644 lua/ibverbs.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs.lua
+	install -m 644 lua/ibverbs/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs/
 
 # what a script needs to find the module from the source tree
 ENV = LUA_PATH="lua/?.lua;lua/?/init.lua;spec/?.lua;$$LUA_PATH;;" \
@@ -55,7 +119,7 @@ DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev libr
 	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
 	lua-check qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
-	openmpi-bin gnuplot-nox
+	openmpi-bin gnuplot-nox python3 libreadline8
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
@@ -66,9 +130,9 @@ deps:
 	else echo "all Debian packages present"; fi
 	tools/rxe-vm --prepare
 
-test: all
-	$(MAKE) LUA=luajit all
-	$(MAKE) SAN=address,undefined all
+test: all embed
+	$(MAKE) LUA=luajit all embed
+	$(MAKE) SAN=address,undefined all embed
 	tools/run-tests
 
 check-host: all
@@ -112,4 +176,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: all deps test check-host check-ffi bench demo doc fuzz soak lint clean
+.PHONY: all embed install deps test check-host check-ffi bench demo doc fuzz soak lint clean

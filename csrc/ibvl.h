@@ -73,6 +73,8 @@ struct ibvl_obj {
 	int nrefs;
 	struct ibvl_obj *refs[IBVL_MAXREFS];  /* the objects this one uses */
 	struct ibvl_link links[IBVL_MAXREFS]; /* our node on their deps lists */
+	ibvl_destroy_fn detach; /* set when the host lent the object (embed.c): called
+	                           instead of cls->destroy, it leaves the C object alone */
 };
 
 void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *methods);
@@ -358,6 +360,9 @@ void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_
 int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
 void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);
 void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa);
+
+/* ---- the embedding API (embed.c; its public header is ibverbs.h) ---------- */
+extern const size_t ibvl_mr_size; /* mr.c: an MR userdata's size */
 
 extern const struct ibvl_class ibvl_cm_channel_class, ibvl_cm_id_class, ibvl_cm_addrinfo_class;
 extern const struct ibvl_enum ibvl_cm_port_spaces[], ibvl_cm_event_types[];

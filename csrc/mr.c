@@ -47,6 +47,8 @@ static int mr_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
+const size_t ibvl_mr_size = sizeof(struct mr); /* for embed.c */
+
 const struct ibvl_class ibvl_mr_class = {"ibverbs.mr", destroy_mr, "ibv_dereg_mr", mr_field};
 
 static struct ibv_mr *check_mr(lua_State *L)

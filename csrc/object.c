@@ -65,7 +65,7 @@ static int destroy(struct ibvl_obj *o, int forced)
 	void *p = o->ptr;
 	o->ptr = NULL;
 	ibvl_guard_closed();
-	int err = o->cls->destroy(o, p);
+	int err = (o->detach != NULL ? o->detach : o->cls->destroy)(o, p);
 	if (err != 0 && !forced) {
 		o->ptr = p;
 		return err;

@@ -20,9 +20,10 @@ local M = {}
 M.cdef = ""
 --- The declarations of the flat C calls.
 M.cdef_calls = ""
---- The core module loaded as an FFI library (`C.ibvl_ffi_*`, and the enums: `C.IBV_WC_SUCCESS`, ...).
+--- The core module loaded as an FFI library (`C.ibvl_ffi_*`, and the enums: `C.IBV_WC_SUCCESS`, ...);
+-- under `ibvlua`, where the core is built in, `ffi.C` (the program exports the calls).
 M.C = nil
---- The file `C` was loaded from.
+--- The file `C` was loaded from (nil under `ibvlua`).
 M.path = ""
 
 --- A handle of a QP for the post calls.

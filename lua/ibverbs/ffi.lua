@@ -208,10 +208,15 @@ char *strerror(int errnum);
 ffi.cdef(M.cdef)
 ffi.cdef(M.cdef_calls)
 
--- The flat functions live in the core module's shared object.
-local path = assert(package.searchpath("ibverbs.core", package.cpath))
-M.C = ffi.load(path)
-M.path = path
+-- The flat functions live in the core module's shared object, or in the
+-- program itself when ibverbs.core is built in (ibvlua exports them).
+if package.preload["ibverbs.core"] and pcall(function() return ffi.C.ibvl_ffi_poll_cq end) then
+  M.C = ffi.C
+else
+  local path = assert(package.searchpath("ibverbs.core", package.cpath))
+  M.C = ffi.load(path)
+  M.path = path
+end
 
 -- Objects kept alive by the cdata made from them (weak keys: a handle or a
 -- span, as long as the script holds it).

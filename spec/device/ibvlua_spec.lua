@@ -1,0 +1,75 @@
+-- ibvlua on rxe0: the examples, a busted device spec and the prompt, each run
+-- with the verbs modules from inside the binary (empty environment, a
+-- directory outside the checkout).  (No device: spec/host/ibvlua_spec.lua.)
+local FLAVOUR = rawget(_G, "jit") and "luajit" or "lua5.4"
+local ROOT = io.popen("pwd"):read("l")
+local IBVLUA = ROOT .. "/build/" .. FLAVOUR .. "/ibvlua"
+
+local function run(cmd)
+  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"rc=$?\""))
+  local out = p:read("a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)\n?$"))
+  return out:gsub("rc=%d+\n?$", ""), rc
+end
+
+-- no environment but search paths that lead nowhere (not even the system's):
+-- ibverbs and the examples' argparse and dkjson come from inside the binary
+local function ibvlua(args)
+  return run(("cd /tmp && timeout 120 env -i LUA_PATH=/nonexistent/?.lua LUA_CPATH=/nonexistent/?.so %s %s")
+    :format(IBVLUA, args))
+end
+
+describe("on rxe0, ibvlua (" .. FLAVOUR .. ")", function()
+  it("--version lists rxe0 and its active port", function()
+    local out, rc = ibvlua("--version")
+    assert.equal(0, rc, out)
+    assert.matches("devices: 1\n  rxe0 [^\n]*port 1 active mtu 1024 Ethernet", out)
+  end)
+
+  it("runs examples/devinfo.lua with an empty environment and no search path", function()
+    local out, rc = ibvlua(ROOT .. "/examples/devinfo.lua -d rxe0")
+    assert.equal(0, rc, out)
+    assert.matches("hca_id:\trxe0", out)
+    assert.matches("PORT_ACTIVE", out)
+  end)
+
+  it("runs examples/fabric_check.lua with an empty environment and no search path: all PASS", function()
+    local out, rc = ibvlua(ROOT .. "/examples/fabric_check.lua -d rxe0 -g 1")
+    assert.equal(0, rc, out)
+    assert.matches("6 checks, 0 failed: PASS", out)
+    out, rc = ibvlua(ROOT .. "/examples/fabric_check.lua -d rxe0 -g 1 --json")
+    assert.equal(0, rc, out)
+    assert.matches('^{"checks":6,"devices":%[{', out)
+    assert.matches('"pass":true}\n$', out)
+  end)
+
+  it("runs busted (/usr/bin/busted) on a device spec, the verbs modules from the binary", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute(("mkdir -p %s && cp spec/device/context_spec.lua spec/support.lua %s/"):format(dir, dir)))
+    local f = assert(io.open(dir .. "/builtin_spec.lua", "w"))
+    f:write([[
+      it("takes ibverbs from inside ibvlua", function()
+        assert.is_function(package.preload["ibverbs"])
+        assert.is_function(package.preload["ibverbs.core"])
+        assert.is_nil(package.searchpath("ibverbs", package.path))
+      end)
+    ]])
+    f:close()
+    local out, rc = run(("cd %s && timeout 300 env -i PATH=/usr/bin:/bin LUA_PATH='./?.lua;;' %s /usr/bin/busted " ..
+      "-o utfTerminal builtin_spec.lua context_spec.lua"):format(dir, IBVLUA))
+    os.execute("rm -rf " .. dir)
+    assert.equal(0, rc, out)
+    assert.matches("%d+ successes / 0 failures / 0 errors / 0 pending", out)
+  end)
+
+  it("-i on a terminal: opens rxe0, prints a port attribute, exits 0", function()
+    local out, rc = run(("cd /tmp && timeout 120 %s/tools/pty-drive 'ctx = assert(ibv.open(\"rxe0\"))' " ..
+      "'print(\"state:\", ctx:query_port(1).state)' '=ctx:query_port(1).active_mtu' 'os.exit(0)' -- " ..
+      "env -i %s -i"):format(ROOT, IBVLUA))
+    assert.equal(0, rc, out)
+    assert.matches("state:\tactive", out)
+    assert.matches("\n1024", out)
+  end)
+end)

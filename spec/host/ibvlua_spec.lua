@@ -1,0 +1,168 @@
+-- ibvlua, the scripting host, without a device: what it links, its command
+-- line, its modules from inside the binary, system C modules, SIGINT, the
+-- prompt on a pty, make install.  (The device side: spec/device/ibvlua_spec.lua.)
+local FLAVOUR = rawget(_G, "jit") and "luajit" or "lua5.4"
+local ROOT = io.popen("pwd"):read("l")
+local IBVLUA = ROOT .. "/build/" .. FLAVOUR .. "/ibvlua"
+
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- Runs a shell command (stderr with stdout); returns the output and the exit status.
+local function run(cmd)
+  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"rc=$?\""))
+  local out = p:read("a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)\n?$"))
+  return out:gsub("rc=%d+\n?$", ""), rc
+end
+
+-- ibvlua with an empty environment, from a directory outside the checkout
+local function ibvlua(args, opts)
+  opts = opts or {}
+  return run(("cd /tmp && env -i %s %s %s%s"):format(opts.env or "", IBVLUA, args,
+    opts.stdin and (" < " .. opts.stdin) or ""))
+end
+
+local function lua_modules()
+  local names = {}
+  for path in io.popen("find lua -name '*.lua' | sort"):lines() do
+    names[#names + 1] = path:gsub("^lua/", ""):gsub("%.lua$", ""):gsub("/init$", ""):gsub("/", ".")
+  end
+  return names
+end
+
+describe("ibvlua (" .. FLAVOUR .. ")", function()
+  it("links no Lua library: only rdma-core and the C library", function()
+    local out, rc = run("ldd " .. IBVLUA)
+    assert.equal(0, rc, out)
+    assert.not_matches("liblua", out)
+    assert.not_matches("libluajit", out)
+    local needed = run("readelf -d " .. IBVLUA .. " | sed -n 's/.*NEEDED.*\\[\\(.*\\)\\]/\\1/p'")
+    for lib in needed:gmatch("[^\n]+") do
+      assert.truthy(({ ["libibverbs.so.1"] = true, ["librdmacm.so.1"] = true, ["libm.so.6"] = true,
+                       ["libc.so.6"] = true, ["libdl.so.2"] = true,
+                       ["ld-linux-x86-64.so.2"] = true })[lib], "unexpected library " .. lib)
+    end
+  end)
+
+  it("has every module of lua/ built in, found with an empty environment", function()
+    local code = {}
+    for _, m in ipairs(lua_modules()) do
+      if m ~= "ibverbs.ffi" or FLAVOUR == "luajit" then
+        code[#code + 1] = ("assert(package.preload[%q]) require(%q)"):format(m, m)
+      end
+    end
+    code[#code + 1] = "assert(package.preload['ibverbs.core']) print(require('ibverbs')._VERSION)"
+    -- ";;": the system's default path (luasocket for ibverbs.exchange), never the checkout
+    local out, rc = ibvlua("-e " .. sh_quote(table.concat(code, " ")),
+      { env = "LUA_PATH='/nonexistent/?.lua;;' LUA_CPATH='/nonexistent/?.so;;'" })
+    assert.equal(0, rc, out)
+    assert.matches("ibverbs.core 0.1", out)
+  end)
+
+  it("loads C modules from the system path (it exports the Lua API)", function()
+    local out, rc = ibvlua("-e " .. sh_quote("print(require('socket')._VERSION, require('lfs')._VERSION)"))
+    assert.equal(0, rc, out)
+    assert.matches("LuaSocket", out)
+    assert.matches("LuaFileSystem", out)
+  end)
+
+  it("takes the lua command line: script and arg, -e, -l, -, --", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/s.lua", "w"))
+    f:write("print(arg[0], arg[1], arg[2], #arg, ...)\n")
+    f:close()
+    local out, rc = ibvlua(dir .. "/s.lua a b")
+    assert.equal(0, rc, out)
+    assert.equal(dir .. "/s.lua\ta\tb\t2\ta\tb\n", out)
+    out, rc = ibvlua("-l ibv=ibverbs -e 'x = 2' -e 'print(x * 21, type(ibv.open))'")
+    assert.equal("42\tfunction\n", out)
+    assert.equal(0, rc)
+    out = ibvlua("- a", { stdin = dir .. "/s.lua" })
+    assert.equal("-\ta\tnil\t1\ta\n", out)
+    out = ibvlua("-e 'print(1)' -- " .. dir .. "/s.lua -e")
+    assert.equal("1\n" .. dir .. "/s.lua\t-e\tnil\t1\t-e\n", out)
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("exits 1 with a traceback on a script error, and on a bad option", function()
+    local out, rc = ibvlua("-e 'local function f() error(\"boom\") end f()'")
+    assert.equal(1, rc)
+    assert.matches("boom", out)
+    assert.matches("stack traceback", out)
+    out, rc = ibvlua("-z")
+    assert.equal(1, rc)
+    assert.matches("unrecognized option '%-z'", out)
+    assert.matches("usage:", out)
+    out, rc = ibvlua("-e 'os.exit(3)'")
+    assert.equal(3, rc, out)
+  end)
+
+  it("-v and --version: host, module, Lua and rdma-core versions and the devices", function()
+    local out, rc = ibvlua("-v")
+    assert.equal(0, rc, out)
+    assert.matches("^ibvlua 0%.1", out)
+    out, rc = ibvlua("--version")
+    assert.equal(0, rc, out)
+    assert.matches("ibvlua 0%.1\n", out)
+    assert.matches("module: ibverbs%.core 0%.1", out)
+    assert.matches(FLAVOUR == "luajit" and "lua: LuaJIT 2%.1" or "lua: Lua 5%.4", out)
+    assert.matches("rdma%-core: built against libibverbs [%d.]+; running [^\n]*libibverbs%.so%.1%.[%d.]+", out)
+    assert.matches("devices: ", out)
+  end)
+
+  -- (under LuaJIT only a loop the JIT has not compiled: hooks run in the interpreter, as in luajit)
+  local LOOP = FLAVOUR == "luajit" and "jit.off() while true do end" or "while true do end"
+
+  it("ends a running chunk on the first SIGINT with a catchable error", function()
+    local out, rc = ibvlua("-e " .. sh_quote([[
+      local ok, e = pcall(function() ]] .. LOOP .. [[ end)
+      print("caught", e)]]) .. " & pid=$!; sleep 1; kill -INT $pid; wait $pid")
+    assert.equal(0, rc, out)
+    assert.matches("caught\t[^\n]*interrupted!", out)
+  end)
+
+  if FLAVOUR == "luajit" then
+    it("gives ibverbs.ffi the flat calls from the program itself", function()
+      local out, rc = ibvlua("-e " .. sh_quote([[
+        local x = require "ibverbs.ffi"
+        print(x.C == require("ffi").C, x.path, x.C.ibvl_ffi_poll_cq ~= nil)]]))
+      assert.equal(0, rc, out)
+      assert.equal("true\tnil\ttrue\n", out)
+    end)
+  end
+
+  for _, mode in ipairs({ "readline", "plain" }) do
+    it("-i on a terminal (" .. mode .. "): ibv loaded, multi-line input, Ctrl-C back to the prompt", function()
+      local out, rc = run(("cd /tmp && %s/tools/pty-drive 'x = 6 * 7' '=x' " ..
+        "'for i = 1, 2 do' 'print(\"i\", i)' 'end' " ..
+        "'^C' 'print(\"after\", type(ibv.devices))' '%s' '@^C' 'print(\"back\")' '^D' -- " ..
+        "env -i %s %s -i"):format(ROOT, LOOP, mode == "plain" and "IBVLUA_READLINE=0" or "", IBVLUA))
+      assert.equal(0, rc, out)
+      assert.matches("\n42", out)
+      assert.matches("i\t1[\r\n]+i\t2", out)
+      assert.matches("after\tfunction", out)
+      assert.matches("interrupted!", out)
+      assert.matches("back", out)
+    end)
+  end
+
+  it("is installed by make install (PREFIX, DESTDIR) with the header and the library", function()
+    local dest = os.tmpname()
+    os.remove(dest)
+    local out, rc = run(("make -s install LUA=%s DESTDIR=%s PREFIX=/opt/ibv"):format(FLAVOUR, dest))
+    assert.equal(0, rc, out)
+    local name = FLAVOUR == "luajit" and "ibvluajit" or "ibvlua"
+    local v = FLAVOUR == "luajit" and "5.1" or "5.4"
+    for _, f in ipairs({ "bin/" .. name, "include/lua-ibverbs/ibverbs.h", "lib/lua/" .. v .. "/ibverbs/core.so",
+                         "share/lua/" .. v .. "/ibverbs.lua", "share/lua/" .. v .. "/ibverbs/cm.lua" }) do
+      assert.truthy(io.open(dest .. "/opt/ibv/" .. f), f .. " not installed")
+    end
+    out, rc = run("cd /tmp && env -i " .. dest .. "/opt/ibv/bin/" .. name .. " -e 'print(require\"ibverbs\"._VERSION)'")
+    assert.equal(0, rc, out)
+    assert.equal("ibverbs.core 0.1\n", out)
+    os.execute("rm -rf " .. dest)
+  end)
+end)
