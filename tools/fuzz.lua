@@ -17,7 +17,8 @@
 --
 -- --skip 'pat;pat' leaves out generated calls matching a Lua pattern (to set a
 -- known crash aside and look for others).
--- Interpreters: lua5.4 and luajit use build/<interp>; "san" is lua5.4 with the
+-- Interpreters: lua5.4 and luajit use build/<interp>; "ibvlua" is the scripting
+-- host (build/lua5.4/ibvlua, everything built in); "san" is lua5.4 with the
 -- ASan/UBSan build (make SAN=address,undefined: build/lua5.4-san) and libasan
 -- preloaded.
 local CHILD_USAGE = "tools/fuzz.lua --child --seed N --calls N --time S --log FILE"
@@ -178,6 +179,9 @@ local function interp_cmd(i)
       "LD_PRELOAD=" .. sh_quote(lib),
       "ASAN_OPTIONS=detect_leaks=0:exitcode=" .. SAN_EXIT,
       "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=" .. UBSAN_EXIT, "lua5.4" }, " "), "build/lua5.4-san"
+  end
+  if i == "ibvlua" then -- the scripting host: the module and lua/ built in, no LUA_CPATH
+    return "env LUA_PATH='spec/?.lua;;' LUA_CPATH='' build/lua5.4/ibvlua", "build/lua5.4"
   end
   return table.concat({ "env", path, "LUA_CPATH='build/" .. i .. "/?.so;;'", i }, " "),
     "build/" .. i
