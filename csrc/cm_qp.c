@@ -205,6 +205,19 @@ void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid)
 		              "address, or resolve_addr and wait for 'addr_resolved')");
 }
 
+/* Raises when librdmacm would make a QP without a CQ it needs: it makes a
+ * CQ only for a queue of at least one WR, and verbs dereferences a missing
+ * one. */
+static void check_cm_cqs(lua_State *L, const struct ibv_qp_init_attr_ex *a)
+{
+	if (a->qp_type == IBV_QPT_XRC_RECV)
+		return;
+	if (a->send_cq == NULL && a->cap.max_send_wr == 0)
+		ibvl_error(L, "init_attr: give send_cq, or cap.max_send_wr > 0 for the cm to make one");
+	if (a->qp_type != IBV_QPT_XRC_SEND && a->recv_cq == NULL && a->cap.max_recv_wr == 0)
+		ibvl_error(L, "init_attr: give recv_cq, or cap.max_recv_wr > 0 for the cm to make one");
+}
+
 /* id:create_qp(init_attr) and id:create_qp_ex(init_attr_ex) */
 static int create_qp(lua_State *L, int ex)
 {
@@ -218,6 +231,7 @@ static int create_qp(lua_State *L, int ex)
 	int used = ibvl_parse_qp_init_attr(L, attr, &a);
 	ibvl_guard_end(L, &g);
 	ibvl_cm_need_device(L, cid);
+	check_cm_cqs(L, &a);
 	struct ibvl_obj *srq = owned(id, OWN_SRQ);
 	if (a.srq == NULL && srq != NULL) /* as librdmacm does with id->srq */
 		a.srq = srq->ptr;
@@ -343,6 +357,7 @@ static int l_create_ep(lua_State *L)
 			int qp_type = ((struct rdma_addrinfo *)aio->ptr)->ai_qp_type;
 			attr = init_attr_table(L, lua_gettop(L), (enum ibv_qp_type)qp_type);
 			ibvl_parse_qp_init_attr(L, attr, &a);
+			check_cm_cqs(L, &a);
 			if (a.pd != NULL)
 				ibvl_error(L, "attr: field 'qp_init_attr': give the PD as attr.pd");
 		}

@@ -51,6 +51,14 @@ describe("on rxe0, adversarial scripts", function()
     id:close(); id2:close(); ud:close(); ch:close()
   end)
 
+  it("a cm QP that would lack a CQ (no recv_cq, max_recv_wr 0: the cm makes none) raises", function()
+    local id = assert(cm.create_id{ ps = "tcp" })
+    assert(id:bind_addr("192.0.2.1:0"))
+    raises("create_qp: init_attr: give recv_cq, or cap.max_recv_wr > 0", id.create_qp, id,
+      { cap = { max_send_wr = 2, max_recv_wr = 0 } })
+    id:close()
+  end)
+
   it("a UD cm id's post_send without an address handle raises", function()
     local id = assert(cm.create_id{ ps = "udp" })
     assert(id:bind_addr("192.0.2.1:0"))
