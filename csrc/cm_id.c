@@ -357,6 +357,10 @@ static int l_get_request(lua_State *L)
 	struct rdma_cm_id *cid = check_id(L);
 	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
 	lua_settop(L, 2); /* the timeout stays argument 2 */
+	if (lua_isnil(L, 2)) { /* a synchronous call: finite by default, as connect's */
+		lua_pushnumber(L, IBVL_CM_SYNC_TIMEOUT);
+		lua_replace(L, 2);
+	}
 	ibvl_cm_new_id(L);
 	int idx = lua_gettop(L);
 	struct rdma_cm_id *nid;

@@ -74,7 +74,7 @@ function cm_id:disconnect() end
 function cm_id:establish() end
 
 --- Takes the next connection request of a synchronous listener (`rdma_get_request`).
--- @tparam[opt] number timeout seconds
+-- @tparam[opt=30] number timeout seconds (`math.huge`: wait for the next client)
 -- @treturn ibverbs.cm_id a new id (with a QP when the listener was made by `create_ep` with one);
 -- `id.event` is the request
 -- @return[2] nil, message, errno
