@@ -304,8 +304,8 @@ static int create_srq(lua_State *L, int ex)
 	                                                IBV_SRQT_BASIC);
 	if (!ex && ibvl_has_field(L, 2, "srq_type"))
 		return luaL_argerror(L, 2, "attr: field 'srq_type' needs create_srq_ex");
-	struct ibvl_obj *pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
-	int pdi = (ibvl_getfield(L, 2, "pd"), lua_gettop(L)); /* keeps it alive */
+	struct ibvl_obj *pd = ibvl_obj_field_keep(L, 2, "pd", &ibvl_pd_class);
+	int pdi = lua_gettop(L);
 	a.pd = pd ? pd->ptr : NULL;
 	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
 	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
@@ -361,8 +361,8 @@ static int l_create_ep(lua_State *L)
 			if (a.pd != NULL)
 				ibvl_error(L, "attr: field 'qp_init_attr': give the PD as attr.pd");
 		}
-		pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
-		pdi = (ibvl_getfield(L, 2, "pd"), lua_gettop(L)); /* keeps it alive */
+		pd = ibvl_obj_field_keep(L, 2, "pd", &ibvl_pd_class);
+		pdi = lua_gettop(L);
 	}
 	struct ibvl_cm_id *id = ibvl_cm_new_id(L);
 	int idx = lua_gettop(L);

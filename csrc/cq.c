@@ -65,8 +65,8 @@ static int create_cq(lua_State *L, int ex)
 		a.flags = (uint32_t)ibvl_int_field(L, 2, "flags", 0, 0, UINT32_MAX);
 		if (a.flags)
 			a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_FLAGS;
-		ch = ibvl_obj_field(L, 2, "channel", &ibvl_channel_class);
-		chi = (ibvl_getfield(L, 2, "channel"), lua_gettop(L)); /* keeps it alive */
+		ch = ibvl_obj_field_keep(L, 2, "channel", &ibvl_channel_class);
+		chi = lua_gettop(L);
 	} else {
 		a.cqe = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
 		a.wc_flags = IBV_WC_STANDARD_FLAGS;

@@ -474,8 +474,10 @@ const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len
 	return s;
 }
 
-/* Returns the object in field (or NULL when absent) and leaves nothing on the stack. */
-void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls)
+/* Returns the object in field (or NULL when absent) and leaves the field's
+ * value on the stack, where it keeps the object alive for the caller. */
+void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
+                          const struct ibvl_class *cls)
 {
 	ibvl_getfield(L, idx, field);
 	void *o = NULL;
@@ -488,6 +490,13 @@ void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl
 			ibvl_error(L, "field '%s': attempt to use a closed %s", field, cls->name);
 		ibvl_guard_log(o);
 	}
+	return o;
+}
+
+/* Returns the object in field (or NULL when absent) and leaves nothing on the stack. */
+void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls)
+{
+	void *o = ibvl_obj_field_keep(L, idx, field, cls);
 	lua_pop(L, 1);
 	return o;
 }

@@ -137,6 +137,8 @@ lua_Integer ibvl_flags_field(lua_State *L, int idx, const char *field,
                              const struct ibvl_enum *e, lua_Integer def);
 const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len);
 void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls);
+void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
+                          const struct ibvl_class *cls); /* the value stays pushed */
 void ibvl_gid_field(lua_State *L, int idx, const char *field, union ibv_gid *gid);
 
 lua_Integer ibvl_check_range(lua_State *L, int arg, lua_Integer min, lua_Integer max);

@@ -137,8 +137,8 @@ static int l_rereg(lua_State *L)
 		flags |= IBV_REREG_MR_CHANGE_ACCESS;
 		access = (int)ibvl_flags_field(L, 2, "access", ibvl_access_flags, 0);
 	}
-	struct ibvl_obj *pd = ibvl_obj_field(L, 2, "pd", &ibvl_pd_class);
-	int pdi = (ibvl_getfield(L, 2, "pd"), lua_gettop(L)); /* keeps it alive */
+	struct ibvl_obj *pd = ibvl_obj_field_keep(L, 2, "pd", &ibvl_pd_class);
+	int pdi = lua_gettop(L);
 	if (pd != NULL)
 		flags |= IBV_REREG_MR_CHANGE_PD;
 	if (flags == 0)

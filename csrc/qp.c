@@ -167,9 +167,8 @@ int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a
 	                 (void **)&a->srq, (void **)&a->xrcd};
 	int first = lua_gettop(L) + 1;
 	for (int i = 0; used_fields[i] != NULL; i++) {
-		struct ibvl_obj *o = ibvl_obj_field(L, idx, used_fields[i], classes[i]);
+		struct ibvl_obj *o = ibvl_obj_field_keep(L, idx, used_fields[i], classes[i]);
 		*ptrs[i] = o ? o->ptr : NULL;
-		ibvl_getfield(L, idx, used_fields[i]); /* keeps it alive */
 	}
 	if (a->pd)
 		a->comp_mask |= IBV_QP_INIT_ATTR_PD;

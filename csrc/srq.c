@@ -145,10 +145,9 @@ static int parse_init_attr_ex(lua_State *L, int idx, struct ibv_srq_init_attr_ex
 	void **ptrs[] = {(void **)&a->pd, (void **)&a->xrcd, (void **)&a->cq};
 	int first = lua_gettop(L) + 1;
 	for (int i = 0; srq_used[i] != NULL; i++) {
-		struct ibvl_obj *o = ibvl_obj_field(L, idx, srq_used[i], classes[i]);
+		struct ibvl_obj *o = ibvl_obj_field_keep(L, idx, srq_used[i], classes[i]);
 		*ptrs[i] = o ? o->ptr : NULL;
 		a->comp_mask |= o ? masks[i] : 0;
-		ibvl_getfield(L, idx, srq_used[i]); /* keeps it alive */
 	}
 	return first;
 }

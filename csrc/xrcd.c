@@ -102,8 +102,8 @@ static int l_open_qp(lua_State *L)
 		a.qp_type = (enum ibv_qp_type)ibvl_enum_field(L, 2, "qp_type", ibvl_qp_types, 0);
 		a.comp_mask |= IBV_QP_OPEN_ATTR_TYPE;
 	}
-	struct ibvl_obj *x = ibvl_obj_field(L, 2, "xrcd", &ibvl_xrcd_class);
-	int xi = (ibvl_getfield(L, 2, "xrcd"), lua_gettop(L)); /* keeps it alive */
+	struct ibvl_obj *x = ibvl_obj_field_keep(L, 2, "xrcd", &ibvl_xrcd_class);
+	int xi = lua_gettop(L);
 	if (x != NULL) {
 		a.xrcd = x->ptr;
 		a.comp_mask |= IBV_QP_OPEN_ATTR_XRCD;
