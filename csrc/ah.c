@@ -4,6 +4,7 @@
  *   local ah = assert(pd:create_ah{port_num = 1, grh = {dgid = gid, sgid_index = 1}})
  *   local ah2 = assert(pd:create_ah_from_wc(wc_table_or_wcs, i, grh_bytes, port_num))
  *   ctx:init_ah_from_wc(port_num, wc, grh_bytes) -> ah_attr table
+ *   ibvl_parse_ah_attr / ibvl_push_ah_attr: ah_attr tables for qp.c and the cm
  *   qp:post_send{ah = ah, remote_qpn = n, remote_qkey = k, sg_list = {...}}
  */
 #include <string.h>
@@ -33,6 +34,56 @@ static int l_create_ah(lua_State *L)
 		return ibvl_fail(L, "ibv_create_ah", errno);
 	ibvl_use(L, -1, 1);
 	return 1;
+}
+
+static const char *const ah_fields[] = {"dlid", "sl", "src_path_bits", "static_rate",
+                                        "is_global", "port_num", "grh", NULL};
+static const char *const grh_fields[] = {"dgid", "flow_label", "sgid_index", "hop_limit",
+                                         "traffic_class", NULL};
+
+/* ah_attr tables (also qp:modify's ah_attr and alt_ah_attr, cm UD events):
+ * a grh table makes the address global. */
+void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah)
+{
+	ibvl_check_fields(L, idx, "ah_attr", ah_fields);
+	ah->dlid = (uint16_t)ibvl_int_field(L, idx, "dlid", 0, 0, UINT16_MAX);
+	ah->sl = (uint8_t)ibvl_int_field(L, idx, "sl", 0, 0, 15);
+	ah->src_path_bits = (uint8_t)ibvl_int_field(L, idx, "src_path_bits", 0, 0, 127);
+	ah->static_rate = (uint8_t)ibvl_int_field(L, idx, "static_rate", 0, 0, 255);
+	ah->port_num = (uint8_t)ibvl_int_field(L, idx, "port_num", 1, 1, 255);
+	ibvl_getfield(L, idx, "grh");
+	int g = lua_gettop(L);
+	ah->is_global = (uint8_t)ibvl_bool_field(L, idx, "is_global", !lua_isnil(L, g));
+	if (!lua_isnil(L, g)) {
+		ibvl_check_fields(L, g, "grh", grh_fields);
+		ibvl_gid_field(L, g, "dgid", &ah->grh.dgid);
+		ah->grh.flow_label = (uint32_t)ibvl_int_field(L, g, "flow_label", 0, 0, 0xfffff);
+		ah->grh.sgid_index = (uint8_t)ibvl_int_field(L, g, "sgid_index", 0, 0, 255);
+		ah->grh.hop_limit = (uint8_t)ibvl_int_field(L, g, "hop_limit", 1, 0, 255);
+		ah->grh.traffic_class = (uint8_t)ibvl_int_field(L, g, "traffic_class", 0, 0, 255);
+	}
+	lua_pop(L, 1);
+}
+
+void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah)
+{
+	lua_createtable(L, 0, 7);
+	ibvl_set_int(L, "dlid", ah->dlid);
+	ibvl_set_int(L, "sl", ah->sl);
+	ibvl_set_int(L, "src_path_bits", ah->src_path_bits);
+	ibvl_set_int(L, "static_rate", ah->static_rate);
+	ibvl_set_bool(L, "is_global", ah->is_global);
+	ibvl_set_int(L, "port_num", ah->port_num);
+	if (ah->is_global) {
+		lua_createtable(L, 0, 5);
+		ibvl_push_gid(L, &ah->grh.dgid);
+		lua_setfield(L, -2, "dgid");
+		ibvl_set_int(L, "flow_label", ah->grh.flow_label);
+		ibvl_set_int(L, "sgid_index", ah->grh.sgid_index);
+		ibvl_set_int(L, "hop_limit", ah->grh.hop_limit);
+		ibvl_set_int(L, "traffic_class", ah->grh.traffic_class);
+		lua_setfield(L, -2, "grh");
+	}
 }
 
 /* A completion from a wc_array (wcs, i) or a wc table's fields (arg, arg+1). */

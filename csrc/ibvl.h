@@ -262,11 +262,13 @@ void ibvl_qp_adopt(lua_State *L, int used_idx, int pd_idx, const struct ibv_qp_i
 int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
 const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
                              int mask);
-void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
-void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
 #define IBVL_QP_USED 5 /* pd, send_cq, recv_cq, srq, xrcd */
 int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
+
+/* ---- address handles (ah.c) ------------------------------------------- */
+void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
+void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
 
 /* ---- shared receive queues (srq.c) -------------------------------------- */
 struct ibvl_srq {

@@ -6,12 +6,14 @@
  *   qp.qp_num, qp.qp_type, qp.state, qp.cap  -- cap: what the device granted
  *   local qpx = assert(ctx:create_qp_ex{pd = pd, qp_type = "rc", send_cq = cq,
  *                     recv_cq = cq, send_ops_flags = {"send", "rdma_write"}})
+ *   local tgt = assert(ctx:open_qp{qp_num = n, qp_type = "xrc_recv", xrcd = xrcd})
  *   qp:modify{qp_state = "init", pkey_index = 0, port_num = 1, qp_access_flags = 0}
  *   qp:modify{qp_state = "rtr", path_mtu = 1024, dest_qp_num = n, rq_psn = 0,
  *             max_dest_rd_atomic = 1, min_rnr_timer = 12,
  *             ah_attr = {port_num = 1, grh = {dgid = "::ffff:192.0.2.1", sgid_index = 1}}}
  *   qp:query().qp_state; qp:post_recv(wrs [, first, count]); qp:post_send(wrs ...)
- * The attribute mask is computed from the fields given.
+ * The attribute mask is computed from the fields given; open_qp computes its
+ * comp_mask from the fields given (rdma-core needs all three).
  */
 #include <stddef.h>
 #include <string.h>
@@ -276,6 +278,45 @@ static int l_create_qp_ex(lua_State *L)
 	return create(L, 0, 1);
 }
 
+static const char *const open_qp_fields[] = {"qp_num", "qp_type", "xrcd", NULL};
+
+/* ctx:open_qp{qp_num = n, qp_type = "xrc_recv", xrcd = xrcd}: another handle on
+ * a shared (XRC target) QP; closing it destroys the QP with its last handle. */
+static int l_open_qp(lua_State *L)
+{
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	ibvl_check(L, 1, &ibvl_context_class);
+	struct ibv_qp_open_attr a;
+	memset(&a, 0, sizeof a);
+	ibvl_check_fields(L, 2, "attr", open_qp_fields);
+	if (ibvl_has_field(L, 2, "qp_num")) {
+		a.qp_num = (uint32_t)ibvl_int_field(L, 2, "qp_num", 0, 0, 0xffffff);
+		a.comp_mask |= IBV_QP_OPEN_ATTR_NUM;
+	}
+	if (ibvl_has_field(L, 2, "qp_type")) {
+		a.qp_type = (enum ibv_qp_type)ibvl_enum_field(L, 2, "qp_type", ibvl_qp_types, 0);
+		a.comp_mask |= IBV_QP_OPEN_ATTR_TYPE;
+	}
+	struct ibvl_obj *x = ibvl_obj_field_keep(L, 2, "xrcd", &ibvl_xrcd_class);
+	int xi = lua_gettop(L);
+	if (x != NULL) {
+		a.xrcd = x->ptr;
+		a.comp_mask |= IBV_QP_OPEN_ATTR_XRCD;
+	}
+	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
+	ibvl_guard_end(L, &g);
+	struct ibv_context *ctx = ((struct ibvl_obj *)lua_touserdata(L, 1))->ptr;
+	qp->o.ptr = ibv_open_qp(ctx, &a);
+	if (qp->o.ptr == NULL)
+		return ibvl_fail(L, "ibv_open_qp", ibvl_xrc_errno(ctx, errno));
+	struct ibv_qp_init_attr_ex none;
+	memset(&none, 0, sizeof none);
+	ibvl_use(L, -1, x != NULL ? xi : 1); /* the xrcd, or the context */
+	ibvl_qp_adopt(L, 0, 0, &none);
+	return 1;
+}
+
 /* ---- attributes ---------------------------------------------------------- */
 struct attr_int {
 	const char *name;
@@ -316,55 +357,6 @@ static const char *const attr_fields[] = {
 	"min_rnr_timer", "port_num", "timeout", "retry_cnt", "rnr_retry", "alt_port_num",
 	"alt_timeout", "rate_limit", "sq_draining", NULL,
 };
-
-static const char *const ah_fields[] = {"dlid", "sl", "src_path_bits", "static_rate",
-                                        "is_global", "port_num", "grh", NULL};
-static const char *const grh_fields[] = {"dgid", "flow_label", "sgid_index", "hop_limit",
-                                         "traffic_class", NULL};
-
-/* ah_attr tables, shared with ah.c: a grh table makes the address global. */
-void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah)
-{
-	ibvl_check_fields(L, idx, "ah_attr", ah_fields);
-	ah->dlid = (uint16_t)ibvl_int_field(L, idx, "dlid", 0, 0, UINT16_MAX);
-	ah->sl = (uint8_t)ibvl_int_field(L, idx, "sl", 0, 0, 15);
-	ah->src_path_bits = (uint8_t)ibvl_int_field(L, idx, "src_path_bits", 0, 0, 127);
-	ah->static_rate = (uint8_t)ibvl_int_field(L, idx, "static_rate", 0, 0, 255);
-	ah->port_num = (uint8_t)ibvl_int_field(L, idx, "port_num", 1, 1, 255);
-	ibvl_getfield(L, idx, "grh");
-	int g = lua_gettop(L);
-	ah->is_global = (uint8_t)ibvl_bool_field(L, idx, "is_global", !lua_isnil(L, g));
-	if (!lua_isnil(L, g)) {
-		ibvl_check_fields(L, g, "grh", grh_fields);
-		ibvl_gid_field(L, g, "dgid", &ah->grh.dgid);
-		ah->grh.flow_label = (uint32_t)ibvl_int_field(L, g, "flow_label", 0, 0, 0xfffff);
-		ah->grh.sgid_index = (uint8_t)ibvl_int_field(L, g, "sgid_index", 0, 0, 255);
-		ah->grh.hop_limit = (uint8_t)ibvl_int_field(L, g, "hop_limit", 1, 0, 255);
-		ah->grh.traffic_class = (uint8_t)ibvl_int_field(L, g, "traffic_class", 0, 0, 255);
-	}
-	lua_pop(L, 1);
-}
-
-void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah)
-{
-	lua_createtable(L, 0, 7);
-	ibvl_set_int(L, "dlid", ah->dlid);
-	ibvl_set_int(L, "sl", ah->sl);
-	ibvl_set_int(L, "src_path_bits", ah->src_path_bits);
-	ibvl_set_int(L, "static_rate", ah->static_rate);
-	ibvl_set_bool(L, "is_global", ah->is_global);
-	ibvl_set_int(L, "port_num", ah->port_num);
-	if (ah->is_global) {
-		lua_createtable(L, 0, 5);
-		ibvl_push_gid(L, &ah->grh.dgid);
-		lua_setfield(L, -2, "dgid");
-		ibvl_set_int(L, "flow_label", ah->grh.flow_label);
-		ibvl_set_int(L, "sgid_index", ah->grh.sgid_index);
-		ibvl_set_int(L, "hop_limit", ah->grh.hop_limit);
-		ibvl_set_int(L, "traffic_class", ah->grh.traffic_class);
-		lua_setfield(L, -2, "grh");
-	}
-}
 
 static lua_Integer mtu_field(lua_State *L, int idx)
 {
@@ -667,7 +659,9 @@ void ibvl_open_qp(lua_State *L)
 		{"post_send", l_post_send}, {NULL, NULL},
 	};
 	static const luaL_Reg pd_methods[] = {{"create_qp", l_create_qp}, {NULL, NULL}};
-	static const luaL_Reg ctx_methods[] = {{"create_qp_ex", l_create_qp_ex}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {
+		{"create_qp_ex", l_create_qp_ex}, {"open_qp", l_open_qp}, {NULL, NULL},
+	};
 	ibvl_register(L, &ibvl_qp_class, methods);
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);

@@ -1,13 +1,12 @@
 /*
- * xrcd.c: XRC domains, and opening a shared XRC receive QP.
+ * xrcd.c: XRC domains.
  *
  *   local xrcd, msg, errno = ctx:open_xrcd{fd = -1, oflags = ibv.O_CREAT}
  *   -- on rxe: nil, "ibv_open_xrcd: Operation not supported", 95
  *   local f = io.open("/tmp/domain", "w")
  *   local xrcd = assert(ctx:open_xrcd{fd = f, oflags = ibv.O_CREAT})  -- fd: integer or file
  *   xrcd:close()            -- ibv_close_xrcd; nil, msg, EBUSY while QPs or SRQs use it
- *   local tgt = assert(ctx:open_qp{qp_num = n, qp_type = "xrc_recv", xrcd = xrcd})
- * open_qp computes its comp_mask from the fields given (rdma-core needs all three).
+ * ctx:open_qp (another handle on an XRC target QP) is in qp.c.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -82,50 +81,11 @@ static int l_open_xrcd(lua_State *L)
 	return 1;
 }
 
-static const char *const open_qp_fields[] = {"qp_num", "qp_type", "xrcd", NULL};
-
-/* ctx:open_qp{qp_num = n, qp_type = "xrc_recv", xrcd = xrcd}: another handle on
- * a shared (XRC target) QP; closing it destroys the QP with its last handle. */
-static int l_open_qp(lua_State *L)
-{
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	ibvl_check(L, 1, &ibvl_context_class);
-	struct ibv_qp_open_attr a;
-	memset(&a, 0, sizeof a);
-	ibvl_check_fields(L, 2, "attr", open_qp_fields);
-	if (ibvl_has_field(L, 2, "qp_num")) {
-		a.qp_num = (uint32_t)ibvl_int_field(L, 2, "qp_num", 0, 0, 0xffffff);
-		a.comp_mask |= IBV_QP_OPEN_ATTR_NUM;
-	}
-	if (ibvl_has_field(L, 2, "qp_type")) {
-		a.qp_type = (enum ibv_qp_type)ibvl_enum_field(L, 2, "qp_type", ibvl_qp_types, 0);
-		a.comp_mask |= IBV_QP_OPEN_ATTR_TYPE;
-	}
-	struct ibvl_obj *x = ibvl_obj_field_keep(L, 2, "xrcd", &ibvl_xrcd_class);
-	int xi = lua_gettop(L);
-	if (x != NULL) {
-		a.xrcd = x->ptr;
-		a.comp_mask |= IBV_QP_OPEN_ATTR_XRCD;
-	}
-	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
-	ibvl_guard_end(L, &g);
-	struct ibv_context *ctx = ((struct ibvl_obj *)lua_touserdata(L, 1))->ptr;
-	qp->o.ptr = ibv_open_qp(ctx, &a);
-	if (qp->o.ptr == NULL)
-		return ibvl_fail(L, "ibv_open_qp", ibvl_xrc_errno(ctx, errno));
-	struct ibv_qp_init_attr_ex none;
-	memset(&none, 0, sizeof none);
-	ibvl_use(L, -1, x != NULL ? xi : 1); /* the xrcd, or the context */
-	ibvl_qp_adopt(L, 0, 0, &none);
-	return 1;
-}
-
 void ibvl_open_xrcd(lua_State *L)
 {
 	static const luaL_Reg methods[] = {{NULL, NULL}};
 	static const luaL_Reg ctx_methods[] = {
-		{"open_xrcd", l_open_xrcd}, {"open_qp", l_open_qp}, {NULL, NULL},
+		{"open_xrcd", l_open_xrcd}, {NULL, NULL},
 	};
 	ibvl_register(L, &ibvl_xrcd_class, methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
