@@ -1,5 +1,6 @@
 /*
- * cm_channel.c: rdma_cm event channels and events as tables.
+ * cm_channel.c: rdma_cm event channels: their calls (the class, and events
+ * as tables, are in cm_base.c, which cm_id.c shares).
  *
  *   local cm = require "ibverbs.cm"
  *   local ch <close> = assert(cm.event_channel())
@@ -14,7 +15,6 @@
  * of a "connect_request" event is a new, full cm id on this channel.
  */
 #include <fcntl.h>
-#include <string.h>
 
 #include <rdma/rdma_cma.h>
 
@@ -37,146 +37,6 @@ const struct ibvl_enum ibvl_cm_event_types[] = {
 	{NULL, 0},
 };
 
-static int destroy_channel(struct ibvl_obj *o, void *ptr)
-{
-	(void)o;
-	rdma_destroy_event_channel(ptr);
-	return 0;
-}
-
-const struct ibvl_class ibvl_cm_channel_class = {"ibverbs.cm_channel", destroy_channel,
-                                                 "rdma_destroy_event_channel", NULL};
-
-/* Adds functions to the module's cm table (made on first use). */
-void ibvl_cm_functions(lua_State *L, const luaL_Reg *fns)
-{
-	lua_getfield(L, -1, "cm");
-	if (lua_isnil(L, -1)) {
-		lua_pop(L, 1);
-		lua_newtable(L);
-		lua_pushvalue(L, -1);
-		lua_setfield(L, -3, "cm");
-	}
-	luaL_setfuncs(L, fns, 0);
-	lua_pop(L, 1);
-}
-
-/* ---- events ------------------------------------------------------------- */
-enum { PARAM_NONE, PARAM_CONN, PARAM_UD, PARAM_UD_NODATA };
-
-/* An event copied out of librdmacm's memory, so it can be acknowledged at once. */
-struct event_copy {
-	struct rdma_cm_event e;
-	int kind;
-	uint8_t data[256];
-};
-
-static int param_kind(const struct rdma_cm_event *e)
-{
-	switch (e->event) {
-	case RDMA_CM_EVENT_ADDR_RESOLVED:
-	case RDMA_CM_EVENT_ADDR_ERROR:
-	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-	case RDMA_CM_EVENT_ROUTE_ERROR:
-	case RDMA_CM_EVENT_MULTICAST_ERROR:
-		return PARAM_NONE;
-	case RDMA_CM_EVENT_MULTICAST_JOIN: /* its private_data is the join context */
-		return PARAM_UD_NODATA;
-	default:
-		return e->id->qp_type == IBV_QPT_UD ? PARAM_UD : PARAM_CONN;
-	}
-}
-
-static void copy_event(struct event_copy *c, const struct rdma_cm_event *e)
-{
-	c->e = *e;
-	c->kind = param_kind(e);
-	if (c->kind == PARAM_CONN && e->param.conn.private_data_len > 0) {
-		memcpy(c->data, e->param.conn.private_data, e->param.conn.private_data_len);
-		c->e.param.conn.private_data = c->data;
-	} else if (c->kind == PARAM_UD && e->param.ud.private_data_len > 0) {
-		memcpy(c->data, e->param.ud.private_data, e->param.ud.private_data_len);
-		c->e.param.ud.private_data = c->data;
-	}
-}
-
-static void set_private_data(lua_State *L, const void *data, uint8_t len)
-{
-	if (data == NULL || len == 0)
-		return;
-	lua_pushlstring(L, data, len);
-	lua_setfield(L, -2, "private_data");
-}
-
-static void set_conn_param(lua_State *L, const struct rdma_conn_param *p)
-{
-	set_private_data(L, p->private_data, p->private_data_len);
-	lua_createtable(L, 0, 7);
-	ibvl_set_int(L, "responder_resources", p->responder_resources);
-	ibvl_set_int(L, "initiator_depth", p->initiator_depth);
-	ibvl_set_int(L, "flow_control", p->flow_control);
-	ibvl_set_int(L, "retry_count", p->retry_count);
-	ibvl_set_int(L, "rnr_retry_count", p->rnr_retry_count);
-	ibvl_set_bool(L, "srq", p->srq);
-	ibvl_set_int(L, "qp_num", p->qp_num);
-	lua_setfield(L, -2, "conn");
-}
-
-static void set_ud_param(lua_State *L, const struct rdma_ud_param *p, int with_data)
-{
-	if (with_data)
-		set_private_data(L, p->private_data, p->private_data_len);
-	lua_createtable(L, 0, 3);
-	ibvl_push_ah_attr(L, &p->ah_attr);
-	lua_setfield(L, -2, "ah_attr");
-	ibvl_set_int(L, "qp_num", p->qp_num);
-	ibvl_set_int(L, "qkey", p->qkey);
-	lua_setfield(L, -2, "ud");
-}
-
-static void set_tracked(lua_State *L, const char *field, const void *cptr)
-{
-	if (cptr == NULL)
-		return;
-	ibvl_push_tracked(L, cptr);
-	lua_setfield(L, -2, field);
-}
-
-/* Pushes e as a table.  new_id_idx: the userdata of a connection request's
- * new id (0: look every id up). */
-static void push_event(lua_State *L, const struct rdma_cm_event *e, int kind, int new_id_idx)
-{
-	lua_createtable(L, 0, 8);
-	ibvl_set_enum(L, "event", ibvl_cm_event_types, e->event);
-	ibvl_set_int(L, "status", e->status);
-	if (new_id_idx != 0) {
-		lua_pushvalue(L, new_id_idx);
-		lua_setfield(L, -2, "id");
-	} else {
-		set_tracked(L, "id", e->id);
-	}
-	set_tracked(L, "listen_id", e->listen_id);
-	if (kind == PARAM_CONN)
-		set_conn_param(L, &e->param.conn);
-	else if (kind == PARAM_UD || kind == PARAM_UD_NODATA)
-		set_ud_param(L, &e->param.ud, kind == PARAM_UD);
-}
-
-/* For an event librdmacm still holds (a synchronous id's last event). */
-void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx)
-{
-	push_event(L, e, param_kind(e), new_id_idx);
-}
-
-/* Waits up to the timeout at timeout_arg for fd; pushes the ETIMEDOUT failure
- * and returns 3 when it passes, 0 when fd is readable. */
-int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call)
-{
-	if (ibvl_wait_fd(L, fd, timeout_arg, call))
-		return 0;
-	return ibvl_fail(L, call, ETIMEDOUT);
-}
-
 /* ch:get_event([timeout_s]) */
 static int l_get_event(lua_State *L)
 {
@@ -195,13 +55,14 @@ static int l_get_event(lua_State *L)
 		if (errno != EAGAIN) /* EAGAIN: librdmacm discarded the event (fd is non-blocking) */
 			return ibvl_fail(L, "rdma_get_cm_event", errno);
 	}
-	struct event_copy c;
-	copy_event(&c, e);
+	struct rdma_cm_event c;
+	uint8_t data[IBVL_CM_DATA_MAX];
+	ibvl_cm_copy_event(&c, data, e);
 	int request = e->event == RDMA_CM_EVENT_CONNECT_REQUEST;
 	rdma_ack_cm_event(e);
 	if (request)
-		ibvl_cm_adopt_id(L, nid_idx, c.e.id, 1);
-	push_event(L, &c.e, c.kind, request ? nid_idx : 0);
+		ibvl_cm_adopt_id(L, nid_idx, c.id, 1);
+	ibvl_cm_push_event(L, &c, request ? nid_idx : 0);
 	return 1;
 }
 

@@ -7,7 +7,6 @@
  *   id:resolve_addr(nil, "192.0.2.1:7471", 2000); id:resolve_route(2000)
  *   id:connect{private_data = "hi", qp_num = n, retry_count = 7}  -- conn_param, or nil
  *   id:accept(conn_param); id:reject("why"); id:disconnect(); id:establish()
- *   local cid = assert(sid:get_request(5.0))         -- synchronous listener
  *   id:migrate_id(other_ch)  -- or nil: synchronous
  *   id:set_option("tos", 32); id:get_local_addr(), id:get_peer_addr()  -- "ip:port"
  *   id:join_multicast("239.1.1.1" [, "sendonly_fullmember"]); id:leave_multicast(addr)
@@ -350,34 +349,6 @@ static int l_listen(lua_State *L)
 	return ibvl_result(L, "rdma_listen", rdma_listen(cid, backlog));
 }
 
-/* sid:get_request([timeout_s]): the next connection request of a synchronous
- * listener, as a new id (with its QP when the listener came from create_ep). */
-static int l_get_request(lua_State *L)
-{
-	struct rdma_cm_id *cid = check_id(L);
-	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
-	lua_settop(L, 2); /* the timeout stays argument 2 */
-	if (lua_isnil(L, 2)) { /* a synchronous call: finite by default, as connect's */
-		lua_pushnumber(L, IBVL_CM_SYNC_TIMEOUT);
-		lua_replace(L, 2);
-	}
-	ibvl_cm_new_id(L);
-	int idx = lua_gettop(L);
-	struct rdma_cm_id *nid;
-	for (;;) {
-		int n = ibvl_cm_wait(L, cid->channel->fd, 2, "rdma_get_request");
-		if (n != 0)
-			return n;
-		if (rdma_get_request(cid, &nid) == 0)
-			break;
-		if (errno != EAGAIN) /* EAGAIN: librdmacm consumed an event of its own */
-			return ibvl_fail(L, "rdma_get_request", errno);
-	}
-	ibvl_cm_adopt_id(L, idx, nid, 0);
-	ibvl_cm_adopt_owned(L, idx, 1);
-	return 1;
-}
-
 /* id:migrate_id(channel | nil) */
 static int l_migrate_id(lua_State *L)
 {
@@ -478,7 +449,7 @@ void ibvl_open_cm_id(lua_State *L)
 	static const luaL_Reg methods[] = {
 		{"bind_addr", l_bind_addr}, {"resolve_addr", l_resolve_addr},
 		{"resolve_route", l_resolve_route}, {"listen", l_listen},
-		{"get_request", l_get_request}, {"connect", l_connect}, {"accept", l_accept},
+		{"connect", l_connect}, {"accept", l_accept},
 		{"reject", l_reject}, {"disconnect", l_disconnect}, {"establish", l_establish},
 		{"migrate_id", l_migrate_id}, {"set_option", l_set_option},
 		{"get_local_addr", l_get_local_addr}, {"get_peer_addr", l_get_peer_addr},

@@ -11,6 +11,7 @@
  *   id:post_ud_send(wr_id, mr, off, len, flags, ah, remote_qpn)
  *   local wc = id:get_send_comp([timeout_s]); id:get_recv_comp([timeout_s])
  *   local ep = assert(cm.create_ep(ai [, {pd = pd, qp_init_attr = {...}}]))
+ *   local cid = assert(sid:get_request(5.0))  -- synchronous listener: with its QP
  * With no pd the QP is on the id's default PD; with no CQs librdmacm makes
  * them, each with a completion channel.  These are adopted as ordinary
  * userdata and detached from the C id (only id->qp and id->srq stay: the QP
@@ -396,6 +397,34 @@ static int l_create_ep(lua_State *L)
 }
 
 /* ---- rdma_verbs helpers -------------------------------------------------- */
+/* sid:get_request([timeout_s]): the next connection request of a synchronous
+ * listener, as a new id (with its QP when the listener came from create_ep). */
+static int l_get_request(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_cm_id(L)->o.ptr;
+	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+	lua_settop(L, 2); /* the timeout stays argument 2 */
+	if (lua_isnil(L, 2)) { /* a synchronous call: finite by default, as connect's */
+		lua_pushnumber(L, IBVL_CM_SYNC_TIMEOUT);
+		lua_replace(L, 2);
+	}
+	ibvl_cm_new_id(L);
+	int idx = lua_gettop(L);
+	struct rdma_cm_id *nid;
+	for (;;) {
+		int n = ibvl_cm_wait(L, cid->channel->fd, 2, "rdma_get_request");
+		if (n != 0)
+			return n;
+		if (rdma_get_request(cid, &nid) == 0)
+			break;
+		if (errno != EAGAIN) /* EAGAIN: librdmacm consumed an event of its own */
+			return ibvl_fail(L, "rdma_get_request", errno);
+	}
+	ibvl_cm_adopt_id(L, idx, nid, 0);
+	ibvl_cm_adopt_owned(L, idx, 1);
+	return 1;
+}
+
 static struct ibv_qp *id_qp(lua_State *L, struct ibvl_cm_id *id)
 {
 	struct ibvl_obj *qp = owned(id, OWN_QP);
@@ -535,6 +564,7 @@ void ibvl_open_cm_qp(lua_State *L)
 		{"post_recv", l_post_recv}, {"post_send", l_post_send}, {"post_read", l_post_read},
 		{"post_write", l_post_write}, {"post_ud_send", l_post_ud_send},
 		{"get_send_comp", l_get_send_comp}, {"get_recv_comp", l_get_recv_comp},
+		{"get_request", l_get_request},
 		{NULL, NULL},
 	};
 	static const luaL_Reg fns[] = {{"create_ep", l_create_ep}, {NULL, NULL}};

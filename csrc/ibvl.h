@@ -331,7 +331,7 @@ void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge 
 int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
                      const void *bad, size_t wrsize, const char *hint);
 
-/* ---- rdma_cm (cm_channel.c, cm_id.c, cm_addr.c, cm_qp.c) ------------------ */
+/* ---- rdma_cm (cm_base.c, cm_addr.c, cm_id.c, cm_channel.c, cm_qp.c) ------- */
 struct rdma_cm_id;
 struct rdma_cm_event;
 struct sockaddr;
@@ -349,10 +349,16 @@ struct ibvl_cm_id {
 	struct ibvl_obj *owned[6]; /* qp, srq, send_cq, recv_cq, send/recv channels */
 };
 
+/* cm_base.c: what the cm files share */
+#define IBVL_CM_DATA_MAX 256 /* private data an event carries, at most */
+void ibvl_cm_functions(lua_State *L, const luaL_Reg *fns);
+int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
+void ibvl_cm_copy_event(struct rdma_cm_event *c, uint8_t *data, const struct rdma_cm_event *e);
+void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx);
+
 void ibvl_open_cm_channel(lua_State *L);
 void ibvl_open_cm_id(lua_State *L);
 void ibvl_open_cm_addr(lua_State *L);
-void ibvl_cm_functions(lua_State *L, const luaL_Reg *fns);
 struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L);
 void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_idx);
 void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
@@ -360,8 +366,6 @@ void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx);
 void ibvl_open_cm_qp(lua_State *L);
 void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid);
 void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx);
-void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx);
-int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
 void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);
 void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa);
 
