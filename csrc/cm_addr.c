@@ -19,15 +19,6 @@
 
 #include "ibvl.h"
 
-static const struct ibvl_enum families[] = {
-	{"unspec", AF_UNSPEC}, {"inet", AF_INET}, {"inet6", AF_INET6}, {"ib", AF_IB}, {NULL, 0},
-};
-
-static const struct ibvl_enum rai_flags[] = {
-	{"passive", RAI_PASSIVE}, {"numerichost", RAI_NUMERICHOST}, {"noroute", RAI_NOROUTE},
-	{"family", RAI_FAMILY}, {NULL, 0},
-};
-
 /* "a.b.c.d[:port]", "v6" or "[v6]:port" into ss; returns 0 when malformed. */
 static int parse_sockaddr(const char *s, size_t len, struct sockaddr_storage *ss)
 {
@@ -80,7 +71,7 @@ void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss)
 		                                         "\"[fe80::1]:7471\"), got '%s'", s));
 }
 
-/* "192.0.2.1:7471", "[fe80::1]:7471"; other families as "family <n>". */
+/* "192.0.2.1:7471", "[fe80::1]:7471"; other ibvl_cm_families as "family <n>". */
 void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa)
 {
 	char buf[INET6_ADDRSTRLEN];
@@ -108,9 +99,9 @@ static int destroy_addrinfo(struct ibvl_obj *o, void *ptr)
 static int push_entry_field(lua_State *L, const struct rdma_addrinfo *ai, const char *key)
 {
 	if (strcmp(key, "flags") == 0)
-		ibvl_push_flags(L, rai_flags, ai->ai_flags);
+		ibvl_push_flags(L, ibvl_cm_rai_flags, ai->ai_flags);
 	else if (strcmp(key, "family") == 0)
-		ibvl_push_enum(L, families, ai->ai_family);
+		ibvl_push_enum(L, ibvl_cm_families, ai->ai_family);
 	else if (strcmp(key, "qp_type") == 0)
 		ibvl_push_enum(L, ibvl_qp_types, ai->ai_qp_type);
 	else if (strcmp(key, "port_space") == 0)
@@ -177,8 +168,8 @@ static void check_hints(lua_State *L, int idx, struct rdma_addrinfo *h,
                         struct sockaddr_storage *src, struct sockaddr_storage *dst)
 {
 	ibvl_check_fields(L, idx, "hints", hint_fields);
-	h->ai_flags = (int)ibvl_flags_field(L, idx, "flags", rai_flags, 0);
-	h->ai_family = (int)ibvl_enum_field(L, idx, "family", families, AF_UNSPEC);
+	h->ai_flags = (int)ibvl_flags_field(L, idx, "flags", ibvl_cm_rai_flags, 0);
+	h->ai_family = (int)ibvl_enum_field(L, idx, "family", ibvl_cm_families, AF_UNSPEC);
 	h->ai_qp_type = (int)ibvl_enum_field(L, idx, "qp_type", ibvl_qp_types, 0);
 	h->ai_port_space = (int)ibvl_enum_field(L, idx, "port_space", ibvl_cm_port_spaces, 0);
 	const struct {

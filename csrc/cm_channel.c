@@ -20,23 +20,6 @@
 
 #include "ibvl.h"
 
-#define E(name, value) {name, value}
-const struct ibvl_enum ibvl_cm_event_types[] = {
-	E("addr_resolved", RDMA_CM_EVENT_ADDR_RESOLVED), E("addr_error", RDMA_CM_EVENT_ADDR_ERROR),
-	E("route_resolved", RDMA_CM_EVENT_ROUTE_RESOLVED),
-	E("route_error", RDMA_CM_EVENT_ROUTE_ERROR),
-	E("connect_request", RDMA_CM_EVENT_CONNECT_REQUEST),
-	E("connect_response", RDMA_CM_EVENT_CONNECT_RESPONSE),
-	E("connect_error", RDMA_CM_EVENT_CONNECT_ERROR), E("unreachable", RDMA_CM_EVENT_UNREACHABLE),
-	E("rejected", RDMA_CM_EVENT_REJECTED), E("established", RDMA_CM_EVENT_ESTABLISHED),
-	E("disconnected", RDMA_CM_EVENT_DISCONNECTED),
-	E("device_removal", RDMA_CM_EVENT_DEVICE_REMOVAL),
-	E("multicast_join", RDMA_CM_EVENT_MULTICAST_JOIN),
-	E("multicast_error", RDMA_CM_EVENT_MULTICAST_ERROR),
-	E("addr_change", RDMA_CM_EVENT_ADDR_CHANGE), E("timewait_exit", RDMA_CM_EVENT_TIMEWAIT_EXIT),
-	{NULL, 0},
-};
-
 /* ch:get_event([timeout_s]) */
 static int l_get_event(lua_State *L)
 {

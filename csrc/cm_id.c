@@ -24,16 +24,6 @@
 
 #include "ibvl.h"
 
-const struct ibvl_enum ibvl_cm_port_spaces[] = {
-	{"tcp", RDMA_PS_TCP}, {"udp", RDMA_PS_UDP}, {"ib", RDMA_PS_IB}, {"ipoib", RDMA_PS_IPOIB},
-	{"rc", RDMA_PS_TCP}, {"ud", RDMA_PS_UDP}, {NULL, 0},
-};
-
-static const struct ibvl_enum join_flags[] = {
-	{"fullmember", RDMA_MC_JOIN_FLAG_FULLMEMBER},
-	{"sendonly_fullmember", RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER}, {NULL, 0},
-};
-
 static int destroy_id(struct ibvl_obj *o, void *ptr)
 {
 	struct ibvl_cm_id *id = (struct ibvl_cm_id *)o;
@@ -427,7 +417,7 @@ static int l_join_multicast(lua_State *L)
 	}
 	struct rdma_cm_join_mc_attr_ex a = {
 		.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
-		.join_flags = (uint32_t)ibvl_check_enum(L, 3, join_flags),
+		.join_flags = (uint32_t)ibvl_check_enum(L, 3, ibvl_cm_join_flags),
 		.addr = (struct sockaddr *)&ss,
 	};
 	ibvl_cm_sync_prepare(lua_touserdata(L, 1));

@@ -5,7 +5,12 @@
  *   ibvl_check_enum(L, 2, ibvl_qp_types)     "rc" -> IBV_QPT_RC
  *   ibvl_push_enum(L, ibvl_qp_states, s)     IBV_QPS_RTS -> "rts"
  *   ibvl_check_flags(L, 3, ibvl_access_flags) {"local_write", "remote_read"} or 0x5
+ * Every name table of the module is here, the rdma_cm ones included.
  */
+#include <sys/socket.h>
+
+#include <rdma/rdma_cma.h>
+
 #include "ibvl.h"
 
 #define E(name, value) {name, value}
@@ -214,4 +219,50 @@ const struct ibvl_enum ibvl_srq_types[] = {
 const struct ibvl_enum ibvl_gid_types[] = {
 	E("ib", IBV_GID_TYPE_IB), E("roce_v1", IBV_GID_TYPE_ROCE_V1),
 	E("roce_v2", IBV_GID_TYPE_ROCE_V2), END,
+};
+
+/* qp:modify attribute mask bits, named as the attr fields that set them */
+const struct ibvl_enum ibvl_qp_attr_masks[] = {
+	E("pkey_index", IBV_QP_PKEY_INDEX), E("port_num", IBV_QP_PORT),
+	E("qp_access_flags", IBV_QP_ACCESS_FLAGS), E("qkey", IBV_QP_QKEY), E("ah_attr", IBV_QP_AV),
+	E("path_mtu", IBV_QP_PATH_MTU), E("dest_qp_num", IBV_QP_DEST_QPN), E("rq_psn", IBV_QP_RQ_PSN),
+	E("max_dest_rd_atomic", IBV_QP_MAX_DEST_RD_ATOMIC), E("min_rnr_timer", IBV_QP_MIN_RNR_TIMER),
+	E("sq_psn", IBV_QP_SQ_PSN), E("timeout", IBV_QP_TIMEOUT), E("retry_cnt", IBV_QP_RETRY_CNT),
+	E("rnr_retry", IBV_QP_RNR_RETRY), E("max_rd_atomic", IBV_QP_MAX_QP_RD_ATOMIC), END,
+};
+
+/* ---- rdma_cm --------------------------------------------------------------- */
+const struct ibvl_enum ibvl_cm_event_types[] = {
+	E("addr_resolved", RDMA_CM_EVENT_ADDR_RESOLVED), E("addr_error", RDMA_CM_EVENT_ADDR_ERROR),
+	E("route_resolved", RDMA_CM_EVENT_ROUTE_RESOLVED),
+	E("route_error", RDMA_CM_EVENT_ROUTE_ERROR),
+	E("connect_request", RDMA_CM_EVENT_CONNECT_REQUEST),
+	E("connect_response", RDMA_CM_EVENT_CONNECT_RESPONSE),
+	E("connect_error", RDMA_CM_EVENT_CONNECT_ERROR), E("unreachable", RDMA_CM_EVENT_UNREACHABLE),
+	E("rejected", RDMA_CM_EVENT_REJECTED), E("established", RDMA_CM_EVENT_ESTABLISHED),
+	E("disconnected", RDMA_CM_EVENT_DISCONNECTED),
+	E("device_removal", RDMA_CM_EVENT_DEVICE_REMOVAL),
+	E("multicast_join", RDMA_CM_EVENT_MULTICAST_JOIN),
+	E("multicast_error", RDMA_CM_EVENT_MULTICAST_ERROR),
+	E("addr_change", RDMA_CM_EVENT_ADDR_CHANGE), E("timewait_exit", RDMA_CM_EVENT_TIMEWAIT_EXIT),
+	END,
+};
+
+const struct ibvl_enum ibvl_cm_port_spaces[] = {
+	E("tcp", RDMA_PS_TCP), E("udp", RDMA_PS_UDP), E("ib", RDMA_PS_IB), E("ipoib", RDMA_PS_IPOIB),
+	E("rc", RDMA_PS_TCP), E("ud", RDMA_PS_UDP), END,
+};
+
+const struct ibvl_enum ibvl_cm_join_flags[] = {
+	E("fullmember", RDMA_MC_JOIN_FLAG_FULLMEMBER),
+	E("sendonly_fullmember", RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER), END,
+};
+
+const struct ibvl_enum ibvl_cm_families[] = {
+	E("unspec", AF_UNSPEC), E("inet", AF_INET), E("inet6", AF_INET6), E("ib", AF_IB), END,
+};
+
+const struct ibvl_enum ibvl_cm_rai_flags[] = {
+	E("passive", RAI_PASSIVE), E("numerichost", RAI_NUMERICHOST), E("noroute", RAI_NOROUTE),
+	E("family", RAI_FAMILY), END,
 };

@@ -201,7 +201,9 @@ extern const struct ibvl_enum ibvl_node_types[], ibvl_transports[], ibvl_port_st
 	ibvl_wc_opcodes[], ibvl_wc_flags[], ibvl_wr_opcodes[], ibvl_send_flags[],
 	ibvl_mw_types[], ibvl_atomic_caps[], ibvl_device_caps[], ibvl_port_caps[],
 	ibvl_qp_create_flags[], ibvl_send_ops_flags[],
-	ibvl_srq_types[], ibvl_gid_types[], ibvl_wc_ex_flags[];
+	ibvl_srq_types[], ibvl_gid_types[], ibvl_wc_ex_flags[], ibvl_qp_attr_masks[],
+	ibvl_cm_event_types[], ibvl_cm_port_spaces[], ibvl_cm_join_flags[], ibvl_cm_families[],
+	ibvl_cm_rai_flags[];
 
 /* ---- object files: each registers its metatable and its constructors ---- */
 void ibvl_open_device(lua_State *L);
@@ -373,6 +375,5 @@ void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa);
 extern const size_t ibvl_mr_size; /* mr.c: an MR userdata's size */
 
 extern const struct ibvl_class ibvl_cm_channel_class, ibvl_cm_id_class, ibvl_cm_addrinfo_class;
-extern const struct ibvl_enum ibvl_cm_port_spaces[], ibvl_cm_event_types[];
 
 #endif

@@ -463,19 +463,6 @@ static int required_mask(enum ibv_qp_type type, enum ibv_qp_state from, enum ibv
 	return IBV_QP_STATE;
 }
 
-static const struct {
-	int mask;
-	const char *name;
-} mask_names[] = {
-	{IBV_QP_PKEY_INDEX, "pkey_index"}, {IBV_QP_PORT, "port_num"},
-	{IBV_QP_ACCESS_FLAGS, "qp_access_flags"}, {IBV_QP_QKEY, "qkey"}, {IBV_QP_AV, "ah_attr"},
-	{IBV_QP_PATH_MTU, "path_mtu"}, {IBV_QP_DEST_QPN, "dest_qp_num"},
-	{IBV_QP_RQ_PSN, "rq_psn"}, {IBV_QP_MAX_DEST_RD_ATOMIC, "max_dest_rd_atomic"},
-	{IBV_QP_MIN_RNR_TIMER, "min_rnr_timer"}, {IBV_QP_SQ_PSN, "sq_psn"},
-	{IBV_QP_TIMEOUT, "timeout"}, {IBV_QP_RETRY_CNT, "retry_cnt"},
-	{IBV_QP_RNR_RETRY, "rnr_retry"}, {IBV_QP_MAX_QP_RD_ATOMIC, "max_rd_atomic"}, {0, NULL},
-};
-
 /* The likely cause of an EINVAL from ibv_modify_qp: a transition the state
  * machine does not have, or attributes the transition requires missing.
  * Pushes the text (a string on the stack) or returns NULL. */
@@ -508,10 +495,10 @@ const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct 
 	                q->qp_type == IBV_QPT_XRC_SEND || q->qp_type == IBV_QPT_XRC_RECV ? "" : "n",
 	                ibvl_enum_name(ibvl_qp_types, q->qp_type));
 	luaL_addvalue(&b);
-	for (int i = 0; mask_names[i].name != NULL; i++) {
-		if (missing & mask_names[i].mask) {
+	for (const struct ibvl_enum *e = ibvl_qp_attr_masks; e->name != NULL; e++) {
+		if (missing & e->value) {
 			luaL_addstring(&b, " ");
-			luaL_addstring(&b, mask_names[i].name);
+			luaL_addstring(&b, e->name);
 		}
 	}
 	luaL_pushresult(&b);
