@@ -7,6 +7,7 @@
  *   ibvl_parse_ah_attr / ibvl_push_ah_attr: ah_attr tables for qp.c and the cm
  *   qp:post_send{ah = ah, remote_qpn = n, remote_qkey = k, sg_list = {...}}
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "ibvl.h"
@@ -65,25 +66,37 @@ void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah)
 	lua_pop(L, 1);
 }
 
+#define T struct ibv_ah_attr
+static const struct ibvl_field ah_out[] = {
+	IBVL_FIELD(T, dlid, IBVL_F_INT, NULL), IBVL_FIELD(T, sl, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, src_path_bits, IBVL_F_INT, NULL), IBVL_FIELD(T, static_rate, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, is_global, IBVL_F_BOOL, NULL), IBVL_FIELD(T, port_num, IBVL_F_INT, NULL),
+	IBVL_FIELDS_END,
+};
+#undef T
+#define T struct ibv_global_route
+static const struct ibvl_field grh_out[] = {
+	IBVL_FIELD(T, dgid, IBVL_F_GID, NULL), IBVL_FIELD(T, flow_label, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, sgid_index, IBVL_F_INT, NULL), IBVL_FIELD(T, hop_limit, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, traffic_class, IBVL_F_INT, NULL), IBVL_FIELDS_END,
+};
+#undef T
+
+/* An ah_attr table; grh only when the address is global. */
 void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah)
 {
 	lua_createtable(L, 0, 7);
-	ibvl_set_int(L, "dlid", ah->dlid);
-	ibvl_set_int(L, "sl", ah->sl);
-	ibvl_set_int(L, "src_path_bits", ah->src_path_bits);
-	ibvl_set_int(L, "static_rate", ah->static_rate);
-	ibvl_set_bool(L, "is_global", ah->is_global);
-	ibvl_set_int(L, "port_num", ah->port_num);
+	ibvl_set_fields(L, ah, ah_out);
 	if (ah->is_global) {
-		lua_createtable(L, 0, 5);
-		ibvl_push_gid(L, &ah->grh.dgid);
-		lua_setfield(L, -2, "dgid");
-		ibvl_set_int(L, "flow_label", ah->grh.flow_label);
-		ibvl_set_int(L, "sgid_index", ah->grh.sgid_index);
-		ibvl_set_int(L, "hop_limit", ah->grh.hop_limit);
-		ibvl_set_int(L, "traffic_class", ah->grh.traffic_class);
+		ibvl_push_fields(L, &ah->grh, grh_out);
 		lua_setfield(L, -2, "grh");
 	}
+}
+
+/* The same, as an IBVL_F_PUSH field (qp:query, cm UD events). */
+void ibvl_push_ah_attr_at(lua_State *L, const void *ah)
+{
+	ibvl_push_ah_attr(L, ah);
 }
 
 /* A completion from a wc_array (wcs, i) or a wc table's fields (arg, arg+1). */

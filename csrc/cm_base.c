@@ -14,6 +14,7 @@
  *   cm_qp.c      -> cm_base.c, cm_id.c, cm_addr.c  QPs/SRQs on ids, create_ep, get_request
  * cm_base.c uses only the core (helpers.c, object.c, ah.c, enums.c, wait.c).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include <rdma/rdma_cma.h>
@@ -95,17 +96,26 @@ static void set_private_data(lua_State *L, const void *data, uint8_t len)
 	lua_setfield(L, -2, "private_data");
 }
 
+#define T struct rdma_conn_param
+static const struct ibvl_field conn_out[] = {
+	IBVL_FIELD(T, responder_resources, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, initiator_depth, IBVL_F_INT, NULL), IBVL_FIELD(T, flow_control, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, retry_count, IBVL_F_INT, NULL), IBVL_FIELD(T, rnr_retry_count, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, srq, IBVL_F_BOOL, NULL), IBVL_FIELD(T, qp_num, IBVL_F_INT, NULL),
+	IBVL_FIELDS_END,
+};
+#undef T
+#define T struct rdma_ud_param
+static const struct ibvl_field ud_out[] = {
+	IBVL_FIELD(T, ah_attr, IBVL_F_PUSH, ibvl_push_ah_attr_at), IBVL_FIELD(T, qp_num, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, qkey, IBVL_F_INT, NULL), IBVL_FIELDS_END,
+};
+#undef T
+
 static void set_conn_param(lua_State *L, const struct rdma_conn_param *p)
 {
 	set_private_data(L, p->private_data, p->private_data_len);
-	lua_createtable(L, 0, 7);
-	ibvl_set_int(L, "responder_resources", p->responder_resources);
-	ibvl_set_int(L, "initiator_depth", p->initiator_depth);
-	ibvl_set_int(L, "flow_control", p->flow_control);
-	ibvl_set_int(L, "retry_count", p->retry_count);
-	ibvl_set_int(L, "rnr_retry_count", p->rnr_retry_count);
-	ibvl_set_bool(L, "srq", p->srq);
-	ibvl_set_int(L, "qp_num", p->qp_num);
+	ibvl_push_fields(L, p, conn_out);
 	lua_setfield(L, -2, "conn");
 }
 
@@ -113,11 +123,7 @@ static void set_ud_param(lua_State *L, const struct rdma_ud_param *p, int with_d
 {
 	if (with_data)
 		set_private_data(L, p->private_data, p->private_data_len);
-	lua_createtable(L, 0, 3);
-	ibvl_push_ah_attr(L, &p->ah_attr);
-	lua_setfield(L, -2, "ah_attr");
-	ibvl_set_int(L, "qp_num", p->qp_num);
-	ibvl_set_int(L, "qkey", p->qkey);
+	ibvl_push_fields(L, p, ud_out);
 	lua_setfield(L, -2, "ud");
 }
 

@@ -10,6 +10,7 @@
  *   ctx:async_fd(), ctx:name()
  */
 #include <fcntl.h>
+#include <stddef.h>
 
 #include "ibvl.h"
 
@@ -27,52 +28,29 @@ static struct ibv_context *check_ctx(lua_State *L)
 	return ((struct ibvl_obj *)ibvl_check(L, 1, &ibvl_context_class))->ptr;
 }
 
-static void set_device_attr(lua_State *L, const struct ibv_device_attr *a)
-{
-	ibvl_set_str(L, "fw_ver", a->fw_ver);
-	ibvl_push_guid(L, a->node_guid);
-	lua_setfield(L, -2, "node_guid");
-	ibvl_push_guid(L, a->sys_image_guid);
-	lua_setfield(L, -2, "sys_image_guid");
-	ibvl_set_u64(L, "max_mr_size", a->max_mr_size);
-	ibvl_set_u64(L, "page_size_cap", a->page_size_cap);
-	ibvl_set_int(L, "vendor_id", a->vendor_id);
-	ibvl_set_int(L, "vendor_part_id", a->vendor_part_id);
-	ibvl_set_int(L, "hw_ver", a->hw_ver);
-	ibvl_set_int(L, "max_qp", a->max_qp);
-	ibvl_set_int(L, "max_qp_wr", a->max_qp_wr);
-	ibvl_set_int(L, "device_cap_flags", a->device_cap_flags);
-	ibvl_set_flags(L, "device_caps", ibvl_device_caps, a->device_cap_flags);
-	ibvl_set_int(L, "max_sge", a->max_sge);
-	ibvl_set_int(L, "max_sge_rd", a->max_sge_rd);
-	ibvl_set_int(L, "max_cq", a->max_cq);
-	ibvl_set_int(L, "max_cqe", a->max_cqe);
-	ibvl_set_int(L, "max_mr", a->max_mr);
-	ibvl_set_int(L, "max_pd", a->max_pd);
-	ibvl_set_int(L, "max_qp_rd_atom", a->max_qp_rd_atom);
-	ibvl_set_int(L, "max_ee_rd_atom", a->max_ee_rd_atom);
-	ibvl_set_int(L, "max_res_rd_atom", a->max_res_rd_atom);
-	ibvl_set_int(L, "max_qp_init_rd_atom", a->max_qp_init_rd_atom);
-	ibvl_set_int(L, "max_ee_init_rd_atom", a->max_ee_init_rd_atom);
-	ibvl_set_enum(L, "atomic_cap", ibvl_atomic_caps, a->atomic_cap);
-	ibvl_set_int(L, "max_ee", a->max_ee);
-	ibvl_set_int(L, "max_rdd", a->max_rdd);
-	ibvl_set_int(L, "max_mw", a->max_mw);
-	ibvl_set_int(L, "max_raw_ipv6_qp", a->max_raw_ipv6_qp);
-	ibvl_set_int(L, "max_raw_ethy_qp", a->max_raw_ethy_qp);
-	ibvl_set_int(L, "max_mcast_grp", a->max_mcast_grp);
-	ibvl_set_int(L, "max_mcast_qp_attach", a->max_mcast_qp_attach);
-	ibvl_set_int(L, "max_total_mcast_qp_attach", a->max_total_mcast_qp_attach);
-	ibvl_set_int(L, "max_ah", a->max_ah);
-	ibvl_set_int(L, "max_fmr", a->max_fmr);
-	ibvl_set_int(L, "max_map_per_fmr", a->max_map_per_fmr);
-	ibvl_set_int(L, "max_srq", a->max_srq);
-	ibvl_set_int(L, "max_srq_wr", a->max_srq_wr);
-	ibvl_set_int(L, "max_srq_sge", a->max_srq_sge);
-	ibvl_set_int(L, "max_pkeys", a->max_pkeys);
-	ibvl_set_int(L, "local_ca_ack_delay", a->local_ca_ack_delay);
-	ibvl_set_int(L, "phys_port_cnt", a->phys_port_cnt);
-}
+/* Rows of the descriptor tables below (fields.c): I an integer member, IN one
+ * under another key, F a member of another kind, FN one under another key. */
+#define I(m) IBVL_FIELD(T, m, IBVL_F_INT, NULL)
+#define IN(name, m) IBVL_FIELD_AS(T, name, m, IBVL_F_INT, NULL)
+#define F(m, kind, aux) IBVL_FIELD(T, m, kind, aux)
+#define FN(name, m, kind, aux) IBVL_FIELD_AS(T, name, m, kind, aux)
+
+#define T struct ibv_device_attr
+static const struct ibvl_field device_fields[] = {
+	F(fw_ver, IBVL_F_STR, NULL), F(node_guid, IBVL_F_GUID, NULL),
+	F(sys_image_guid, IBVL_F_GUID, NULL), F(max_mr_size, IBVL_F_U64, NULL),
+	F(page_size_cap, IBVL_F_U64, NULL), I(vendor_id), I(vendor_part_id), I(hw_ver),
+	I(max_qp), I(max_qp_wr), I(device_cap_flags),
+	FN("device_caps", device_cap_flags, IBVL_F_FLAGS, ibvl_device_caps), I(max_sge),
+	I(max_sge_rd), I(max_cq), I(max_cqe), I(max_mr), I(max_pd), I(max_qp_rd_atom),
+	I(max_ee_rd_atom), I(max_res_rd_atom), I(max_qp_init_rd_atom), I(max_ee_init_rd_atom),
+	F(atomic_cap, IBVL_F_ENUM, ibvl_atomic_caps), I(max_ee), I(max_rdd), I(max_mw),
+	I(max_raw_ipv6_qp), I(max_raw_ethy_qp), I(max_mcast_grp), I(max_mcast_qp_attach),
+	I(max_total_mcast_qp_attach), I(max_ah), I(max_fmr), I(max_map_per_fmr), I(max_srq),
+	I(max_srq_wr), I(max_srq_sge), I(max_pkeys), I(local_ca_ack_delay), I(phys_port_cnt),
+	IBVL_FIELDS_END,
+};
+#undef T
 
 static int l_query_device(lua_State *L)
 {
@@ -82,9 +60,30 @@ static int l_query_device(lua_State *L)
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_query_device", rc);
 	ibvl_out_table(L, 2, 48);
-	set_device_attr(L, &a);
+	ibvl_set_fields(L, &a, device_fields);
 	return 1;
 }
+
+#define T struct ibv_device_attr_ex
+static const struct ibvl_field device_ex_fields[] = {
+	I(comp_mask), IN("odp_general_caps", odp_caps.general_caps),
+	IN("odp_rc_caps", odp_caps.per_transport_caps.rc_odp_caps),
+	IN("odp_uc_caps", odp_caps.per_transport_caps.uc_odp_caps),
+	IN("odp_ud_caps", odp_caps.per_transport_caps.ud_odp_caps),
+	F(completion_timestamp_mask, IBVL_F_U64, NULL), F(hca_core_clock, IBVL_F_U64, NULL),
+	F(device_cap_flags_ex, IBVL_F_U64, NULL), IN("max_tso", tso_caps.max_tso),
+	IN("tso_supported_qpts", tso_caps.supported_qpts),
+	IN("rss_supported_qpts", rss_caps.supported_qpts),
+	IN("max_rwq_indirection_tables", rss_caps.max_rwq_indirection_tables),
+	IN("max_rwq_indirection_table_size", rss_caps.max_rwq_indirection_table_size),
+	FN("rx_hash_fields_mask", rss_caps.rx_hash_fields_mask, IBVL_F_U64, NULL),
+	IN("rx_hash_function", rss_caps.rx_hash_function), I(max_wq_type_rq), I(raw_packet_caps),
+	IN("max_cq_count", cq_mod_caps.max_cq_count),
+	IN("max_cq_period", cq_mod_caps.max_cq_period), F(max_dm_size, IBVL_F_U64, NULL),
+	I(xrc_odp_caps), I(phys_port_cnt_ex),
+	IBVL_FIELDS_END,
+};
+#undef T
 
 static int l_query_device_ex(lua_State *L)
 {
@@ -94,38 +93,23 @@ static int l_query_device_ex(lua_State *L)
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_query_device_ex", rc);
 	ibvl_out_table(L, 2, 64);
-	set_device_attr(L, &a.orig_attr);
-	ibvl_set_int(L, "comp_mask", a.comp_mask);
-	ibvl_set_int(L, "odp_general_caps", a.odp_caps.general_caps);
-	ibvl_set_int(L, "odp_rc_caps", a.odp_caps.per_transport_caps.rc_odp_caps);
-	ibvl_set_int(L, "odp_uc_caps", a.odp_caps.per_transport_caps.uc_odp_caps);
-	ibvl_set_int(L, "odp_ud_caps", a.odp_caps.per_transport_caps.ud_odp_caps);
-	ibvl_set_u64(L, "completion_timestamp_mask", a.completion_timestamp_mask);
-	ibvl_set_u64(L, "hca_core_clock", a.hca_core_clock);
-	ibvl_set_u64(L, "device_cap_flags_ex", a.device_cap_flags_ex);
-	ibvl_set_int(L, "max_tso", a.tso_caps.max_tso);
-	ibvl_set_int(L, "tso_supported_qpts", a.tso_caps.supported_qpts);
-	ibvl_set_int(L, "rss_supported_qpts", a.rss_caps.supported_qpts);
-	ibvl_set_int(L, "max_rwq_indirection_tables", a.rss_caps.max_rwq_indirection_tables);
-	ibvl_set_int(L, "max_rwq_indirection_table_size", a.rss_caps.max_rwq_indirection_table_size);
-	ibvl_set_u64(L, "rx_hash_fields_mask", a.rss_caps.rx_hash_fields_mask);
-	ibvl_set_int(L, "rx_hash_function", a.rss_caps.rx_hash_function);
-	ibvl_set_int(L, "max_wq_type_rq", a.max_wq_type_rq);
-	ibvl_set_int(L, "raw_packet_caps", a.raw_packet_caps);
-	ibvl_set_int(L, "max_cq_count", a.cq_mod_caps.max_cq_count);
-	ibvl_set_int(L, "max_cq_period", a.cq_mod_caps.max_cq_period);
-	ibvl_set_u64(L, "max_dm_size", a.max_dm_size);
-	ibvl_set_int(L, "xrc_odp_caps", a.xrc_odp_caps);
-	ibvl_set_int(L, "phys_port_cnt_ex", a.phys_port_cnt_ex);
+	ibvl_set_fields(L, &a.orig_attr, device_fields);
+	ibvl_set_fields(L, &a, device_ex_fields);
 	return 1;
 }
 
-static const int mtu_bytes[] = {0, 256, 512, 1024, 2048, 4096};
-
-static void set_mtu(lua_State *L, const char *field, enum ibv_mtu m)
-{
-	ibvl_set_int(L, field, m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? mtu_bytes[m] : 0);
-}
+#define T struct ibv_port_attr
+static const struct ibvl_field port_fields[] = {
+	F(state, IBVL_F_ENUM, ibvl_port_states), F(max_mtu, IBVL_F_MTU, NULL),
+	F(active_mtu, IBVL_F_MTU, NULL), I(gid_tbl_len), I(port_cap_flags),
+	FN("port_caps", port_cap_flags, IBVL_F_FLAGS, ibvl_port_caps), I(max_msg_sz),
+	I(bad_pkey_cntr), I(qkey_viol_cntr), I(pkey_tbl_len), I(lid), I(sm_lid), I(lmc),
+	I(max_vl_num), I(sm_sl), I(subnet_timeout), I(init_type_reply), I(active_width),
+	I(active_speed), I(phys_state), F(link_layer, IBVL_F_ENUM, ibvl_link_layers), I(flags),
+	I(port_cap_flags2),
+	IBVL_FIELDS_END,
+};
+#undef T
 
 static int l_query_port(lua_State *L)
 {
@@ -136,29 +120,7 @@ static int l_query_port(lua_State *L)
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_query_port", rc);
 	ibvl_out_table(L, 3, 24);
-	ibvl_set_enum(L, "state", ibvl_port_states, a.state);
-	set_mtu(L, "max_mtu", a.max_mtu);
-	set_mtu(L, "active_mtu", a.active_mtu);
-	ibvl_set_int(L, "gid_tbl_len", a.gid_tbl_len);
-	ibvl_set_int(L, "port_cap_flags", a.port_cap_flags);
-	ibvl_set_flags(L, "port_caps", ibvl_port_caps, a.port_cap_flags);
-	ibvl_set_int(L, "max_msg_sz", a.max_msg_sz);
-	ibvl_set_int(L, "bad_pkey_cntr", a.bad_pkey_cntr);
-	ibvl_set_int(L, "qkey_viol_cntr", a.qkey_viol_cntr);
-	ibvl_set_int(L, "pkey_tbl_len", a.pkey_tbl_len);
-	ibvl_set_int(L, "lid", a.lid);
-	ibvl_set_int(L, "sm_lid", a.sm_lid);
-	ibvl_set_int(L, "lmc", a.lmc);
-	ibvl_set_int(L, "max_vl_num", a.max_vl_num);
-	ibvl_set_int(L, "sm_sl", a.sm_sl);
-	ibvl_set_int(L, "subnet_timeout", a.subnet_timeout);
-	ibvl_set_int(L, "init_type_reply", a.init_type_reply);
-	ibvl_set_int(L, "active_width", a.active_width);
-	ibvl_set_int(L, "active_speed", a.active_speed);
-	ibvl_set_int(L, "phys_state", a.phys_state);
-	ibvl_set_enum(L, "link_layer", ibvl_link_layers, a.link_layer);
-	ibvl_set_int(L, "flags", a.flags);
-	ibvl_set_int(L, "port_cap_flags2", a.port_cap_flags2);
+	ibvl_set_fields(L, &a, port_fields);
 	return 1;
 }
 
@@ -175,16 +137,13 @@ static int l_query_gid(lua_State *L)
 	return 1;
 }
 
-static void push_gid_entry(lua_State *L, const struct ibv_gid_entry *e)
-{
-	lua_createtable(L, 0, 5);
-	ibvl_push_gid(L, &e->gid);
-	lua_setfield(L, -2, "gid");
-	ibvl_set_int(L, "gid_index", e->gid_index);
-	ibvl_set_int(L, "port_num", e->port_num);
-	ibvl_set_enum(L, "gid_type", ibvl_gid_types, e->gid_type);
-	ibvl_set_int(L, "ndev_ifindex", e->ndev_ifindex);
-}
+#define T struct ibv_gid_entry
+static const struct ibvl_field gid_entry_fields[] = {
+	F(gid, IBVL_F_GID, NULL), I(gid_index), I(port_num),
+	F(gid_type, IBVL_F_ENUM, ibvl_gid_types), I(ndev_ifindex),
+	IBVL_FIELDS_END,
+};
+#undef T
 
 static int l_query_gid_ex(lua_State *L)
 {
@@ -195,7 +154,7 @@ static int l_query_gid_ex(lua_State *L)
 	int rc = ibv_query_gid_ex(ctx, port, index, &e, 0);
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_query_gid_ex", rc);
-	push_gid_entry(L, &e);
+	ibvl_push_fields(L, &e, gid_entry_fields);
 	return 1;
 }
 
@@ -210,7 +169,7 @@ static int l_query_gid_table(lua_State *L)
 		return ibvl_fail(L, "ibv_query_gid_table", (int)-n);
 	lua_createtable(L, (int)n, 0);
 	for (ssize_t i = 0; i < n; i++) {
-		push_gid_entry(L, &e[i]);
+		ibvl_push_fields(L, &e[i], gid_entry_fields);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
 	return 1;

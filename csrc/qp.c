@@ -32,14 +32,17 @@ static int destroy_qp(struct ibvl_obj *o, void *ptr)
 	return ibv_destroy_qp(ptr);
 }
 
+#define T struct ibv_qp_cap
+static const struct ibvl_field cap_out[] = {
+	IBVL_FIELD(T, max_send_wr, IBVL_F_INT, NULL), IBVL_FIELD(T, max_recv_wr, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, max_send_sge, IBVL_F_INT, NULL), IBVL_FIELD(T, max_recv_sge, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, max_inline_data, IBVL_F_INT, NULL), IBVL_FIELDS_END,
+};
+#undef T
+
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap)
 {
-	lua_createtable(L, 0, 5);
-	ibvl_set_int(L, "max_send_wr", cap->max_send_wr);
-	ibvl_set_int(L, "max_recv_wr", cap->max_recv_wr);
-	ibvl_set_int(L, "max_send_sge", cap->max_send_sge);
-	ibvl_set_int(L, "max_recv_sge", cap->max_recv_sge);
-	ibvl_set_int(L, "max_inline_data", cap->max_inline_data);
+	ibvl_push_fields(L, cap, cap_out);
 }
 
 static int qp_field(lua_State *L, void *obj, const char *key)
@@ -528,6 +531,25 @@ static int l_modify(lua_State *L)
 	return ibvl_fail_hint(L, "ibv_modify_qp", rc == -1 ? errno : rc, hint);
 }
 
+/* What qp:query adds to attr_ints: of the attr, and of the init attr */
+#define T struct ibv_qp_attr
+static const struct ibvl_field query_out[] = {
+	IBVL_FIELD(T, qp_state, IBVL_F_ENUM, ibvl_qp_states),
+	IBVL_FIELD(T, cur_qp_state, IBVL_F_ENUM, ibvl_qp_states),
+	IBVL_FIELD(T, path_mig_state, IBVL_F_ENUM, ibvl_mig_states),
+	IBVL_FIELD(T, path_mtu, IBVL_F_MTU, NULL), IBVL_FIELD(T, qp_access_flags, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, sq_draining, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, ah_attr, IBVL_F_PUSH, ibvl_push_ah_attr_at),
+	IBVL_FIELD(T, alt_ah_attr, IBVL_F_PUSH, ibvl_push_ah_attr_at), IBVL_FIELDS_END,
+};
+#undef T
+#define T struct ibv_qp_init_attr
+static const struct ibvl_field query_init_out[] = {
+	IBVL_FIELD(T, cap, IBVL_F_TABLE, cap_out), IBVL_FIELD(T, sq_sig_all, IBVL_F_BOOL, NULL),
+	IBVL_FIELDS_END,
+};
+#undef T
+
 /* qp:query([t]) -> every attribute, and init_attr's cap as cap */
 static int l_query(lua_State *L)
 {
@@ -548,20 +570,8 @@ static int l_query(lua_State *L)
 	ibvl_out_table(L, 2, 32);
 	for (const struct attr_int *f = attr_ints; f->name != NULL; f++)
 		ibvl_set_int(L, f->name, get_attr_int(&a, f));
-	ibvl_set_enum(L, "qp_state", ibvl_qp_states, a.qp_state);
-	ibvl_set_enum(L, "cur_qp_state", ibvl_qp_states, a.cur_qp_state);
-	ibvl_set_enum(L, "path_mig_state", ibvl_mig_states, a.path_mig_state);
-	ibvl_set_int(L, "path_mtu", a.path_mtu >= IBV_MTU_256 && a.path_mtu <= IBV_MTU_4096
-	                                ? 128 << a.path_mtu : 0);
-	ibvl_set_int(L, "qp_access_flags", a.qp_access_flags);
-	ibvl_set_int(L, "sq_draining", a.sq_draining);
-	ibvl_push_ah_attr(L, &a.ah_attr);
-	lua_setfield(L, -2, "ah_attr");
-	ibvl_push_ah_attr(L, &a.alt_ah_attr);
-	lua_setfield(L, -2, "alt_ah_attr");
-	ibvl_push_qp_cap(L, &init.cap);
-	lua_setfield(L, -2, "cap");
-	ibvl_set_bool(L, "sq_sig_all", init.sq_sig_all);
+	ibvl_set_fields(L, &a, query_out);
+	ibvl_set_fields(L, &init, query_init_out);
 	return 1;
 }
 

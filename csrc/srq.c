@@ -14,6 +14,7 @@
  * in struct ibv_srq_init_attr.  The comp_mask of create_srq_ex comes from the
  * fields given.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include <rdma/rdma_verbs.h>
@@ -229,6 +230,13 @@ static int l_modify(lua_State *L)
 	return ibvl_result(L, "ibv_modify_srq", rc);
 }
 
+#define T struct ibv_srq_attr
+static const struct ibvl_field srq_attr_out[] = {
+	IBVL_FIELD(T, max_wr, IBVL_F_INT, NULL), IBVL_FIELD(T, max_sge, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, srq_limit, IBVL_F_INT, NULL), IBVL_FIELDS_END,
+};
+#undef T
+
 /* srq:query([t]) -> {max_wr=, max_sge=, srq_limit=} */
 static int l_query(lua_State *L)
 {
@@ -239,9 +247,7 @@ static int l_query(lua_State *L)
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_query_srq", rc);
 	ibvl_out_table(L, 2, 3);
-	ibvl_set_int(L, "max_wr", a.max_wr);
-	ibvl_set_int(L, "max_sge", a.max_sge);
-	ibvl_set_int(L, "srq_limit", a.srq_limit);
+	ibvl_set_fields(L, &a, srq_attr_out);
 	return 1;
 }
 

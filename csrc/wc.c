@@ -11,6 +11,7 @@
  * Accessors take 1 <= i <= #wcs and allocate nothing.
  */
 #include <endian.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "ibvl.h"
@@ -42,25 +43,27 @@ static int l_wc_array(lua_State *L)
 	return 1;
 }
 
+#define T struct ibv_wc
+static const struct ibvl_field wc_out[] = { /* imm_data, invalidated_rkey: by wc_flags */
+	IBVL_FIELD(T, wr_id, IBVL_F_U64, NULL), IBVL_FIELD(T, status, IBVL_F_ENUM, ibvl_wc_statuses),
+	IBVL_FIELD(T, opcode, IBVL_F_ENUM, ibvl_wc_opcodes), IBVL_FIELD(T, vendor_err, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, byte_len, IBVL_F_INT, NULL), IBVL_FIELD(T, qp_num, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, src_qp, IBVL_F_INT, NULL), IBVL_FIELD(T, wc_flags, IBVL_F_FLAGS, ibvl_wc_flags),
+	IBVL_FIELD(T, pkey_index, IBVL_F_INT, NULL), IBVL_FIELD(T, slid, IBVL_F_INT, NULL),
+	IBVL_FIELD(T, sl, IBVL_F_INT, NULL), IBVL_FIELD(T, dlid_path_bits, IBVL_F_INT, NULL),
+	IBVL_FIELDS_END,
+};
+#undef T
+
+/* A completion as a table (wcs:get, cq:poll(n)): not the accessors' path. */
 void ibvl_push_wc(lua_State *L, const struct ibv_wc *wc)
 {
 	lua_createtable(L, 0, 14);
-	ibvl_set_u64(L, "wr_id", wc->wr_id);
-	ibvl_set_enum(L, "status", ibvl_wc_statuses, wc->status);
-	ibvl_set_enum(L, "opcode", ibvl_wc_opcodes, wc->opcode);
-	ibvl_set_int(L, "vendor_err", wc->vendor_err);
-	ibvl_set_int(L, "byte_len", wc->byte_len);
+	ibvl_set_fields(L, wc, wc_out);
 	if (wc->wc_flags & IBV_WC_WITH_IMM)
 		ibvl_set_int(L, "imm_data", be32toh(wc->imm_data));
 	if (wc->wc_flags & IBV_WC_WITH_INV)
 		ibvl_set_int(L, "invalidated_rkey", wc->invalidated_rkey);
-	ibvl_set_int(L, "qp_num", wc->qp_num);
-	ibvl_set_int(L, "src_qp", wc->src_qp);
-	ibvl_set_flags(L, "wc_flags", ibvl_wc_flags, wc->wc_flags);
-	ibvl_set_int(L, "pkey_index", wc->pkey_index);
-	ibvl_set_int(L, "slid", wc->slid);
-	ibvl_set_int(L, "sl", wc->sl);
-	ibvl_set_int(L, "dlid_path_bits", wc->dlid_path_bits);
 }
 
 static int l_get(lua_State *L)
