@@ -269,9 +269,10 @@ static struct rdma_conn_param *opt_conn_param(lua_State *L, int idx, struct rdma
 	return p;
 }
 
-/* id:connect([conn_param] [, timeout_s]): the timeout bounds a synchronous
- * id's wait for the connection (IBVL_CM_SYNC_TIMEOUT by default) */
-static int l_connect(lua_State *L)
+/* id:connect([conn_param] [, timeout_s]), id:accept([conn_param] [, timeout_s]):
+ * the timeout bounds a synchronous id's wait for the connection
+ * (IBVL_CM_SYNC_TIMEOUT by default) */
+static int connect_or_accept(lua_State *L, int accept)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
@@ -280,31 +281,28 @@ static int l_connect(lua_State *L)
 	struct rdma_conn_param *pp = opt_conn_param(L, 2, &p);
 	double timeout = ibvl_opt_timeout(L, 3, IBVL_CM_SYNC_TIMEOUT);
 	ibvl_guard_end(L, &g);
-	if (cid->verbs == NULL)
+	if (cid->verbs == NULL && !accept)
 		return ibvl_error(L, "the route is not resolved yet (resolve_addr and resolve_route "
 		                     "first, waiting for 'addr_resolved' and 'route_resolved')");
+	if (cid->verbs == NULL)
+		return ibvl_error(L, "the id has no connection request to accept (accept the id a "
+		                     "'connect_request' event brings)");
+	if (accept && pp == NULL && cid->qp == NULL)
+		return luaL_argerror(L, 2, "conn_param with qp_num expected (the id has no QP)");
 	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
-	int rc = rdma_connect(cid, pp);
-	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_connect", rc, timeout);
+	int rc = accept ? rdma_accept(cid, pp) : rdma_connect(cid, pp);
+	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), accept ? "rdma_accept" : "rdma_connect",
+	                           rc, timeout);
+}
+
+static int l_connect(lua_State *L)
+{
+	return connect_or_accept(L, 0);
 }
 
 static int l_accept(lua_State *L)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct rdma_cm_id *cid = check_id(L);
-	struct rdma_conn_param p;
-	struct rdma_conn_param *pp = opt_conn_param(L, 2, &p);
-	double timeout = ibvl_opt_timeout(L, 3, IBVL_CM_SYNC_TIMEOUT);
-	ibvl_guard_end(L, &g);
-	if (cid->verbs == NULL)
-		return ibvl_error(L, "the id has no connection request to accept (accept the id a "
-		                     "'connect_request' event brings)");
-	if (pp == NULL && cid->qp == NULL)
-		return luaL_argerror(L, 2, "conn_param with qp_num expected (the id has no QP)");
-	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
-	int rc = rdma_accept(cid, pp);
-	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_accept", rc, timeout);
+	return connect_or_accept(L, 1);
 }
 
 /* id:reject([private_data]) */

@@ -63,14 +63,58 @@ end
 --- The interpreter running the specs, for starting the examples with it.
 support.LUA = rawget(_G, "jit") and "luajit" or "lua5.4"
 
+--- The checkout (the specs run from it) and the scripting host built for this interpreter.
+support.ROOT = io.popen("pwd"):read("l")
+support.IBVLUA = support.ROOT .. "/build/" .. support.LUA .. "/ibvlua"
+
 local function sleep(s) require("socket").sleep(s) end
 
-local function slurp(path)
+--- A file's contents, or nil when it cannot be read.
+function support.slurp(path)
   local f = io.open(path, "rb")
   if not f then return nil end
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
+end
+local slurp = support.slurp
+
+--- Runs a shell command; true when it exits 0 (Lua 5.4 returns true, LuaJIT 0).
+function support.sh(cmd)
+  local r = os.execute(cmd)
+  return r == true or r == 0
+end
+
+--- Runs a shell command in the foreground; returns its output (stderr with
+-- stdout) and its exit status.
+function support.capture(cmd)
+  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"rc=$?\""))
+  local out = p:read("*a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  return (out:gsub("rc=%d+%s*$", "")), rc
+end
+
+--- The lines a command prints.
+function support.lines_of(cmd)
+  local p = assert(io.popen(cmd))
+  local out = {}
+  for l in p:lines() do out[#out + 1] = l end
+  p:close()
+  return out
+end
+
+--- Waits up to 10 s for port 1 of the spec device to reach state; returns the state it has.
+function support.wait_port(state)
+  local ctx = support.open()
+  local deadline = ibv.now() + 10
+  local p = ctx:query_port(1)
+  while p.state ~= state and ibv.now() < deadline do
+    sleep(0.1)
+    p = ctx:query_port(1)
+  end
+  ctx:close()
+  return p.state
 end
 
 --- Starts cmd in the background (stdout and stderr to a file); returns a

@@ -1,10 +1,7 @@
 -- Async events on rxe0: ctx:get_async_event for events the VM can provoke.
 local support = require "support"
 
-local function sh(cmd) -- Lua 5.4 returns true, LuaJIT 0, on success
-  local r = os.execute(cmd)
-  return r == true or r == 0
-end
+local sh = support.sh
 
 local function events(ctx, timeout)
   local out = {}

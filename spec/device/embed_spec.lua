@@ -2,15 +2,10 @@
 -- traffic through a script on its own QPs, spec/embed/lifetime.c checks the
 -- borrowed/owned/release rules; both built by `make embed`, also under
 -- ASan/UBSan and valgrind, and the kernel's object counts come back.
-local FLAVOUR = rawget(_G, "jit") and "luajit" or "lua5.4"
+local support = require "support"
+local FLAVOUR = support.LUA
 
-local function run(cmd)
-  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"rc=$?\""))
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n?$"))
-  return out:gsub("rc=%d+\n?$", ""), rc
-end
+local run = support.capture
 
 local function resources()
   return (run("rdma resource show"))

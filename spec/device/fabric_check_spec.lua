@@ -1,28 +1,11 @@
 -- fabric_check.lua on rxe0: passes with the port up, fails clearly with it down.
-local ibv = require "ibverbs"
 local support = require "support"
 
 local function run(args)
   return support.run("timeout 60 " .. support.example("fabric_check.lua", args))
 end
 
--- os.execute's result differs between Lua 5.1 (LuaJIT) and 5.4
-local function sh(cmd)
-  local r = os.execute(cmd)
-  return r == true or r == 0
-end
-
-local function wait_port(state)
-  local ctx = support.open()
-  local deadline = ibv.now() + 10
-  local p = ctx:query_port(1)
-  while p.state ~= state and ibv.now() < deadline do
-    require("socket").sleep(0.1)
-    p = ctx:query_port(1)
-  end
-  ctx:close()
-  return p.state
-end
+local sh, wait_port = support.sh, support.wait_port
 
 describe("on rxe0, fabric_check.lua", function()
   it("passes every check: port, RC send/recv, RDMA write and read, atomics, UD send", function()

@@ -1,17 +1,10 @@
 -- ibvlua on rxe0: the examples, a busted device spec and the prompt, each run
 -- with the verbs modules from inside the binary (empty environment, a
 -- directory outside the checkout).  (No device: spec/host/ibvlua_spec.lua.)
-local FLAVOUR = rawget(_G, "jit") and "luajit" or "lua5.4"
-local ROOT = io.popen("pwd"):read("l")
-local IBVLUA = ROOT .. "/build/" .. FLAVOUR .. "/ibvlua"
+local support = require "support"
+local FLAVOUR, ROOT, IBVLUA = support.LUA, support.ROOT, support.IBVLUA
 
-local function run(cmd)
-  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"rc=$?\""))
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n?$"))
-  return out:gsub("rc=%d+\n?$", ""), rc
-end
+local run = support.capture
 
 -- no environment but search paths that lead nowhere (not even the system's):
 -- ibverbs and the examples' argparse and dkjson come from inside the binary

@@ -51,6 +51,26 @@ local function post(target, kind, env, n, base)
   return posted
 end
 
+-- Posts k send WRs of sl from first on qp and waits for their 2k completions
+-- (the sends and the peer's receives), each a success; the receives go into t.
+local function send_counted(env, qp, sl, first, k, t)
+  assert(qp:post_send(sl, first, k))
+  local got = 0
+  while got < 2 * k do
+    local c = assert(env.cq:wait(env.wcs, math.min(2 * k - got, 256), 10))
+    assert(c > 0, "no completion")
+    for i = 1, c do
+      assert.equal("success", env.wcs:status(i))
+      if env.wcs:opcode(i) == "recv" then
+        local id = env.wcs:wr_id(i)
+        t.seen[id] = (t.seen[id] or 0) + 1
+        t.total = t.total + 1
+      end
+    end
+    got = got + c
+  end
+end
+
 describe("on rxe0, a QP moved to the error state #once", function()
   local base, last_wqe_missing
   before_each(function() base = util.baseline() end)
@@ -99,22 +119,8 @@ describe("on rxe0, a QP moved to the error state #once", function()
       local sent = 0
       while sent < half do
         local k = math.min(64, half - sent)
-        assert(env.a:post_send(sl, sent + 1, k))
+        send_counted(env, env.a, sl, sent + 1, k, t)
         sent = sent + k
-        local got = 0
-        while got < 2 * k do
-          local c = assert(env.cq:wait(env.wcs, math.min(2 * k - got, 256), 10))
-          assert(c > 0, "no completion")
-          for i = 1, c do
-            assert.equal("success", env.wcs:status(i))
-            if env.wcs:opcode(i) == "recv" then
-              local id = env.wcs:wr_id(i)
-              t.seen[id] = (t.seen[id] or 0) + 1
-              t.total = t.total + 1
-            end
-          end
-          got = got + c
-        end
       end
       assert(env.b:modify{ qp_state = "err" })
       -- the event a QP on an SRQ owes when it goes to error; rxe in Linux 6.1 does
@@ -139,22 +145,8 @@ describe("on rxe0, a QP moved to the error state #once", function()
         local done = 0
         while done < rest do
           local k = math.min(64, rest - done)
-          assert(env.a2:post_send(sl, 1, k))
+          send_counted(env, env.a2, sl, 1, k, t)
           done = done + k
-          local got = 0
-          while got < 2 * k do
-            local c = assert(env.cq:wait(env.wcs, math.min(2 * k - got, 256), 10))
-            assert(c > 0, "no completion")
-            for i = 1, c do
-              assert.equal("success", env.wcs:status(i))
-              if env.wcs:opcode(i) == "recv" then
-                local id = env.wcs:wr_id(i)
-                t.seen[id] = (t.seen[id] or 0) + 1
-                t.total = t.total + 1
-              end
-            end
-            got = got + c
-          end
         end
       end
       local missing, dup, unknown = t:check(posted)

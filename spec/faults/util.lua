@@ -3,20 +3,17 @@
 -- counts, completion tallies.
 local ibv = require "ibverbs"
 local socket = require "socket"
+local support = require "support"
 
 local util = {}
 
-util.LUA = rawget(_G, "jit") and "luajit" or "lua5.4"
+util.LUA = support.LUA
 util.ENV = "LUA_PATH='lua/?.lua;lua/?/init.lua;spec/?.lua;;' LUA_CPATH='build/" ..
   (os.getenv("IBVL_BUILD") or util.LUA) .. "/?.so;;'"
 
 function util.sleep(s) socket.sleep(s) end
 
---- Runs a shell command; true when it exits 0 (Lua 5.4 and LuaJIT alike).
-function util.sh(cmd)
-  local r = os.execute(cmd)
-  return r == true or r == 0
-end
+util.sh = support.sh -- true when the command exits 0
 
 function util.read(cmd)
   local p = io.popen(cmd .. " 2>&1")
@@ -25,13 +22,7 @@ function util.read(cmd)
   return s
 end
 
-local function slurp(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local slurp = support.slurp
 util.slurp = slurp
 
 --- The kernel's object counts on the device ("pd 1 cq 1 qp 1 ..."), as

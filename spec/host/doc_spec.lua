@@ -3,15 +3,10 @@
 -- the registry and every function of ibverbs, ibverbs.cm, ibverbs.exchange,
 -- ibverbs.fabric and its groups (and ibverbs.ffi under LuaJIT) has a doc entry with a summary, and no entry
 -- documents a method that does not exist.  In the spirit of luv's bindcov.
-local LUA = rawget(_G, "jit") and "luajit" or "lua5.4"
+local support = require "support"
+local LUA = support.LUA
 
-local function lines_of(cmd)
-  local p = assert(io.popen(cmd))
-  local out = {}
-  for l in p:lines() do out[#out + 1] = l end
-  p:close()
-  return out
-end
+local lines_of = support.lines_of
 
 -- What the module registers, listed by a fresh interpreter (nothing extended by other specs).
 local LISTER = [[

@@ -1,20 +1,12 @@
 -- ibvlua, the scripting host, without a device: what it links, its command
 -- line, its modules from inside the binary, system C modules, SIGINT, the
 -- prompt on a pty, make install.  (The device side: spec/device/ibvlua_spec.lua.)
-local FLAVOUR = rawget(_G, "jit") and "luajit" or "lua5.4"
-local ROOT = io.popen("pwd"):read("l")
-local IBVLUA = ROOT .. "/build/" .. FLAVOUR .. "/ibvlua"
+local support = require "support"
+local FLAVOUR, ROOT, IBVLUA = support.LUA, support.ROOT, support.IBVLUA
 
 local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
--- Runs a shell command (stderr with stdout); returns the output and the exit status.
-local function run(cmd)
-  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo \"rc=$?\""))
-  local out = p:read("a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)\n?$"))
-  return out:gsub("rc=%d+\n?$", ""), rc
-end
+local run = support.capture
 
 -- ibvlua with an empty environment, from a directory outside the checkout
 local function ibvlua(args, opts)

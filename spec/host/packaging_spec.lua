@@ -2,6 +2,7 @@
 -- and `luarocks make` installs a rock whose every module loads from the tree
 -- it was installed to (Lua 5.4: --lua-version 5.4; LuaJIT: --lua-version 5.1
 -- with LuaJIT's headers).  Plain Lua 5.1 is refused with a clear #error.
+local support = require "support"
 local ROCKSPEC = "rockspec/ibverbs-0.1-1.rockspec"
 local JIT = rawget(_G, "jit") ~= nil
 local LUA = JIT and "luajit" or "lua5.4"
@@ -13,22 +14,10 @@ local function read(path)
   return s
 end
 
-local function lines_of(cmd)
-  local p = assert(io.popen(cmd))
-  local out = {}
-  for l in p:lines() do out[#out + 1] = l end
-  p:close()
-  return out
-end
+local lines_of = support.lines_of
 
 -- Runs a shell command; returns its output (stdout and stderr) and exit status.
-local function sh(cmd)
-  local p = assert(io.popen("(" .. cmd .. ") 2>&1; echo rc=$?"))
-  local out = p:read("*a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)%s*$"))
-  return (out:gsub("rc=%d+%s*$", "")), rc
-end
+local sh = support.capture
 
 local function load_rockspec()
   local spec = {}

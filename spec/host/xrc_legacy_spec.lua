@@ -168,13 +168,16 @@ describe("legacy open_xrc_domain", function()
   end)
 end)
 
+-- A fake backend, the API over it and a private domain opened through it.
+local function domain()
+  local k = fake()
+  local api = xrc.new(k.backend)
+  return k, api, assert(api.open_xrc_domain("ctx", -1, O_CREAT))
+end
+
 describe("legacy XRC receive QPs", function()
   local k, api, d
-  before_each(function()
-    k = fake()
-    api = xrc.new(k.backend)
-    d = assert(api.open_xrc_domain("ctx", -1, O_CREAT))
-  end)
+  before_each(function() k, api, d = domain() end)
 
   it("creates an xrc_recv QP in the init_attr's domain and returns its number", function()
     local qpn = assert(api.create_xrc_rcv_qp{ xrc_domain = d })
@@ -256,11 +259,7 @@ end)
 
 describe("legacy close_xrc_domain", function()
   local k, api, d
-  before_each(function()
-    k = fake()
-    api = xrc.new(k.backend)
-    d = assert(api.open_xrc_domain("ctx", -1, O_CREAT))
-  end)
+  before_each(function() k, api, d = domain() end)
 
   it("fails with EBUSY while this process is registered with a receive QP", function()
     local qpn = assert(d:create_xrc_rcv_qp())

@@ -12,22 +12,7 @@ local function run(script, args)
   return support.run("timeout 150 " .. support.example(script, args))
 end
 
-local function sh(cmd)
-  local r = os.execute(cmd)
-  return r == true or r == 0
-end
-
-local function wait_port(state)
-  local ctx = support.open()
-  local deadline = ibv.now() + 10
-  local p = ctx:query_port(1)
-  while p.state ~= state and ibv.now() < deadline do
-    require("socket").sleep(0.1)
-    p = ctx:query_port(1)
-  end
-  ctx:close()
-  return p.state
-end
+local sh, wait_port = support.sh, support.wait_port
 
 describe("two soft-RoCE nodes", function()
   it("runs under tools/rxe-vm --nodes 2 with rxe0 on eth0", function()
