@@ -33,6 +33,22 @@ describe("the ibverbs module", function()
   end)
 end)
 
+describe("the installed Lua modules", function()
+  it("never call os.exit: a library module returns nil, msg (ibverbs.exchange included)", function()
+    local p = assert(io.popen("find lua -name '*.lua' | sort"))
+    local n = 0
+    for path in p:lines() do
+      local f = assert(io.open(path, "rb"))
+      local text = f:read("*a")
+      f:close()
+      n = n + 1
+      assert.is_nil(text:find("os%.exit"), path .. " calls os.exit")
+    end
+    p:close()
+    assert.is_true(n >= 6, "only " .. n .. " modules found")
+  end)
+end)
+
 describe("ibv.buffer", function()
   it("is zeroed, page aligned and bounds checked", function()
     local b = ibv.buffer(100)
