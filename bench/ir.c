@@ -31,6 +31,12 @@
 #define SCHAIN 16
 #define MSG 64
 #define WINDOW 256
+/* warm-up units, the same in every implementation: enough iterations of
+ * each loop for LuaJIT to compile it before the measured run */
+#define WARM_RECV 8192
+#define WARM_SEND 2048
+#define WARM_MODIFY 384
+#define WARM_POLLTAB 8192
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
@@ -286,20 +292,20 @@ int main(int argc, char **argv)
 		pair_setup(&p);
 		for (int c = 0; c < WINDOW / CHAIN; c++)
 			post_ring(&p, c * CHAIN);
-		sendrecv_work(&p, WINDOW); /* warm-up */
+		sendrecv_work(&p, WARM_SEND);
 		t0 = now();
 		sendrecv_work(&p, count);
 		t1 = now();
 	} else {
-		int rq = strcmp(mode, "recv") == 0 ? (int)count + CHAIN : CHAIN;
+		int rq = strcmp(mode, "recv") == 0 ? (int)count + WARM_RECV : CHAIN;
 		rq_setup(&r, rq);
 		void (*work)(struct rq *, long) = strcmp(mode, "recv") == 0 ? recv_work
 		                                : strcmp(mode, "modify") == 0 ? modify_work
 		                                : strcmp(mode, "polltab") == 0 ? polltab_work : NULL;
 		if (work == NULL)
 			die(mode, EINVAL);
-		if (work != recv_work)
-			work(&r, CHAIN * 3); /* warm-up */
+		work(&r, work == recv_work ? WARM_RECV : work == modify_work ? WARM_MODIFY
+		                                                      : WARM_POLLTAB);
 		t0 = now();
 		work(&r, count);
 		t1 = now();

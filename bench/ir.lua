@@ -12,6 +12,8 @@
 local ibv = require "ibverbs"
 
 local CHAIN, SCHAIN, MSG, WINDOW = 64, 16, 64, 256
+-- warm-up units as in bench/ir.c: LuaJIT compiles each loop before the measured run
+local WARM = { recv = 8192, sendrecv = 2048, modify = 384, polltab = 8192 }
 local mode, count = arg[1], tonumber(arg[2])
 local timed, use_ffi = false, false
 for i = 3, #arg do
@@ -73,25 +75,6 @@ function work.polltab(r, n)
   end
 end
 
-local function pair_setup()
-  local p = { scq = assert(ctx:create_cq(WINDOW)), rcq = assert(ctx:create_cq(WINDOW)) }
-  p.a = make_qp(p.scq, p.rcq, WINDOW, WINDOW)
-  p.b = make_qp(p.scq, p.rcq, WINDOW, WINDOW)
-  local gid = ctx:query_gid(1, 1)
-  assert(p.a:connect({ qpn = p.b.qp_num, psn = 0, gid = gid }, { sgid_index = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }))
-  assert(p.b:connect({ qpn = p.a.qp_num, psn = 0, gid = gid }, { sgid_index = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }))
-  p.rl = ibv.recv_wrs(WINDOW)
-  p.rl:fill{ sge = { mr = mr, length = MSG }, stride = MSG }
-  p.sl = ibv.send_wrs(SCHAIN)
-  p.sl:fill{ opcode = "send", sge = { mr = mr, length = MSG } }
-  p.sl:set(SCHAIN, { wr_id = SCHAIN - 1, opcode = "send", sge = { mr = mr, length = MSG },
-    send_flags = ibv.SEND_SIGNALED })
-  p.wcs = ibv.wc_array(CHAIN)
-  for c = 0, WINDOW / CHAIN - 1 do assert(p.b:post_recv(p.rl, c * CHAIN + 1, CHAIN)) end
-  poll_ok = select("#", p.scq:poll(p.wcs)) >= 2 and bulk_poll_ok or each_poll_ok
-  return p
-end
-
 -- Polls cq once into wcs: the count, every completion checked in one go
 -- (cq:poll's second result); a module without that check (before it had
 -- one) is measured with wcs:status(i) for each completion instead.
@@ -111,6 +94,25 @@ local function each_poll_ok(cq, wcs)
     if wcs:status(i) ~= "success" then error("wc status " .. wcs:status(i)) end
   end
   return n
+end
+
+local function pair_setup()
+  local p = { scq = assert(ctx:create_cq(WINDOW)), rcq = assert(ctx:create_cq(WINDOW)) }
+  p.a = make_qp(p.scq, p.rcq, WINDOW, WINDOW)
+  p.b = make_qp(p.scq, p.rcq, WINDOW, WINDOW)
+  local gid = ctx:query_gid(1, 1)
+  assert(p.a:connect({ qpn = p.b.qp_num, psn = 0, gid = gid }, { sgid_index = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }))
+  assert(p.b:connect({ qpn = p.a.qp_num, psn = 0, gid = gid }, { sgid_index = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }))
+  p.rl = ibv.recv_wrs(WINDOW)
+  p.rl:fill{ sge = { mr = mr, length = MSG }, stride = MSG }
+  p.sl = ibv.send_wrs(SCHAIN)
+  p.sl:fill{ opcode = "send", sge = { mr = mr, length = MSG } }
+  p.sl:set(SCHAIN, { wr_id = SCHAIN - 1, opcode = "send", sge = { mr = mr, length = MSG },
+    send_flags = ibv.SEND_SIGNALED })
+  p.wcs = ibv.wc_array(CHAIN)
+  for c = 0, WINDOW / CHAIN - 1 do assert(p.b:post_recv(p.rl, c * CHAIN + 1, CHAIN)) end
+  poll_ok = select("#", p.scq:poll(p.wcs)) >= 2 and bulk_poll_ok or each_poll_ok
+  return p
 end
 
 function work.sendrecv(p, n)
@@ -146,7 +148,8 @@ local function ffi_work(w)
     return k
   end
   function w.recv(r, n)
-    local q, c, rw, wc = xffi.qp(r.qp), xffi.cq(r.cq), xffi.recv_wrs(r.rl), xffi.wc_array(r.wcs)
+    r.h = r.h or { xffi.qp(r.qp), xffi.cq(r.cq), xffi.recv_wrs(r.rl), xffi.wc_array(r.wcs) }
+    local q, c, rw, wc = r.h[1], r.h[2], r.h[3], r.h[4]
     for _ = 1, n / CHAIN do
       local ok, err = post_recv(q, rw)
       if not ok then error(err) end
@@ -154,9 +157,9 @@ local function ffi_work(w)
     end
   end
   function w.sendrecv(p, n)
-    local qa, qb = xffi.qp(p.a), xffi.qp(p.b)
-    local scq, rcq = xffi.cq(p.scq), xffi.cq(p.rcq)
-    local sw, rw, wc = xffi.send_wrs(p.sl), xffi.recv_wrs(p.rl), xffi.wc_array(p.wcs)
+    p.h = p.h or { xffi.qp(p.a), xffi.qp(p.b), xffi.cq(p.scq), xffi.cq(p.rcq),
+                   xffi.send_wrs(p.sl), xffi.recv_wrs(p.rl), xffi.wc_array(p.wcs) }
+    local qa, qb, scq, rcq, sw, rw, wc = unpack(p.h) -- luacheck: globals unpack
     local sent, scomp, recvd, reposted, rposted = 0, 0, 0, 0, WINDOW
     while recvd < n do
       if sent < n and sent - scomp + SCHAIN <= WINDOW and sent + SCHAIN <= rposted then
@@ -181,14 +184,12 @@ local f = assert(work[mode], "MODE: recv, sendrecv, modify or polltab")
 local env
 if mode == "sendrecv" then
   env = pair_setup()
-  f(env, WINDOW) -- warm-up
 elseif mode == "recv" then
-  env = rq_setup(count + CHAIN)
-  f(env, CHAIN) -- warm-up
+  env = rq_setup(count + WARM.recv)
 else
   env = rq_setup(CHAIN)
-  f(env, CHAIN * 3) -- warm-up
 end
+f(env, WARM[mode])
 collectgarbage("collect")
 collectgarbage("stop")
 local kib = collectgarbage("count")

@@ -22,6 +22,7 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 from pyverbs.addr import AHAttr, GlobalRoute
 
 CHAIN, SCHAIN, MSG, WINDOW = 64, 16, 64, 256
+WARM = {"recv": 8192, "sendrecv": 2048, "modify": 384, "polltab": 8192}  # as bench/ir.c
 
 mode, count = sys.argv[1], int(sys.argv[2])
 timed = "-t" in sys.argv[3:]
@@ -37,11 +38,15 @@ def make_qp(scq, rcq, sq, rq):
     return QP(pd, QPInitAttr(qp_type=IBV_QPT_RC, scq=scq, rcq=rcq, cap=cap))
 
 
+KEEP = []  # a WR does not keep the next one of its chain alive: this list does
+
+
 def recv_chain(n, first=0):
     wr = None
     for i in reversed(range(n)):
         sge = SGE(mr.buf + (first + i) * MSG, MSG, mr.lkey)
         wr = RecvWR(wr_id=first + i, num_sge=1, sg=[sge], next_wr=wr)
+        KEEP.append(wr)
     return wr
 
 
@@ -111,6 +116,7 @@ class Pair:
             sge = SGE(mr.buf, MSG, mr.lkey)
             send = SendWR(wr_id=i, opcode=IBV_WR_SEND, num_sge=1, sg=[sge], next_wr=send,
                           send_flags=IBV_SEND_SIGNALED if i == SCHAIN - 1 else 0)
+            KEEP.append(send)
         self.swr = send
         for wr in self.rings:
             self.b.post_recv(wr)
@@ -147,13 +153,11 @@ works = {"recv": recv_work, "modify": modify_work, "polltab": polltab_work,
 work = works[mode]
 if mode == "sendrecv":
     env = Pair()
-    work(env, WINDOW)
 elif mode == "recv":
-    env = RQ(count + CHAIN)
-    work(env, CHAIN)
+    env = RQ(count + WARM["recv"])
 else:
     env = RQ(CHAIN)
-    work(env, CHAIN * 3)
+work(env, WARM[mode])
 t0 = time.monotonic()
 work(env, count)
 s = time.monotonic() - t0
