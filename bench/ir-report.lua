@@ -7,7 +7,6 @@
 -- "HEAP impl mode bytes/WR" lines of the wall-clock rounds.
 local GROUPS = { "provider", "binding", "interpreter", "other" }
 local MODES = { "recv", "sendrecv", "modify", "polltab" }
-local UNIT = { recv = "WR", sendrecv = "message", modify = "qp:modify", polltab = "WR" }
 local counts = { recv = tonumber(os.getenv("N")), polltab = tonumber(os.getenv("N")),
                  sendrecv = tonumber(os.getenv("SN")), modify = tonumber(os.getenv("MN")) }
 local impls = {}

@@ -101,8 +101,9 @@ local function pair_setup()
   p.a = make_qp(p.scq, p.rcq, WINDOW, WINDOW)
   p.b = make_qp(p.scq, p.rcq, WINDOW, WINDOW)
   local gid = ctx:query_gid(1, 1)
-  assert(p.a:connect({ qpn = p.b.qp_num, psn = 0, gid = gid }, { sgid_index = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }))
-  assert(p.b:connect({ qpn = p.a.qp_num, psn = 0, gid = gid }, { sgid_index = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }))
+  local opts = { sgid_index = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }
+  assert(p.a:connect({ qpn = p.b.qp_num, psn = 0, gid = gid }, opts))
+  assert(p.b:connect({ qpn = p.a.qp_num, psn = 0, gid = gid }, opts))
   p.rl = ibv.recv_wrs(WINDOW)
   p.rl:fill{ sge = { mr = mr, length = MSG }, stride = MSG }
   p.sl = ibv.send_wrs(SCHAIN)

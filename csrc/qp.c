@@ -631,14 +631,21 @@ static const char *post_hint(const struct ibv_qp *q, int send)
 	return NULL;
 }
 
-/* The WRs at arg 2 as a chain.  The prepared list this QP posted last is
- * known by its address (the QP keeps it alive), so it needs no type check. */
-static void *post_chain(lua_State *L, struct ibvl_qp *qp, int send, struct ibvl_chain *c)
+/* The WRs at arg 2 as a chain, the QP at arg 1 checked.  The prepared list
+ * the QP posted last is known by its address (the QP keeps it alive): it
+ * needs no type check, and as no table is read, no guard either.  Anything
+ * else is read under a guard, the QP checked again inside it. */
+static void *post_chain(lua_State *L, struct ibvl_qp **qp, int send, struct ibvl_chain *c)
 {
 	void *ud = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
-	if (ud != NULL && ud == qp->last_list[send])
-		return ibvl_list_chain(L, ud, 2, c);
-	return send ? (void *)ibvl_send_chain(L, 2, c) : (void *)ibvl_recv_chain(L, 2, c);
+	if (ud != NULL && ud == (*qp)->last_list[send])
+		return ibvl_list_chain(L, ud, 2, c); /* runs no Lua code */
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	*qp = ibvl_check_qp(L, 1);
+	void *wr = send ? (void *)ibvl_send_chain(L, 2, c) : (void *)ibvl_recv_chain(L, 2, c);
+	ibvl_guard_end(L, &g);
+	return wr;
 }
 
 /* After the verbs call (it may allocate): the QP remembers the list it posted. */
@@ -650,43 +657,36 @@ static void remember_list(lua_State *L, struct ibvl_qp *qp, int send, const stru
 	qp->last_list[send] = c->list;
 }
 
-/* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]) */
-static int l_post_recv(lua_State *L)
+/* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]),
+ * qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
+static int post(lua_State *L, int send)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
-	struct ibvl_chain c;
-	if (no_queue(L, qp->o.ptr, 0))
+	if (no_queue(L, qp->o.ptr, send))
 		return 4;
-	struct ibv_recv_wr *wr = post_chain(L, qp, 0, &c), *bad = NULL;
-	ibvl_guard_end(L, &g);
+	struct ibvl_chain c;
+	void *wr = post_chain(L, &qp, send, &c), *bad = NULL;
+	struct ibv_qp *q = qp->o.ptr;
+	if (send)
+		ibvl_check_send_chain(L, qp, &c);
 	ibvl_chain_cut(&c);
-	int rc = ibv_post_recv(qp->o.ptr, wr, &bad);
+	int rc = send ? ibv_post_send(q, wr, (struct ibv_send_wr **)&bad)
+	              : ibv_post_recv(q, wr, (struct ibv_recv_wr **)&bad);
 	ibvl_chain_done(&c);
-	remember_list(L, qp, 0, &c);
-	return ibvl_post_result(L, "ibv_post_recv", rc, &c, bad, sizeof *wr,
-	                        rc ? post_hint(qp->o.ptr, 0) : NULL);
+	const char *hint = rc ? post_hint(q, send) : NULL; /* before anything allocates */
+	remember_list(L, qp, send, &c);
+	return ibvl_post_result(L, send ? "ibv_post_send" : "ibv_post_recv", rc, &c, bad,
+	                        send ? sizeof(struct ibv_send_wr) : sizeof(struct ibv_recv_wr), hint);
 }
 
-/* qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
+static int l_post_recv(lua_State *L)
+{
+	return post(L, 0);
+}
+
 static int l_post_send(lua_State *L)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
-	struct ibvl_chain c;
-	if (no_queue(L, qp->o.ptr, 1))
-		return 4;
-	struct ibv_send_wr *wr = post_chain(L, qp, 1, &c), *bad = NULL;
-	ibvl_guard_end(L, &g);
-	ibvl_check_send_chain(L, qp, &c);
-	ibvl_chain_cut(&c);
-	int rc = ibv_post_send(qp->o.ptr, wr, &bad);
-	ibvl_chain_done(&c);
-	remember_list(L, qp, 1, &c);
-	return ibvl_post_result(L, "ibv_post_send", rc, &c, bad, sizeof *wr,
-	                        rc ? post_hint(qp->o.ptr, 1) : NULL);
+	return post(L, 1);
 }
 
 void ibvl_open_qp(lua_State *L)
