@@ -152,6 +152,10 @@ lua_Integer ibvl_enum_field(lua_State *L, int idx, const char *field,
 lua_Integer ibvl_flags_field(lua_State *L, int idx, const char *field,
                              const struct ibvl_enum *e, lua_Integer def);
 const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len);
+lua_Integer ibvl_int_value(lua_State *L, int idx, const char *field, lua_Integer min,
+                           lua_Integer max);
+lua_Integer ibvl_enum_value(lua_State *L, int idx, const char *field, const struct ibvl_enum *e);
+lua_Integer ibvl_flags_value(lua_State *L, int idx, const char *field, const struct ibvl_enum *e);
 void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls);
 void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
                           const struct ibvl_class *cls); /* the value stays pushed */

@@ -358,9 +358,10 @@ void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah)
 	}
 }
 
-static lua_Integer mtu_field(lua_State *L, int idx)
+/* path_mtu in bytes, the value at v */
+static lua_Integer mtu_value(lua_State *L, int v)
 {
-	lua_Integer bytes = ibvl_int_field(L, idx, "path_mtu", 0, 0, 4096);
+	lua_Integer bytes = ibvl_int_value(L, v, "path_mtu", 0, 4096);
 	for (int m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
 		if (bytes == (128 << m))
 			return m;
@@ -398,28 +399,29 @@ static const struct attr_enum {
 	{NULL, NULL, 0, 0},
 };
 
-/* Reads field k of the attr table at idx into a; returns its mask bit(s).
- * Raises for a field ibv_qp_attr does not have or that cannot be set. */
-static int parse_attr_field(lua_State *L, int idx, const char *k, struct ibv_qp_attr *a)
+/* Reads field k of the attr table at idx, its value at v (absolute), into
+ * a; returns its mask bit(s).  Raises for a field ibv_qp_attr does not have
+ * or that cannot be set. */
+static int parse_attr_field(lua_State *L, int idx, const char *k, int v, struct ibv_qp_attr *a)
 {
 	for (const struct attr_enum *f = attr_enums; f->name != NULL; f++) {
 		if (f->name[0] == k[0] && strcmp(f->name, k) == 0) {
-			*(int *)((char *)a + f->off) = (int)ibvl_enum_field(L, idx, k, f->e, 0);
+			*(int *)((char *)a + f->off) = (int)ibvl_enum_value(L, v, k, f->e);
 			return f->mask;
 		}
 	}
 	for (const struct attr_int *f = attr_ints; f->name != NULL; f++) {
 		if (f->name[0] == k[0] && strcmp(f->name, k) == 0) {
-			set_attr_int(a, f, ibvl_int_field(L, idx, k, 0, f->min, f->max));
+			set_attr_int(a, f, ibvl_int_value(L, v, k, f->min, f->max));
 			return f->mask;
 		}
 	}
 	if (strcmp(k, "qp_access_flags") == 0) {
-		a->qp_access_flags = (unsigned int)ibvl_flags_field(L, idx, k, ibvl_access_flags, 0);
+		a->qp_access_flags = (unsigned int)ibvl_flags_value(L, v, k, ibvl_access_flags);
 		return IBV_QP_ACCESS_FLAGS;
 	}
 	if (strcmp(k, "path_mtu") == 0) {
-		a->path_mtu = (enum ibv_mtu)mtu_field(L, idx);
+		a->path_mtu = (enum ibv_mtu)mtu_value(L, v);
 		return IBV_QP_PATH_MTU;
 	}
 	if (strcmp(k, "cap") == 0) {
@@ -428,9 +430,7 @@ static int parse_attr_field(lua_State *L, int idx, const char *k, struct ibv_qp_
 	}
 	int alt = strcmp(k, "alt_ah_attr") == 0;
 	if (alt || strcmp(k, "ah_attr") == 0) {
-		ibvl_getfield(L, idx, k);
-		ibvl_parse_ah_attr(L, lua_gettop(L), alt ? &a->alt_ah_attr : &a->ah_attr);
-		lua_pop(L, 1);
+		ibvl_parse_ah_attr(L, v, alt ? &a->alt_ah_attr : &a->ah_attr);
 		return alt ? IBV_QP_ALT_PATH : IBV_QP_AV;
 	}
 	if (strcmp(k, "sq_draining") == 0)
@@ -445,14 +445,14 @@ int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 	idx = lua_absindex(L, idx);
 	if (lua_type(L, idx) != LUA_TTABLE)
 		ibvl_error(L, "attr: table expected, got %s", luaL_typename(L, idx));
-	int mask = 0;
+	int mask = 0, v = lua_gettop(L) + 2;
 	lua_pushnil(L);
 	while (lua_next(L, idx)) {
-		lua_pop(L, 1);
-		if (lua_type(L, -1) != LUA_TSTRING)
+		if (lua_type(L, -2) != LUA_TSTRING)
 			ibvl_error(L, "attr: unexpected %s key (field names are strings)",
-			           luaL_typename(L, -1));
-		mask |= parse_attr_field(L, idx, lua_tostring(L, -1), a);
+			           luaL_typename(L, -2));
+		mask |= parse_attr_field(L, idx, lua_tostring(L, -2), v, a);
+		lua_pop(L, 1);
 	}
 	return mask;
 }
