@@ -6,6 +6,7 @@
 #   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
 #   make demo         show rxe0 from inside the soft-RoCE VM
 #   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
+#   make bench-ir     instructions per WR under callgrind: C, Lua 5.4, LuaJIT, LuaJIT FFI, pyverbs
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
 #   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
@@ -119,7 +120,7 @@ DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev libr
 	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
 	lua-check qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
-	openmpi-bin gnuplot-nox python3 libreadline8
+	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
@@ -153,6 +154,10 @@ bench: all
 	bench/run $(BENCH_ARGS)
 	bench/run-ffi ffi_post_poll
 
+# not part of make test: callgrind under the emulated CPU takes minutes
+bench-ir: all
+	bench/run-ir
+
 # generated, not committed: build/ is the build output
 doc:
 	ldoc -c docs/config.ld .
@@ -176,4 +181,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: all embed install deps test check-host check-ffi bench demo doc fuzz soak lint clean
+.PHONY: all embed install deps test check-host check-ffi bench bench-ir demo doc fuzz soak lint clean

@@ -4,7 +4,8 @@
  *   local cq = assert(ctx:create_cq{cqe = 256 [, channel = ch, comp_vector = 0]})
  *   local cqx = assert(ctx:create_cq{cqe = 256, wc_flags = {"byte_len", "imm", "qp_num"}})
  *   local wcs = ibv.wc_array(32)
- *   local n = cq:poll(wcs)           -- fills wcs, returns the count; allocates nothing
+ *   local n, bad = cq:poll(wcs)      -- fills wcs, returns the count; allocates nothing
+ *   if bad then error(wcs:status(bad)) end  -- bad: the first unsuccessful completion
  *   for _, wc in ipairs(cq:poll(8)) do print(wc.wr_id, wc.status) end  -- tables
  *   cq:req_notify([solicited_only]); cq:ack_events(n); cq:resize(512); cq.cqe
  * A cq_ex is polled with ibv_start_poll/next_poll/end_poll and the
@@ -154,18 +155,41 @@ int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
 	return got;
 }
 
-/* cq:poll(wcs) -> count filled in the wc array; cq:poll([n]) -> array of tables */
+/* Pushes the 1-based index of the first unsuccessful completion of wc[0..n),
+ * or nil: a loop checks a whole poll at once. */
+static void push_first_bad(lua_State *L, const struct ibv_wc *wc, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (wc[i].status != IBV_WC_SUCCESS) {
+			lua_pushinteger(L, i + 1);
+			return;
+		}
+	}
+	lua_pushnil(L);
+}
+
+/* cq:poll(wcs) -> count filled in the wc array, first_bad;
+ * cq:poll([n]) -> array of tables, first_bad
+ * first_bad: the index of the first completion whose status is not success, or nil */
 static int l_poll(lua_State *L)
 {
 	struct ibvl_cq *cq = check_cq(L);
-	if (lua_isuserdata(L, 2)) {
-		struct ibvl_wc_array *w = ibvl_check_wcs(L, 2);
+	if (lua_type(L, 2) == LUA_TUSERDATA) {
+		/* the wc array polled into last is known by its address (the CQ keeps it) */
+		struct ibvl_wc_array *w = lua_touserdata(L, 2);
+		if (w != cq->last_wcs)
+			w = ibvl_check_wcs(L, 2);
 		int got = ibvl_cq_poll(cq, w->n, w->wc);
 		if (got < 0)
 			return ibvl_fail(L, "ibv_poll_cq", -got);
 		w->count = got;
+		if (w != cq->last_wcs) {
+			ibvl_anchor(L, 1, &cq->last_wcs, 2);
+			cq->last_wcs = w;
+		}
 		lua_pushinteger(L, got);
-		return 1;
+		push_first_bad(L, w->wc, got);
+		return 2;
 	}
 	int n = (int)ibvl_opt_range(L, 2, 16, 1, 4096);
 	struct ibv_wc *wc = lua_newuserdatauv(L, (size_t)n * sizeof *wc, 0);
@@ -177,7 +201,8 @@ static int l_poll(lua_State *L)
 		ibvl_push_wc(L, &wc[i]);
 		lua_rawseti(L, -2, i + 1);
 	}
-	return 1;
+	push_first_bad(L, wc, got);
+	return 2;
 }
 
 static int l_req_notify(lua_State *L)

@@ -461,6 +461,25 @@ lua_Integer ibvl_flags_field(lua_State *L, int idx, const char *field,
 	return lookup_field(L, idx, field, e, def, lookup_flags);
 }
 
+/* The value at idx (an absolute index) of the field named field, read
+ * already (a parser going over a table once with lua_next): checked as
+ * ibvl_int_field, ibvl_enum_field and ibvl_flags_field check theirs. */
+lua_Integer ibvl_int_value(lua_State *L, int idx, const char *field, lua_Integer min,
+                           lua_Integer max)
+{
+	return check_int_value(L, idx, field, min, max);
+}
+
+lua_Integer ibvl_enum_value(lua_State *L, int idx, const char *field, const struct ibvl_enum *e)
+{
+	return lookup_enum(L, idx, e, field, 0);
+}
+
+lua_Integer ibvl_flags_value(lua_State *L, int idx, const char *field, const struct ibvl_enum *e)
+{
+	return lookup_flags(L, idx, e, field, 0);
+}
+
 const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len)
 {
 	ibvl_getfield(L, idx, field);

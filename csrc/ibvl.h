@@ -41,6 +41,14 @@ static inline int lua_getiuservalue(lua_State *L, int idx, int n)
 }
 #define lua_absindex(L, i) \
 	((i) > 0 || (i) <= LUA_REGISTRYINDEX ? (i) : lua_gettop(L) + (i) + 1)
+static inline void ibvl_rawsetp(lua_State *L, int idx, const void *p)
+{
+	idx = lua_absindex(L, idx);
+	lua_pushlightuserdata(L, (void *)p);
+	lua_insert(L, -2);
+	lua_rawset(L, idx);
+}
+#define lua_rawsetp(L, i, p) ibvl_rawsetp(L, (i), (p))
 int ibvl_isinteger(lua_State *L, int idx);
 #define lua_isinteger(L, i) ibvl_isinteger(L, (i))
 #endif
@@ -84,11 +92,19 @@ void ibvl_register_plain(lua_State *L, const char *tname, const luaL_Reg *method
 void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size);
 void ibvl_use(lua_State *L, int objidx, int usedidx);
 void ibvl_keep(lua_State *L, int objidx, int validx);
+/* Keeps the value at validx alive as long as the object at objidx, under key
+ * (one value per key): a full userdata kept so is known by its address. */
+void ibvl_anchor(lua_State *L, int objidx, const void *key, int validx);
 int ibvl_push_ref(lua_State *L, int objidx, int n);
 void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx);
 void ibvl_unuse(lua_State *L, int objidx, int slot);
 void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_test_class(lua_State *L, int idx, const struct ibvl_class *cls); /* open or not */
+/* Type checks by pointer: ibvl_register keeps each metatable in the registry
+ * under its class's address too, and ibvl_type_key under any key for the
+ * plain types (wc arrays, WR lists); a check compares tables, no name hashed. */
+void ibvl_type_key(lua_State *L, const char *tname, const void *key);
+void *ibvl_test_key(lua_State *L, int idx, const void *key);
 
 /* Brackets a call's reading of its arguments: the end raises when an object
  * checked since the begin was closed meanwhile (object.c). */
@@ -136,6 +152,10 @@ lua_Integer ibvl_enum_field(lua_State *L, int idx, const char *field,
 lua_Integer ibvl_flags_field(lua_State *L, int idx, const char *field,
                              const struct ibvl_enum *e, lua_Integer def);
 const char *ibvl_str_field(lua_State *L, int idx, const char *field, size_t *len);
+lua_Integer ibvl_int_value(lua_State *L, int idx, const char *field, lua_Integer min,
+                           lua_Integer max);
+lua_Integer ibvl_enum_value(lua_State *L, int idx, const char *field, const struct ibvl_enum *e);
+lua_Integer ibvl_flags_value(lua_State *L, int idx, const char *field, const struct ibvl_enum *e);
 void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls);
 void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
                           const struct ibvl_class *cls); /* the value stays pushed */
@@ -284,6 +304,7 @@ struct ibvl_cq {
 	struct ibv_cq_ex *cqx;   /* non-NULL when made by ibv_create_cq_ex */
 	unsigned int unacked;    /* completion events not yet acknowledged */
 	uint64_t wc_flags;
+	void *last_wcs;          /* the wc array polled into last, anchored (ibvl_anchor) */
 };
 
 struct ibvl_wc_array {
@@ -304,6 +325,7 @@ struct ibvl_qp {
 	struct rdma_cm_id *cm_id;    /* set when rdma_create_qp made it: rdma_destroy_qp */
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
 	uint64_t send_ops_flags;     /* what qp:wr_post may build (qp_ex.c) */
+	void *last_list[2];          /* the prepared recv/send lists posted last, anchored */
 };
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg);
@@ -368,10 +390,12 @@ struct ibvl_chain {
 	int index0;
 	int count;                  /* WRs in the chain */
 	struct ibvl_wr_slot *slot;  /* their slots (send chains) */
+	void *list;                 /* the prepared list posted, or NULL (WR tables) */
 };
 
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
+void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c); /* known list */
 void ibvl_chain_cut(struct ibvl_chain *c);
 void ibvl_chain_done(struct ibvl_chain *c);
 void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c);

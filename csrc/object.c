@@ -8,6 +8,7 @@
  *   obj:close()                       nil, msg, EBUSY while users remain
  *   __gc / lua_close                  closes users first, then itself
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ibvl.h"
@@ -107,10 +108,100 @@ int ibvl_close(lua_State *L, struct ibvl_obj *o)
 	return 1;
 }
 
+/* ---- type checks by pointer ------------------------------------------------
+ * A userdata is of a type when its metatable is the one the registry keeps
+ * under the type's key (its class's address; ibvl_type_key for plain types).
+ * That registry lookup is a hash lookup, so a small per-thread cache keeps
+ * the metatables found, by key, compared by address.  An entry holds while
+ * no state that loaded the module has closed since: a closed state's tables
+ * are freed and their addresses may come back as other tables, so a
+ * finalizer each state runs at lua_close moves the generation on. */
+#define TYPE_CACHE 64
+static atomic_ulong type_gen = 1;
+static _Thread_local struct type_entry {
+	const void *key, *mt;
+	unsigned long gen;
+} type_cache[TYPE_CACHE];
+static const char sentinel_key;
+
+static int bump_type_gen(lua_State *L)
+{
+	(void)L;
+	atomic_fetch_add(&type_gen, 1);
+	return 0;
+}
+
+/* Pushes the metatable kept under key, or nil. */
+static int push_keyed(lua_State *L, const void *key)
+{
+#if LUA_VERSION_NUM >= 503
+	return lua_rawgetp(L, LUA_REGISTRYINDEX, key);
+#else
+	lua_pushlightuserdata(L, (void *)key);
+	lua_rawget(L, LUA_REGISTRYINDEX);
+	return lua_type(L, -1);
+#endif
+}
+
+/* Once per state: the userdata whose finalizer ends the cache's entries. */
+static void keep_sentinel(lua_State *L)
+{
+	if (push_keyed(L, &sentinel_key) == LUA_TNIL) {
+		lua_newuserdatauv(L, 1, 0);
+		lua_createtable(L, 0, 1);
+		lua_pushcfunction(L, bump_type_gen);
+		lua_setfield(L, -2, "__gc");
+		lua_setmetatable(L, -2);
+		lua_rawsetp(L, LUA_REGISTRYINDEX, &sentinel_key);
+	}
+	lua_pop(L, 1);
+}
+
+/* Keeps the metatable at the top of the stack under key. */
+static void set_key(lua_State *L, const void *key)
+{
+	keep_sentinel(L);
+	lua_pushvalue(L, -1);
+	lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}
+
+void ibvl_type_key(lua_State *L, const char *tname, const void *key)
+{
+	luaL_getmetatable(L, tname);
+	set_key(L, key);
+	lua_pop(L, 1);
+}
+
+/* The full userdata at idx when its metatable is the one kept under key
+ * (or, with tname, the one registered under that name when no metatable is
+ * kept under key); NULL otherwise.  Runs no Lua code. */
+static void *test_mt(lua_State *L, int idx, const void *key, const char *tname)
+{
+	if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx))
+		return NULL;
+	const void *mt = lua_topointer(L, -1);
+	lua_pop(L, 1);
+	struct type_entry *e = &type_cache[((uintptr_t)key >> 3) % TYPE_CACHE];
+	unsigned long gen = atomic_load_explicit(&type_gen, memory_order_acquire);
+	if (e->key == key && e->mt == mt && e->gen == gen)
+		return lua_touserdata(L, idx);
+	if (push_keyed(L, key) == LUA_TNIL && tname != NULL) {
+		lua_pop(L, 1);
+		luaL_getmetatable(L, tname);
+	}
+	const void *want = lua_istable(L, -1) ? lua_topointer(L, -1) : NULL;
+	lua_pop(L, 1);
+	if (want == NULL || want != mt)
+		return NULL;
+	*e = (struct type_entry){key, mt, gen};
+	return lua_touserdata(L, idx);
+}
+
 static struct ibvl_obj *upvalue_obj(lua_State *L)
 {
 	const struct ibvl_class *cls = lua_touserdata(L, lua_upvalueindex(1));
-	return luaL_checkudata(L, 1, cls->name);
+	struct ibvl_obj *o = ibvl_test_class(L, 1, cls);
+	return o != NULL ? o : luaL_checkudata(L, 1, cls->name); /* raises */
 }
 
 static int m_close(lua_State *L)
@@ -167,6 +258,7 @@ void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *m
 		{"__tostring", m_tostring}, {"is_closed", m_is_closed}, {NULL, NULL},
 	};
 	luaL_newmetatable(L, cls->name);
+	set_key(L, cls);
 	lua_newtable(L); /* __index */
 	for (const luaL_Reg *r = methods; r->name != NULL; r++) {
 		lua_pushcfunction(L, r->func); /* "__len" and such go to the metatable */
@@ -239,6 +331,16 @@ void ibvl_keep(lua_State *L, int objidx, int validx)
 	lua_getiuservalue(L, objidx, 1);
 	lua_pushvalue(L, validx);
 	lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+	lua_pop(L, 1);
+}
+
+void ibvl_anchor(lua_State *L, int objidx, const void *key, int validx)
+{
+	objidx = lua_absindex(L, objidx);
+	validx = lua_absindex(L, validx);
+	lua_getiuservalue(L, objidx, 1);
+	lua_pushvalue(L, validx);
+	lua_rawsetp(L, -2, key);
 	lua_pop(L, 1);
 }
 
@@ -379,9 +481,14 @@ void ibvl_guard_end(lua_State *L, struct ibvl_guard *g)
 	g->closes = seen.closes;
 }
 
+void *ibvl_test_key(lua_State *L, int idx, const void *key)
+{
+	return test_mt(L, idx, key, NULL);
+}
+
 void *ibvl_test_class(lua_State *L, int idx, const struct ibvl_class *cls)
 {
-	return luaL_testudata(L, idx, cls->name);
+	return test_mt(L, idx, cls, cls->name);
 }
 
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls)
@@ -396,7 +503,9 @@ void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls)
 
 void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls)
 {
-	struct ibvl_obj *o = luaL_checkudata(L, idx, cls->name);
+	struct ibvl_obj *o = ibvl_test_class(L, idx, cls);
+	if (o == NULL)
+		o = luaL_checkudata(L, idx, cls->name); /* raises the usual message */
 	if (o->ptr == NULL)
 		ibvl_error(L, "attempt to use a closed %s", cls->name);
 	ibvl_guard_log(o);

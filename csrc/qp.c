@@ -353,17 +353,10 @@ static const struct attr_int attr_ints[] = {
 };
 #undef A
 
-static const char *const attr_fields[] = {
-	"qp_state", "cur_qp_state", "path_mtu", "path_mig_state", "qkey", "rq_psn", "sq_psn",
-	"dest_qp_num", "qp_access_flags", "cap", "ah_attr", "alt_ah_attr", "pkey_index",
-	"alt_pkey_index", "en_sqd_async_notify", "max_rd_atomic", "max_dest_rd_atomic",
-	"min_rnr_timer", "port_num", "timeout", "retry_cnt", "rnr_retry", "alt_port_num",
-	"alt_timeout", "rate_limit", "sq_draining", NULL,
-};
-
-static lua_Integer mtu_field(lua_State *L, int idx)
+/* path_mtu in bytes, the value at v */
+static lua_Integer mtu_value(lua_State *L, int v)
 {
-	lua_Integer bytes = ibvl_int_field(L, idx, "path_mtu", 0, 0, 4096);
+	lua_Integer bytes = ibvl_int_value(L, v, "path_mtu", 0, 4096);
 	for (int m = IBV_MTU_256; m <= IBV_MTU_4096; m++)
 		if (bytes == (128 << m))
 			return m;
@@ -387,58 +380,73 @@ static lua_Integer get_attr_int(const struct ibv_qp_attr *a, const struct attr_i
 	                                                        : *(const uint32_t *)p;
 }
 
-/* Reads an ibv_qp_attr table; returns the attribute mask of the fields given. */
+static const struct attr_enum {
+	const char *name;
+	const struct ibvl_enum *e;
+	int mask;
+	size_t off;
+} attr_enums[] = {
+	{"qp_state", ibvl_qp_states, IBV_QP_STATE, offsetof(struct ibv_qp_attr, qp_state)},
+	{"cur_qp_state", ibvl_qp_states, IBV_QP_CUR_STATE,
+	 offsetof(struct ibv_qp_attr, cur_qp_state)},
+	{"path_mig_state", ibvl_mig_states, IBV_QP_PATH_MIG_STATE,
+	 offsetof(struct ibv_qp_attr, path_mig_state)},
+	{NULL, NULL, 0, 0},
+};
+
+/* Reads field k of the attr table at idx, its value at v (absolute), into
+ * a; returns its mask bit(s).  Raises for a field ibv_qp_attr does not have
+ * or that cannot be set. */
+static int parse_attr_field(lua_State *L, int idx, const char *k, int v, struct ibv_qp_attr *a)
+{
+	for (const struct attr_enum *f = attr_enums; f->name != NULL; f++) {
+		if (f->name[0] == k[0] && strcmp(f->name, k) == 0) {
+			*(int *)((char *)a + f->off) = (int)ibvl_enum_value(L, v, k, f->e);
+			return f->mask;
+		}
+	}
+	for (const struct attr_int *f = attr_ints; f->name != NULL; f++) {
+		if (f->name[0] == k[0] && strcmp(f->name, k) == 0) {
+			set_attr_int(a, f, ibvl_int_value(L, v, k, f->min, f->max));
+			return f->mask;
+		}
+	}
+	if (strcmp(k, "qp_access_flags") == 0) {
+		a->qp_access_flags = (unsigned int)ibvl_flags_value(L, v, k, ibvl_access_flags);
+		return IBV_QP_ACCESS_FLAGS;
+	}
+	if (strcmp(k, "path_mtu") == 0) {
+		a->path_mtu = (enum ibv_mtu)mtu_value(L, v);
+		return IBV_QP_PATH_MTU;
+	}
+	if (strcmp(k, "cap") == 0) {
+		parse_cap(L, idx, &a->cap);
+		return IBV_QP_CAP;
+	}
+	int alt = strcmp(k, "alt_ah_attr") == 0;
+	if (alt || strcmp(k, "ah_attr") == 0) {
+		ibvl_parse_ah_attr(L, v, alt ? &a->alt_ah_attr : &a->ah_attr);
+		return alt ? IBV_QP_ALT_PATH : IBV_QP_AV;
+	}
+	if (strcmp(k, "sq_draining") == 0)
+		return ibvl_error(L, "attr: field 'sq_draining' is read-only");
+	return ibvl_error(L, "attr: unknown field '%s'", k);
+}
+
+/* Reads an ibv_qp_attr table in one pass over the fields given; returns
+ * their attribute mask. */
 int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 {
-	ibvl_check_fields(L, idx, "attr", attr_fields);
-	if (ibvl_has_field(L, idx, "sq_draining"))
-		ibvl_error(L, "attr: field 'sq_draining' is read-only");
-	int mask = 0;
-	for (const struct attr_int *f = attr_ints; f->name != NULL; f++) {
-		if (ibvl_has_field(L, idx, f->name)) {
-			set_attr_int(a, f, ibvl_int_field(L, idx, f->name, 0, f->min, f->max));
-			mask |= f->mask;
-		}
-	}
-	static const struct {
-		const char *name;
-		const struct ibvl_enum *e;
-		int mask;
-		size_t off;
-	} enums[] = {
-		{"qp_state", ibvl_qp_states, IBV_QP_STATE, offsetof(struct ibv_qp_attr, qp_state)},
-		{"cur_qp_state", ibvl_qp_states, IBV_QP_CUR_STATE,
-		 offsetof(struct ibv_qp_attr, cur_qp_state)},
-		{"path_mig_state", ibvl_mig_states, IBV_QP_PATH_MIG_STATE,
-		 offsetof(struct ibv_qp_attr, path_mig_state)},
-	};
-	for (size_t i = 0; i < sizeof enums / sizeof enums[0]; i++) {
-		if (ibvl_has_field(L, idx, enums[i].name)) {
-			*(int *)((char *)a + enums[i].off) =
-				(int)ibvl_enum_field(L, idx, enums[i].name, enums[i].e, 0);
-			mask |= enums[i].mask;
-		}
-	}
-	if (ibvl_has_field(L, idx, "path_mtu")) {
-		a->path_mtu = (enum ibv_mtu)mtu_field(L, idx);
-		mask |= IBV_QP_PATH_MTU;
-	}
-	if (ibvl_has_field(L, idx, "qp_access_flags")) {
-		a->qp_access_flags = (unsigned int)ibvl_flags_field(L, idx, "qp_access_flags",
-		                                                    ibvl_access_flags, 0);
-		mask |= IBV_QP_ACCESS_FLAGS;
-	}
-	if (ibvl_has_field(L, idx, "cap")) {
-		parse_cap(L, idx, &a->cap);
-		mask |= IBV_QP_CAP;
-	}
-	const char *ahs[] = {"ah_attr", "alt_ah_attr"};
-	struct ibv_ah_attr *aha[] = {&a->ah_attr, &a->alt_ah_attr};
-	for (int i = 0; i < 2; i++) {
-		if (ibvl_getfield(L, idx, ahs[i]) != LUA_TNIL) {
-			ibvl_parse_ah_attr(L, lua_gettop(L), aha[i]);
-			mask |= i == 0 ? IBV_QP_AV : IBV_QP_ALT_PATH;
-		}
+	idx = lua_absindex(L, idx);
+	if (lua_type(L, idx) != LUA_TTABLE)
+		ibvl_error(L, "attr: table expected, got %s", luaL_typename(L, idx));
+	int mask = 0, v = lua_gettop(L) + 2;
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		if (lua_type(L, -2) != LUA_TSTRING)
+			ibvl_error(L, "attr: unexpected %s key (field names are strings)",
+			           luaL_typename(L, -2));
+		mask |= parse_attr_field(L, idx, lua_tostring(L, -2), v, a);
 		lua_pop(L, 1);
 	}
 	return mask;
@@ -612,41 +620,62 @@ static const char *post_hint(const struct ibv_qp *q, int send)
 	return NULL;
 }
 
-/* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]) */
-static int l_post_recv(lua_State *L)
+/* The WRs at arg 2 as a chain, the QP at arg 1 checked.  The prepared list
+ * the QP posted last is known by its address (the QP keeps it alive): it
+ * needs no type check, and as no table is read, no guard either.  Anything
+ * else is read under a guard, the QP checked again inside it. */
+static void *post_chain(lua_State *L, struct ibvl_qp **qp, int send, struct ibvl_chain *c)
 {
+	void *ud = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
+	if (ud != NULL && ud == (*qp)->last_list[send])
+		return ibvl_list_chain(L, ud, 2, c); /* runs no Lua code */
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
-	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
-	struct ibvl_chain c;
-	if (no_queue(L, qp->o.ptr, 0))
-		return 4;
-	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
+	*qp = ibvl_check_qp(L, 1);
+	void *wr = send ? (void *)ibvl_send_chain(L, 2, c) : (void *)ibvl_recv_chain(L, 2, c);
 	ibvl_guard_end(L, &g);
-	ibvl_chain_cut(&c);
-	int rc = ibv_post_recv(qp->o.ptr, wr, &bad);
-	ibvl_chain_done(&c);
-	return ibvl_post_result(L, "ibv_post_recv", rc, &c, bad, sizeof *wr,
-	                        rc ? post_hint(qp->o.ptr, 0) : NULL);
+	return wr;
 }
 
-/* qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
+/* After the verbs call (it may allocate): the QP remembers the list it posted. */
+static void remember_list(lua_State *L, struct ibvl_qp *qp, int send, const struct ibvl_chain *c)
+{
+	if (c->list == NULL || c->list == qp->last_list[send])
+		return;
+	ibvl_anchor(L, 1, &qp->last_list[send], 2);
+	qp->last_list[send] = c->list;
+}
+
+/* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]),
+ * qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
+static int post(lua_State *L, int send)
+{
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	if (no_queue(L, qp->o.ptr, send))
+		return 4;
+	struct ibvl_chain c;
+	void *wr = post_chain(L, &qp, send, &c), *bad = NULL;
+	struct ibv_qp *q = qp->o.ptr;
+	if (send)
+		ibvl_check_send_chain(L, qp, &c);
+	ibvl_chain_cut(&c);
+	int rc = send ? ibv_post_send(q, wr, (struct ibv_send_wr **)&bad)
+	              : ibv_post_recv(q, wr, (struct ibv_recv_wr **)&bad);
+	ibvl_chain_done(&c);
+	const char *hint = rc ? post_hint(q, send) : NULL; /* before anything allocates */
+	remember_list(L, qp, send, &c);
+	return ibvl_post_result(L, send ? "ibv_post_send" : "ibv_post_recv", rc, &c, bad,
+	                        send ? sizeof(struct ibv_send_wr) : sizeof(struct ibv_recv_wr), hint);
+}
+
+static int l_post_recv(lua_State *L)
+{
+	return post(L, 0);
+}
+
 static int l_post_send(lua_State *L)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
-	struct ibvl_chain c;
-	if (no_queue(L, qp->o.ptr, 1))
-		return 4;
-	struct ibv_send_wr *wr = ibvl_send_chain(L, 2, &c), *bad = NULL;
-	ibvl_guard_end(L, &g);
-	ibvl_check_send_chain(L, qp, &c);
-	ibvl_chain_cut(&c);
-	int rc = ibv_post_send(qp->o.ptr, wr, &bad);
-	ibvl_chain_done(&c);
-	return ibvl_post_result(L, "ibv_post_send", rc, &c, bad, sizeof *wr,
-	                        rc ? post_hint(qp->o.ptr, 1) : NULL);
+	return post(L, 1);
 }
 
 void ibvl_open_qp(lua_State *L)

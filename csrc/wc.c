@@ -16,9 +16,12 @@
 
 #include "ibvl.h"
 
+static const char wcs_key; /* its metatable, by address (ibvl_type_key) */
+
 struct ibvl_wc_array *ibvl_check_wcs(lua_State *L, int arg)
 {
-	return luaL_checkudata(L, arg, IBVL_WC_ARRAY);
+	struct ibvl_wc_array *w = ibvl_test_key(L, arg, &wcs_key);
+	return w != NULL ? w : luaL_checkudata(L, arg, IBVL_WC_ARRAY); /* raises */
 }
 
 /* The wc_array and the 1-based index at arg 2, bounds checked. */
@@ -165,6 +168,7 @@ void ibvl_open_wc(lua_State *L)
 	add_named(L, "status", l_status, ibvl_wc_statuses);
 	add_named(L, "opcode", l_opcode, ibvl_wc_opcodes);
 	lua_pop(L, 1);
+	ibvl_type_key(L, IBVL_WC_ARRAY, &wcs_key);
 	lua_pushcfunction(L, l_wc_array);
 	lua_setfield(L, -2, "wc_array");
 }

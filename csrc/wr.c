@@ -24,6 +24,11 @@
 #define RECV_WRS "ibverbs.recv_wrs"
 #define SEND_WRS "ibverbs.send_wrs"
 #define MAX_SGE 64 /* per WR of a list */
+static const char list_keys[2]; /* the metatables of recv and send lists, by address */
+#define LIST_KEY(send) (&list_keys[(send) != 0])
+
+/* The recv (send = 0) or send list at idx, or NULL. */
+static struct wr_list *test_list(lua_State *L, int idx, int send);
 
 static const char *const sge_fields[] = {"addr", "length", "lkey", "mr", "offset", NULL};
 
@@ -315,11 +320,16 @@ static int l_send_wrs(lua_State *L)
 	return new_list(L, 1);
 }
 
+static struct wr_list *test_list(lua_State *L, int idx, int send)
+{
+	return ibvl_test_key(L, idx, LIST_KEY(send));
+}
+
 static struct wr_list *check_list(lua_State *L, int arg)
 {
-	struct wr_list *l = luaL_testudata(L, arg, RECV_WRS);
-	if (l == NULL)
-		l = luaL_checkudata(L, arg, SEND_WRS);
+	struct wr_list *l = test_list(L, arg, 0);
+	if (l == NULL && (l = test_list(L, arg, 1)) == NULL)
+		l = luaL_checkudata(L, arg, SEND_WRS); /* raises */
 	return l;
 }
 
@@ -573,7 +583,9 @@ static void check_range(lua_State *L, struct wr_list *l, int first, int count)
 /* The WR array of the prepared list at idx (send or recv), checked, and its length. */
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n)
 {
-	struct wr_list *l = luaL_checkudata(L, idx, send ? SEND_WRS : RECV_WRS);
+	struct wr_list *l = test_list(L, idx, send);
+	if (l == NULL)
+		l = luaL_checkudata(L, idx, send ? SEND_WRS : RECV_WRS); /* raises */
 	check_range(L, l, 0, l->n);
 	*n = l->n;
 	return l->wr.recv;
@@ -585,8 +597,8 @@ void *ibvl_wr_list(lua_State *L, int idx, int send, int *n)
 void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
                        int *nsge)
 {
-	struct wr_list *l = luaL_testudata(L, idx, RECV_WRS);
-	if (l == NULL && (l = luaL_testudata(L, idx, SEND_WRS)) == NULL)
+	struct wr_list *l = test_list(L, idx, 0);
+	if (l == NULL && (l = test_list(L, idx, 1)) == NULL)
 		return NULL;
 	l->exposed = 1;
 	*send = l->send;
@@ -629,35 +641,50 @@ static void **next_of(struct wr_list *l, int i)
 	return l->send ? (void **)&l->wr.snd[i].next : (void **)&l->wr.recv[i].next;
 }
 
-/* A prepared list's range, or a temporary list made from WR tables (the
- * argument table keeps what they point into alive during the call). */
-static void *chain(lua_State *L, int arg, struct ibvl_chain *c, int send)
+/* Describes entries [first, first+count) of l as the chain c; returns its first WR. */
+static void *fill_chain(struct wr_list *l, int first, int count, struct ibvl_chain *c)
 {
-	struct wr_list *l = luaL_testudata(L, arg, send ? SEND_WRS : RECV_WRS);
-	int first = 0, count;
-	if (l != NULL) {
-		list_range(L, l, arg, &first, &count);
-	} else {
-		int n = table_count(L, arg), single = n == 0;
-		count = n + single;
-		l = alloc_list(L, count, 16, send);
-		for (int i = 0; i < count; i++) {
-			if (!single && (lua_rawgeti(L, arg, i + 1), lua_type(L, -1) != LUA_TTABLE))
-				ibvl_error(L, "WR %d: WR table expected, got %s", i + 1,
-				           luaL_typename(L, -1));
-			parse_entry(L, l, i, single ? arg : lua_gettop(L));
-			if (!single)
-				lua_pop(L, 1);
-		}
-	}
-	check_range(L, l, first, count); /* last: parsing may have closed an MR */
 	c->base = entry(l, first);
 	c->next_slot = next_of(l, first + count - 1);
 	c->saved = *c->next_slot;
 	c->index0 = first + 1;
 	c->count = count;
-	c->slot = send ? &l->slot[first] : NULL;
+	c->slot = l->send ? &l->slot[first] : NULL;
+	c->list = NULL;
 	return c->base;
+}
+
+/* The chain of the prepared list at arg (with optional first, count after
+ * it), which the caller knows to be one: list is its address. */
+void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c)
+{
+	struct wr_list *l = list;
+	int first, count;
+	list_range(L, l, arg, &first, &count);
+	check_range(L, l, first, count);
+	fill_chain(l, first, count, c);
+	c->list = l;
+	return c->base;
+}
+
+/* A prepared list's range, or a temporary list made from WR tables (the
+ * argument table keeps what they point into alive during the call). */
+static void *chain(lua_State *L, int arg, struct ibvl_chain *c, int send)
+{
+	struct wr_list *l = test_list(L, arg, send);
+	if (l != NULL)
+		return ibvl_list_chain(L, l, arg, c);
+	int n = table_count(L, arg), single = n == 0, count = n + single;
+	l = alloc_list(L, count, 16, send);
+	for (int i = 0; i < count; i++) {
+		if (!single && (lua_rawgeti(L, arg, i + 1), lua_type(L, -1) != LUA_TTABLE))
+			ibvl_error(L, "WR %d: WR table expected, got %s", i + 1, luaL_typename(L, -1));
+		parse_entry(L, l, i, single ? arg : lua_gettop(L));
+		if (!single)
+			lua_pop(L, 1);
+	}
+	check_range(L, l, 0, count); /* last: parsing may have closed an MR */
+	return fill_chain(l, 0, count, c);
 }
 
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c)
@@ -721,6 +748,7 @@ void ibvl_open_wr(lua_State *L)
 	for (int k = 0; k < 2; k++) {
 		ibvl_register_plain(L, names[k], methods, l_len);
 		lua_pop(L, 1);
+		ibvl_type_key(L, names[k], LIST_KEY(k));
 	}
 	lua_pushcfunction(L, l_recv_wrs);
 	lua_setfield(L, -2, "recv_wrs");

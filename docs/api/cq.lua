@@ -3,7 +3,8 @@
 -- Field: `cqe` (the size granted).
 --
 --     local wcs = ibv.wc_array(32)
---     local n = cq:poll(wcs)               -- allocates nothing
+--     local n, bad = cq:poll(wcs)          -- allocates nothing
+--     if bad then error(wcs:status(bad)) end  -- every completion checked at once
 --     for _, wc in ipairs(cq:poll(8)) do print(wc.wr_id, wc.status) end
 --
 -- @classmod ibverbs.cq
@@ -16,6 +17,8 @@ local cq = {}
 -- @treturn integer|{table,...} with a wc array, the count filled; else an array of wc tables
 -- (`wr_id`, `status` ("success", `"wr_flush_err"`, ...), `opcode`, `vendor_err`, `byte_len`, `imm_data`,
 -- `qp_num`, `src_qp`, `wc_flags`, `pkey_index`, `slid`, `sl`, `dlid_path_bits`)
+-- @treturn integer|nil the index of the first completion whose status is not success, or nil when
+-- all of them succeeded: a loop checks a whole poll without an accessor call per completion
 -- @return[2] nil, message, errno
 -- @errno what the provider's poll returns (EINVAL, ...)
 function cq:poll(wcs) end
