@@ -222,3 +222,108 @@ void ibvl_open_cq(lua_State *L)
 	ibvl_register(L, &ibvl_cq_class, methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }
+
+/* ---- moderation, and the cq_ex fields a struct ibv_wc lacks ---------------
+ *   cq:modify{cq_count = 16, cq_period = 10}   -- ibv_modify_cq (moderation, us)
+ *   for _, wc in ipairs(cqx:poll_ex(8)) do print(wc.completion_ts, wc.flow_tag) end
+ * poll_ex returns what cq:poll(n) does, plus each ibv_wc_read_* field the
+ * cq's wc_flags enabled: completion_ts, completion_wallclock_ns, cvlan,
+ * flow_tag, tm_info = {tag =, priv =}. */
+static const char *const modify_fields[] = {"cq_count", "cq_period", NULL};
+
+static int l_modify(lua_State *L)
+{
+	check_cq(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "attr", modify_fields);
+	struct ibv_modify_cq_attr a;
+	memset(&a, 0, sizeof a);
+	a.attr_mask = IBV_CQ_ATTR_MODERATE;
+	a.moderate.cq_count = (uint16_t)ibvl_int_field(L, 2, "cq_count", 0, 0, UINT16_MAX);
+	a.moderate.cq_period = (uint16_t)ibvl_int_field(L, 2, "cq_period", 0, 0, UINT16_MAX);
+	struct ibvl_cq *cq = check_cq(L);
+	return ibvl_result(L, "ibv_modify_cq", ibv_modify_cq(cq->o.ptr, &a));
+}
+
+struct wc_extras {
+	uint64_t ts, wallclock;
+	uint32_t cvlan, flow_tag;
+	struct ibv_wc_tm_info tm;
+};
+
+/* The extra fields of the current completion (inside a poll: no Lua). */
+static void read_extras(struct ibvl_cq *cq, struct wc_extras *e)
+{
+	struct ibv_cq_ex *x = cq->cqx;
+	uint64_t f = cq->wc_flags;
+	memset(e, 0, sizeof *e);
+	if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		e->ts = ibv_wc_read_completion_ts(x);
+	if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		e->wallclock = ibv_wc_read_completion_wallclock_ns(x);
+	if (f & IBV_WC_EX_WITH_CVLAN)
+		e->cvlan = ibv_wc_read_cvlan(x);
+	if (f & IBV_WC_EX_WITH_FLOW_TAG)
+		e->flow_tag = ibv_wc_read_flow_tag(x);
+	if (f & IBV_WC_EX_WITH_TM_INFO)
+		ibv_wc_read_tm_info(x, &e->tm);
+}
+
+/* Adds the extras the cq's wc_flags enabled to the table at the top. */
+static void set_extras(lua_State *L, uint64_t f, const struct wc_extras *e)
+{
+	if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		ibvl_set_u64(L, "completion_ts", e->ts);
+	if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		ibvl_set_u64(L, "completion_wallclock_ns", e->wallclock);
+	if (f & IBV_WC_EX_WITH_CVLAN)
+		ibvl_set_int(L, "cvlan", e->cvlan);
+	if (f & IBV_WC_EX_WITH_FLOW_TAG)
+		ibvl_set_int(L, "flow_tag", e->flow_tag);
+	if (f & IBV_WC_EX_WITH_TM_INFO) {
+		lua_createtable(L, 0, 2);
+		ibvl_set_u64(L, "tag", e->tm.tag);
+		ibvl_set_int(L, "priv", e->tm.priv);
+		lua_setfield(L, -2, "tm_info");
+	}
+}
+
+/* cqx:poll_ex([n]) -> array of completion tables with the extended fields;
+ * each completion is read whole in C (one start/end round, as ibvl_cq_poll
+ * does) before any table is made. */
+static int l_poll_ex(lua_State *L)
+{
+	struct ibvl_cq *cq = check_cq(L);
+	int n = (int)ibvl_opt_range(L, 2, 16, 1, 4096);
+	if (cq->cqx == NULL)
+		return luaL_argerror(L, 1, "a CQ made without wc_flags (use cq:poll)");
+	lua_createtable(L, n < 16 ? n : 16, 0);
+	struct ibv_poll_cq_attr attr = {0};
+	for (int got = 0; got < n; got++) {
+		cq = check_cq(L); /* the tables made may have run a finalizer */
+		int rc = ibv_start_poll(cq->cqx, &attr);
+		if (rc == ENOENT)
+			break;
+		if (rc != 0) {
+			if (got > 0)
+				break;
+			return ibvl_fail(L, "ibv_start_poll", rc);
+		}
+		struct ibv_wc wc;
+		struct wc_extras e;
+		read_wc_ex(cq, &wc);
+		read_extras(cq, &e);
+		ibv_end_poll(cq->cqx);
+		uint64_t f = cq->wc_flags;
+		ibvl_push_wc(L, &wc);
+		set_extras(L, f, &e);
+		lua_rawseti(L, -2, got + 1);
+	}
+	return 1;
+}
+
+void ibvl_open_cq_more(lua_State *L)
+{
+	static const luaL_Reg methods[] = {{"modify", l_modify}, {"poll_ex", l_poll_ex}, {NULL, NULL}};
+	ibvl_add_methods(L, ibvl_cq_class.name, methods);
+}

@@ -215,3 +215,18 @@ const struct ibvl_enum ibvl_gid_types[] = {
 	E("ib", IBV_GID_TYPE_IB), E("roce_v1", IBV_GID_TYPE_ROCE_V1),
 	E("roce_v2", IBV_GID_TYPE_ROCE_V2), END,
 };
+
+const struct ibvl_enum ibvl_wq_states[] = {
+	E("reset", IBV_WQS_RESET), E("rdy", IBV_WQS_RDY), E("err", IBV_WQS_ERR),
+	E("unknown", IBV_WQS_UNKNOWN), END,
+};
+
+const struct ibvl_enum ibvl_wq_flags[] = {
+	E("cvlan_stripping", IBV_WQ_FLAGS_CVLAN_STRIPPING),
+	E("scatter_fcs", IBV_WQ_FLAGS_SCATTER_FCS), E("delay_drop", IBV_WQ_FLAGS_DELAY_DROP),
+	E("pci_write_end_padding", IBV_WQ_FLAGS_PCI_WRITE_END_PADDING), END,
+};
+
+const struct ibvl_enum ibvl_counter_descs[] = {
+	E("packets", IBV_COUNTER_PACKETS), E("bytes", IBV_COUNTER_BYTES), END,
+};

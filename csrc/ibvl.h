@@ -369,4 +369,20 @@ extern const size_t ibvl_mr_size; /* mr.c: an MR userdata's size */
 extern const struct ibvl_class ibvl_cm_channel_class, ibvl_cm_id_class, ibvl_cm_addrinfo_class;
 extern const struct ibvl_enum ibvl_cm_port_spaces[], ibvl_cm_event_types[];
 
+/* ---- the rest of the verbs objects (dm.c, td.c, wq.c, rwq_ind_tbl.c,
+ * flow.c, counters.c) and what they add to older types ---------------------- */
+extern const struct ibvl_class ibvl_dev_mr_class, ibvl_dm_class, ibvl_td_class,
+	ibvl_wq_class, ibvl_rwq_ind_tbl_class, ibvl_flow_class, ibvl_counters_class;
+void *ibvl_dev_mr_new(lua_State *L); /* mr.c: an ibverbs.dev_mr, closed */
+void ibvl_open_dm(lua_State *L);
+void ibvl_open_td(lua_State *L);
+void ibvl_open_wq(lua_State *L);
+void ibvl_open_rwq_ind_tbl(lua_State *L);
+void ibvl_open_flow(lua_State *L);
+void ibvl_open_counters(lua_State *L);
+void ibvl_open_cq_more(lua_State *L);  /* cq.c: modify, poll_ex */
+void ibvl_open_qp_more(lua_State *L);  /* qp.c: ece, rate limit, data in order */
+void ibvl_open_srq_more(lua_State *L); /* srq.c: post_srq_ops */
+extern const struct ibvl_enum ibvl_wq_states[], ibvl_wq_flags[], ibvl_counter_descs[];
+
 #endif

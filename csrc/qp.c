@@ -672,3 +672,73 @@ void ibvl_open_qp(lua_State *L)
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }
+
+/* ---- ECE, rate limit, data ordering -------------------------------------
+ *   qp:query_ece() --> {vendor_id =, options =, comp_mask =}; qp:set_ece{...}
+ *   qp:modify_rate_limit{rate_limit = kbps, max_burst_sz =, typical_pkt_sz =}
+ *   qp:query_data_in_order("rdma_write" [, flags]) --> 1 in order, 0 not */
+static int l_query_ece(lua_State *L)
+{
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	struct ibv_ece ece;
+	memset(&ece, 0, sizeof ece);
+	int rc = ibv_query_ece(qp->o.ptr, &ece);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_query_ece", rc);
+	ibvl_out_table(L, 2, 3);
+	ibvl_set_int(L, "vendor_id", ece.vendor_id);
+	ibvl_set_int(L, "options", ece.options);
+	ibvl_set_int(L, "comp_mask", ece.comp_mask);
+	return 1;
+}
+
+static const char *const ece_fields[] = {"vendor_id", "options", "comp_mask", NULL};
+
+static int l_set_ece(lua_State *L)
+{
+	ibvl_check_qp(L, 1);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "ece", ece_fields);
+	struct ibv_ece ece;
+	ece.vendor_id = (uint32_t)ibvl_int_field(L, 2, "vendor_id", 0, 0, UINT32_MAX);
+	ece.options = (uint32_t)ibvl_int_field(L, 2, "options", 0, 0, UINT32_MAX);
+	ece.comp_mask = (uint32_t)ibvl_int_field(L, 2, "comp_mask", 0, 0, UINT32_MAX);
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	return ibvl_result(L, "ibv_set_ece", ibv_set_ece(qp->o.ptr, &ece));
+}
+
+static const char *const rate_fields[] = {"rate_limit", "max_burst_sz", "typical_pkt_sz", NULL};
+
+static int l_modify_rate_limit(lua_State *L)
+{
+	ibvl_check_qp(L, 1);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "attr", rate_fields);
+	struct ibv_qp_rate_limit_attr a;
+	memset(&a, 0, sizeof a);
+	a.rate_limit = (uint32_t)ibvl_int_field(L, 2, "rate_limit", 0, 0, UINT32_MAX);
+	a.max_burst_sz = (uint32_t)ibvl_int_field(L, 2, "max_burst_sz", 0, 0, UINT32_MAX);
+	a.typical_pkt_sz = (uint16_t)ibvl_int_field(L, 2, "typical_pkt_sz", 0, 0, UINT16_MAX);
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	return ibvl_result(L, "ibv_modify_qp_rate_limit", ibv_modify_qp_rate_limit(qp->o.ptr, &a));
+}
+
+static int l_query_data_in_order(lua_State *L)
+{
+	ibvl_check_qp(L, 1);
+	enum ibv_wr_opcode op = (enum ibv_wr_opcode)ibvl_check_enum(L, 2, ibvl_wr_opcodes);
+	uint32_t flags = (uint32_t)ibvl_opt_range(L, 3, 0, 0, UINT32_MAX);
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	lua_pushinteger(L, ibv_query_qp_data_in_order(qp->o.ptr, op, flags));
+	return 1;
+}
+
+void ibvl_open_qp_more(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"query_ece", l_query_ece}, {"set_ece", l_set_ece},
+		{"modify_rate_limit", l_modify_rate_limit},
+		{"query_data_in_order", l_query_data_in_order}, {NULL, NULL},
+	};
+	ibvl_add_methods(L, ibvl_qp_class.name, methods);
+}
