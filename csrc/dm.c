@@ -90,13 +90,12 @@ static int l_memcpy_from(lua_State *L)
 	size_t off = (size_t)ibvl_check_range(L, 2, 0, (lua_Integer)1 << 40);
 	size_t len = (size_t)ibvl_check_range(L, 3, 0, (lua_Integer)1 << 30);
 	check_range(L, 1, off, len);
-	luaL_Buffer b;
-	char *p = luaL_buffinitsize(L, &b, len);
+	char *p = lua_newuserdatauv(L, len > 0 ? len : 1, 0);
 	struct dm *d = check_range(L, 1, off, len); /* the buffer may have run a finalizer */
 	int rc = ibv_memcpy_from_dm(p, d->o.ptr, off, len);
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_memcpy_from_dm", rc);
-	luaL_pushresultsize(&b, len);
+	lua_pushlstring(L, p, len);
 	return 1;
 }
 

@@ -264,7 +264,7 @@ const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct 
                              int mask);
 void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
 void ibvl_push_ah_attr(lua_State *L, const struct ibv_ah_attr *ah);
-#define IBVL_QP_USED 5 /* pd, send_cq, recv_cq, srq, xrcd */
+#define IBVL_QP_USED 6 /* pd, send_cq, recv_cq, srq, xrcd, rwq_ind_tbl */
 int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
@@ -383,6 +383,7 @@ void ibvl_open_counters(lua_State *L);
 void ibvl_open_cq_more(lua_State *L);  /* cq.c: modify, poll_ex */
 void ibvl_open_qp_more(lua_State *L);  /* qp.c: ece, rate limit, data in order */
 void ibvl_open_srq_more(lua_State *L); /* srq.c: post_srq_ops */
+void ibvl_parse_tso(lua_State *L, int idx, struct ibv_send_wr *wr); /* wr.c */
 extern const struct ibvl_enum ibvl_wq_states[], ibvl_wq_flags[], ibvl_counter_descs[];
 
 #endif

@@ -117,7 +117,8 @@ static const char *const init_fields[] = {
 };
 
 /* Objects an init attr names, in the order the new QP uses them. */
-static const char *const used_fields[] = {"pd", "send_cq", "recv_cq", "srq", "xrcd", NULL};
+static const char *const used_fields[] = {"pd", "send_cq", "recv_cq", "srq", "xrcd",
+                                          "rwq_ind_tbl", NULL};
 
 /* Reads an ibv_qp_init_attr_ex; comp_mask gets a bit for each extended field
  * given.  Pushes the IBVL_QP_USED objects it names (nil where absent), which
@@ -144,9 +145,6 @@ int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a
 		a->max_tso_header = (uint16_t)ibvl_int_field(L, idx, "max_tso_header", 0, 0, UINT16_MAX);
 		a->comp_mask |= IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
 	}
-	if (ibvl_has_field(L, idx, "rwq_ind_tbl"))
-		ibvl_error(L, "init_attr: field 'rwq_ind_tbl': receive WQ indirection tables "
-		              "are not available in this binding");
 	if (ibvl_has_field(L, idx, "rx_hash_conf")) {
 		parse_rx_hash(L, idx, &a->rx_hash_conf);
 		a->comp_mask |= IBV_QP_INIT_ATTR_RX_HASH;
@@ -162,9 +160,10 @@ int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a
 		a->comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	}
 	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_cq_class, &ibvl_cq_class,
-	                                      &ibvl_srq_class, &ibvl_xrcd_class};
+	                                      &ibvl_srq_class, &ibvl_xrcd_class,
+	                                      &ibvl_rwq_ind_tbl_class};
 	void **ptrs[] = {(void **)&a->pd, (void **)&a->send_cq, (void **)&a->recv_cq,
-	                 (void **)&a->srq, (void **)&a->xrcd};
+	                 (void **)&a->srq, (void **)&a->xrcd, (void **)&a->rwq_ind_tbl};
 	int first = lua_gettop(L) + 1;
 	for (int i = 0; used_fields[i] != NULL; i++) {
 		struct ibvl_obj *o = ibvl_obj_field_keep(L, idx, used_fields[i], classes[i]);
@@ -174,6 +173,8 @@ int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a
 		a->comp_mask |= IBV_QP_INIT_ATTR_PD;
 	if (a->xrcd)
 		a->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	if (a->rwq_ind_tbl)
+		a->comp_mask |= IBV_QP_INIT_ATTR_IND_TABLE;
 	return first;
 }
 
@@ -183,6 +184,7 @@ static void check_needed(lua_State *L, const struct ibv_qp_init_attr_ex *a)
 {
 	const char *type = ibvl_enum_name(ibvl_qp_types, a->qp_type);
 	int xrc_recv = a->qp_type == IBV_QPT_XRC_RECV, xrc_send = a->qp_type == IBV_QPT_XRC_SEND;
+	int rss = a->rwq_ind_tbl != NULL; /* receives through its WQs, sends nothing */
 	if (type == NULL)
 		ibvl_error(L, "init_attr: field 'qp_type': unknown QP type %d", (int)a->qp_type);
 	if (xrc_recv && a->xrcd == NULL)
@@ -190,10 +192,10 @@ static void check_needed(lua_State *L, const struct ibv_qp_init_attr_ex *a)
 	if (!xrc_recv && a->pd == NULL)
 		ibvl_error(L, "init_attr: field 'pd' is required for a%s %s QP",
 		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type);
-	if (!xrc_recv && a->send_cq == NULL)
+	if (!xrc_recv && !rss && a->send_cq == NULL)
 		ibvl_error(L, "init_attr: field 'send_cq' is required for a%s %s QP",
 		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type);
-	if (!xrc_recv && !xrc_send && a->recv_cq == NULL)
+	if (!xrc_recv && !xrc_send && !rss && a->recv_cq == NULL)
 		ibvl_error(L, "init_attr: field 'recv_cq' is required for a%s %s QP%s",
 		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type,
 		           a->srq != NULL ? " (with an SRQ too: its completions go there)" : "");
