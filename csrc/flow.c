@@ -266,7 +266,7 @@ static struct ibv_flow_attr *parse_attr(lua_State *L, int idx, int *ncounters)
 	*ncounters = 0;
 	for (int i = 0; i < n; i++) {
 		int saved = ibvl_path_push("specs", i + 1);
-		if (lua_rawgeti(L, t, i + 1) != LUA_TTABLE)
+		if ((lua_rawgeti(L, t, i + 1), lua_type(L, -1)) != LUA_TTABLE)
 			ibvl_error(L, "spec table expected, got %s", luaL_typename(L, -1));
 		struct ibvl_obj *c = parse_spec(L, lua_gettop(L), p);
 		if (c != NULL) {

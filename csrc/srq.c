@@ -340,7 +340,7 @@ static int l_post_srq_ops(lua_State *L)
 	struct ibvl_sge_src src[MAX_OPS][OPS_SGE];
 	for (int i = 0; i < n; i++) {
 		int saved = ibvl_path_push("#op", i + 1);
-		if (!single && lua_rawgeti(L, 2, i + 1) != LUA_TTABLE)
+		if (!single && (lua_rawgeti(L, 2, i + 1), lua_type(L, -1)) != LUA_TTABLE)
 			ibvl_error(L, "op table expected, got %s", luaL_typename(L, -1));
 		parse_op(L, single ? 2 : lua_gettop(L), &ops[i], sge[i], src[i]);
 		if (!single)
