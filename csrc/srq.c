@@ -355,10 +355,8 @@ static int l_post_srq_ops(lua_State *L)
 	int rc = ibv_post_srq_ops(s->o.ptr, ops, &bad);
 	if (rc != 0) {
 		ibvl_fail(L, "ibv_post_srq_ops", rc);
-		if (bad != NULL && bad >= ops && bad < ops + n)
-			lua_pushinteger(L, bad - ops + 1);
-		else
-			lua_pushnil(L);
+		/* a provider that refuses every op may leave bad unset: the first failed */
+		lua_pushinteger(L, bad != NULL && bad >= ops && bad < ops + n ? bad - ops + 1 : 1);
 		return 4;
 	}
 	for (int i = 0; i < n; i++) {
