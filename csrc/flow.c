@@ -207,10 +207,14 @@ static struct ibvl_obj *parse_spec(lua_State *L, int idx, uint8_t *dst)
 	if (!ibvl_has_field(L, idx, "type"))
 		ibvl_error(L, "field 'type' is required");
 	const struct spec *s = &specs[ibvl_enum_field(L, idx, "type", spec_names, 0)];
-	struct ibv_flow_spec *h = (struct ibv_flow_spec *)dst;
 	memset(dst, 0, s->size);
-	h->hdr.type = s->type | (ibvl_bool_field(L, idx, "inner", 0) ? IBV_FLOW_SPEC_INNER : 0);
-	h->hdr.size = (uint16_t)s->size;
+	/* specs follow each other 4-aligned: written with memcpy, never through a
+	 * struct pointer (an ibv_flow_spec wants 8) */
+	enum ibv_flow_spec_type type =
+		s->type | (ibvl_bool_field(L, idx, "inner", 0) ? IBV_FLOW_SPEC_INNER : 0);
+	uint16_t size = (uint16_t)s->size;
+	memcpy(dst + offsetof(struct ibv_flow_spec_action_drop, type), &type, sizeof type);
+	memcpy(dst + offsetof(struct ibv_flow_spec_action_drop, size), &size, sizeof size);
 	if (s->fields != NULL) {
 		ibvl_getfield(L, idx, "val");
 		ibvl_getfield(L, idx, "mask");
@@ -220,12 +224,14 @@ static struct ibvl_obj *parse_spec(lua_State *L, int idx, uint8_t *dst)
 		             lua_isnil(L, v + 1), "mask");
 		lua_pop(L, 2);
 	} else if (s->type == IBV_FLOW_SPEC_ACTION_TAG) {
-		h->flow_tag.tag_id = (uint32_t)ibvl_int_field(L, idx, "tag_id", 0, 0, UINT32_MAX);
+		uint32_t tag = (uint32_t)ibvl_int_field(L, idx, "tag_id", 0, 0, UINT32_MAX);
+		memcpy(dst + offsetof(struct ibv_flow_spec_action_tag, tag_id), &tag, sizeof tag);
 	} else if (s->type == IBV_FLOW_SPEC_ACTION_COUNT) {
 		struct ibvl_obj *c = ibvl_obj_field_keep(L, idx, "counters", &ibvl_counters_class);
 		if (c == NULL)
 			ibvl_error(L, "field 'counters' is required for an action_count spec");
-		h->flow_count.counters = c->ptr;
+		struct ibv_counters *cp = c->ptr;
+		memcpy(dst + offsetof(struct ibv_flow_spec_counter_action, counters), &cp, sizeof cp);
 		return c;
 	}
 	return NULL;
@@ -241,7 +247,7 @@ static const struct ibvl_enum flow_flags[] = {
 	{NULL, 0},
 };
 
-#define MAX_SPEC 64 /* bytes: the largest spec (ipv6) and then some */
+#define MAX_SPEC sizeof(struct ibv_flow_spec) /* bytes: the largest spec */
 
 /* Builds the attr with its specs in a userdata it pushes; the counters
  * objects named are pushed after it, their count in *ncounters. */
@@ -276,7 +282,9 @@ static struct ibv_flow_attr *parse_attr(lua_State *L, int idx, int *ncounters)
 		} else {
 			lua_pop(L, 1);
 		}
-		p += ((struct ibv_flow_spec *)p)->hdr.size;
+		uint16_t size;
+		memcpy(&size, p + offsetof(struct ibv_flow_spec_action_drop, size), sizeof size);
+		p += size;
 		ibvl_path_pop(saved);
 	}
 	a->size = (uint16_t)(p - (uint8_t *)a);
