@@ -626,7 +626,8 @@ end
 T["ibverbs.dm.memcpy_to"] = function(g) return { g:num(), g:str() } end
 T["ibverbs.dm.memcpy_from"] = function(g) return { g:num(), g:num() } end
 T["ibverbs.context.alloc_parent_domain"] = function(g)
-  return { g:maybe_evil(g:tbl({ { "pd", g:opt(0.8, G.objx, "ibverbs.pd") }, { "td", g:opt(0.4, G.objx, "ibverbs.td") } })) }
+  return { g:maybe_evil(g:tbl({ { "pd", g:opt(0.8, G.objx, "ibverbs.pd") },
+                                { "td", g:opt(0.4, G.objx, "ibverbs.td") } })) }
 end
 T["ibverbs.context.create_wq"] = function(g)
   return { g:maybe_evil(g:tbl({ { "pd", g:opt(0.8, G.objx, "ibverbs.pd") }, { "cq", g:opt(0.8, G.objx, "ibverbs.cq") },
@@ -639,7 +640,8 @@ T["ibverbs.wq.modify"] = function(g)
 end
 T["ibverbs.wq.post_recv"] = post_recv
 T["ibverbs.context.create_rwq_ind_table"] = function(g)
-  return { g:maybe_evil(g:tbl({ { "ind_tbl", g:opt(0.8, G.tbl, { { "[1]", g:objx("ibverbs.wq") }, { "[2]", g:objx("ibverbs.wq") } }) },
+  local wqs = { { "[1]", g:objx("ibverbs.wq") }, { "[2]", g:objx("ibverbs.wq") } }
+  return { g:maybe_evil(g:tbl({ { "ind_tbl", g:opt(0.8, G.tbl, wqs) },
                                 { "log_ind_tbl_size", g:opt(0.4, G.num) } })) }
 end
 T["ibverbs.qp.create_flow"] = function(g)
