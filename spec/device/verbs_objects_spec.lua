@@ -174,7 +174,7 @@ describe("on rxe0, steering and counters", function()
 end)
 
 describe("on rxe0, the qp_ex builders and cq_ex fields", function()
-  it("atomic_write: rxe takes the send op; the 8 bytes must be an 8-byte inline string", function()
+  it("atomic_write through wr_post: an 8-byte inline string, completed with loc_qp_op_err (rxe 6.1)", function()
     local env = support.pair{ create_ex = { send_ops_flags = { "send", "rdma_write", "atomic_write" } } }
     local mr = assert(env.pd:reg_mr(4096, ACCESS))
     assert.has_error(function()
@@ -183,17 +183,24 @@ describe("on rxe0, the qp_ex builders and cq_ex fields", function()
     assert.has_error(function()
       env.a:wr_post{ opcode = "atomic_write", sge = { mr = mr, length = 8 }, remote_addr = mr.addr, rkey = mr.rkey }
     end)
-    -- Linux 6.1's rxe has no atomic write: the WR is built and posted, and
-    -- the device completes it with an error (or refuses the post) -- never success.
-    local ok, _, errno = env.a:wr_post{ wr_id = 5, opcode = "atomic_write", inline = "ABCDEFGH",
-                                        remote_addr = mr.addr, rkey = mr.rkey, send_flags = { "signaled" } }
-    if ok then
-      local wc = support.completions(env.cq, 1, 5)[1]
-      assert.equal(5, wc.wr_id)
-      assert.are_not.equal("success", wc.status)
-    else
-      assert.is_number(errno)
-    end
+    -- Linux 6.1's rxe has no atomic write: the WR is built and posted, and the
+    -- device completes it with loc_qp_op_err; the target memory is untouched.
+    assert(env.a:wr_post{ wr_id = 5, opcode = "atomic_write", inline = "ABCDEFGH",
+                          remote_addr = mr.addr, rkey = mr.rkey, send_flags = { "signaled" } })
+    local wc = support.completions(env.cq, 1, 5)[1]
+    assert.same({ 5, "loc_qp_op_err" }, { wc.wr_id, wc.status })
+    assert.equal(("\0"):rep(8), mr:read(0, 8))
+  end)
+
+  it("atomic_write through post_send: the same clean loc_qp_op_err completion", function()
+    local env = support.pair()
+    local mr = assert(env.pd:reg_mr(4096, ACCESS))
+    mr:write(100, "12345678")
+    assert(env.a:post_send{ wr_id = 6, opcode = "atomic_write", sge = { mr = mr, offset = 100, length = 8 },
+                            remote_addr = mr.addr, rkey = mr.rkey, send_flags = { "signaled" } })
+    local wc = support.completions(env.cq, 1, 5)[1]
+    assert.same({ 6, "loc_qp_op_err" }, { wc.wr_id, wc.status })
+    assert.equal(("\0"):rep(8), mr:read(0, 8))
   end)
 
   it("tso and atomic_write are refused by wr_post on a QP without them in send_ops_flags", function()
