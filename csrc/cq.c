@@ -7,6 +7,7 @@
  *   local n = cq:poll(wcs)           -- fills wcs, returns the count; allocates nothing
  *   for _, wc in ipairs(cq:poll(8)) do print(wc.wr_id, wc.status) end  -- tables
  *   cq:req_notify([solicited_only]); cq:ack_events(n); cq:resize(512); cq.cqe
+ *   ctx:create_cq{cqe = 256, parent_domain = ppd}   -- a cq_ex on a parent domain
  * A cq_ex is polled with ibv_start_poll/next_poll/end_poll and the
  * ibv_wc_read_* fields its wc_flags allow, through the same cq:poll.
  */
@@ -43,7 +44,7 @@ static struct ibvl_cq *check_cq(lua_State *L)
 }
 
 static const char *const cq_fields[] = {"cqe", "channel", "comp_vector", "wc_flags", "flags",
-                                        NULL};
+                                        "parent_domain", NULL};
 
 /* ctx:create_cq(cqe | {cqe=, channel=, comp_vector=, wc_flags=, flags=});
  * ibv_create_cq_ex when wc_flags or flags are given, or for ctx:create_cq_ex. */
@@ -53,8 +54,8 @@ static int create_cq(lua_State *L, int ex)
 	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_cq_init_attr_ex a = {.cqe = 1};
-	struct ibvl_obj *ch = NULL;
-	int chi = 0;
+	struct ibvl_obj *ch = NULL, *pad = NULL;
+	int chi = 0, padi = 0;
 	if (lua_istable(L, 2)) {
 		ibvl_check_fields(L, 2, "attr", cq_fields);
 		a.cqe = (uint32_t)ibvl_int_field(L, 2, "cqe", 1, 0, UINT32_MAX);
@@ -67,6 +68,9 @@ static int create_cq(lua_State *L, int ex)
 			a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_FLAGS;
 		ch = ibvl_obj_field_keep(L, 2, "channel", &ibvl_channel_class);
 		chi = lua_gettop(L);
+		pad = ibvl_obj_field_keep(L, 2, "parent_domain", &ibvl_pd_class);
+		padi = lua_gettop(L);
+		ex = ex || pad != NULL;
 	} else {
 		a.cqe = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
 		a.wc_flags = IBV_WC_STANDARD_FLAGS;
@@ -76,6 +80,8 @@ static int create_cq(lua_State *L, int ex)
 	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq);
 	ibvl_guard_end(L, &g);
 	a.channel = ch ? ch->ptr : NULL;
+	a.parent_domain = pad ? pad->ptr : NULL;
+	a.comp_mask |= pad ? IBV_CQ_INIT_ATTR_MASK_PD : 0;
 	if (ex) {
 		cq->cqx = ibv_create_cq_ex(ctx->ptr, &a);
 		cq->o.ptr = cq->cqx ? ibv_cq_ex_to_cq(cq->cqx) : NULL;
@@ -89,6 +95,8 @@ static int create_cq(lua_State *L, int ex)
 	ibvl_use(L, self, 1);
 	if (ch != NULL)
 		ibvl_use(L, self, chi);
+	if (pad != NULL)
+		ibvl_use(L, self, padi);
 	ibvl_track(L, self);
 	return 1;
 }

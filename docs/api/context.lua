@@ -97,7 +97,8 @@ function context:create_comp_channel() end
 
 --- Creates a completion queue (`ibv_create_cq`; with `wc_flags` or `flags`, `ibv_create_cq_ex`).
 -- @tparam table attr `cqe` (minimum size), `channel` (an `ibverbs.comp_channel`), `comp_vector`,
--- `wc_flags` (names or `ibv.WC_EX_WITH_*`: an extended CQ), `flags`
+-- `wc_flags` (names or `ibv.WC_EX_WITH_*`: an extended CQ), `flags`, `parent_domain` (a parent domain
+-- from `alloc_parent_domain`: an extended CQ on it; not verified on hardware)
 -- @treturn ibverbs.cq
 -- @return[2] nil, message, errno
 -- @errno EINVAL cqe above the device's `max_cqe`; ENOMEM; EOPNOTSUPP `wc_flags` the device lacks
