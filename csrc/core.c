@@ -88,6 +88,15 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_qp_ex(L);
 	ibvl_open_wr(L);
 	ibvl_open_loop(L);
+	ibvl_open_cq_more(L);
+	ibvl_open_qp_more(L);
+	ibvl_open_srq_more(L);
+	ibvl_open_dm(L);
+	ibvl_open_td(L);
+	ibvl_open_wq(L);
+	ibvl_open_rwq_ind_tbl(L);
+	ibvl_open_counters(L);
+	ibvl_open_flow(L);
 	ibvl_open_ffi(L);
 	ibvl_open_cm_channel(L);
 	ibvl_open_cm_id(L);

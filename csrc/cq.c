@@ -8,6 +8,7 @@
  *   if bad then error(wcs:status(bad)) end  -- bad: the first unsuccessful completion
  *   for _, wc in ipairs(cq:poll(8)) do print(wc.wr_id, wc.status) end  -- tables
  *   cq:req_notify([solicited_only]); cq:ack_events(n); cq:resize(512); cq.cqe
+ *   ctx:create_cq{cqe = 256, parent_domain = ppd}   -- a cq_ex on a parent domain
  * A cq_ex is polled with ibv_start_poll/next_poll/end_poll and the
  * ibv_wc_read_* fields its wc_flags allow, through the same cq:poll.
  */
@@ -44,7 +45,7 @@ static struct ibvl_cq *check_cq(lua_State *L)
 }
 
 static const char *const cq_fields[] = {"cqe", "channel", "comp_vector", "wc_flags", "flags",
-                                        NULL};
+                                        "parent_domain", NULL};
 
 /* ctx:create_cq(cqe | {cqe=, channel=, comp_vector=, wc_flags=, flags=});
  * ibv_create_cq_ex when wc_flags or flags are given, or for ctx:create_cq_ex. */
@@ -54,8 +55,8 @@ static int create_cq(lua_State *L, int ex)
 	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_cq_init_attr_ex a = {.cqe = 1};
-	struct ibvl_obj *ch = NULL;
-	int chi = 0;
+	struct ibvl_obj *ch = NULL, *pad = NULL;
+	int chi = 0, padi = 0;
 	if (lua_istable(L, 2)) {
 		ibvl_check_fields(L, 2, "attr", cq_fields);
 		a.cqe = (uint32_t)ibvl_int_field(L, 2, "cqe", 1, 0, UINT32_MAX);
@@ -68,6 +69,9 @@ static int create_cq(lua_State *L, int ex)
 			a.comp_mask |= IBV_CQ_INIT_ATTR_MASK_FLAGS;
 		ch = ibvl_obj_field_keep(L, 2, "channel", &ibvl_channel_class);
 		chi = lua_gettop(L);
+		pad = ibvl_obj_field_keep(L, 2, "parent_domain", &ibvl_pd_class);
+		padi = lua_gettop(L);
+		ex = ex || pad != NULL;
 	} else {
 		a.cqe = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
 		a.wc_flags = IBV_WC_STANDARD_FLAGS;
@@ -77,6 +81,8 @@ static int create_cq(lua_State *L, int ex)
 	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq);
 	ibvl_guard_end(L, &g);
 	a.channel = ch ? ch->ptr : NULL;
+	a.parent_domain = pad ? pad->ptr : NULL;
+	a.comp_mask |= pad ? IBV_CQ_INIT_ATTR_MASK_PD : 0;
 	if (ex) {
 		cq->cqx = ibv_create_cq_ex(ctx->ptr, &a);
 		cq->o.ptr = cq->cqx ? ibv_cq_ex_to_cq(cq->cqx) : NULL;
@@ -90,6 +96,8 @@ static int create_cq(lua_State *L, int ex)
 	ibvl_use(L, self, 1);
 	if (ch != NULL)
 		ibvl_use(L, self, chi);
+	if (pad != NULL)
+		ibvl_use(L, self, padi);
 	ibvl_track(L, self);
 	return 1;
 }
@@ -246,4 +254,109 @@ void ibvl_open_cq(lua_State *L)
 	};
 	ibvl_register(L, &ibvl_cq_class, methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+}
+
+/* ---- moderation, and the cq_ex fields a struct ibv_wc lacks ---------------
+ *   cq:modify{cq_count = 16, cq_period = 10}   -- ibv_modify_cq (moderation, us)
+ *   for _, wc in ipairs(cqx:poll_ex(8)) do print(wc.completion_ts, wc.flow_tag) end
+ * poll_ex returns what cq:poll(n) does, plus each ibv_wc_read_* field the
+ * cq's wc_flags enabled: completion_ts, completion_wallclock_ns, cvlan,
+ * flow_tag, tm_info = {tag =, priv =}. */
+static const char *const modify_fields[] = {"cq_count", "cq_period", NULL};
+
+static int l_modify(lua_State *L)
+{
+	check_cq(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "attr", modify_fields);
+	struct ibv_modify_cq_attr a;
+	memset(&a, 0, sizeof a);
+	a.attr_mask = IBV_CQ_ATTR_MODERATE;
+	a.moderate.cq_count = (uint16_t)ibvl_int_field(L, 2, "cq_count", 0, 0, UINT16_MAX);
+	a.moderate.cq_period = (uint16_t)ibvl_int_field(L, 2, "cq_period", 0, 0, UINT16_MAX);
+	struct ibvl_cq *cq = check_cq(L);
+	return ibvl_result(L, "ibv_modify_cq", ibv_modify_cq(cq->o.ptr, &a));
+}
+
+struct wc_extras {
+	uint64_t ts, wallclock;
+	uint32_t cvlan, flow_tag;
+	struct ibv_wc_tm_info tm;
+};
+
+/* The extra fields of the current completion (inside a poll: no Lua). */
+static void read_extras(struct ibvl_cq *cq, struct wc_extras *e)
+{
+	struct ibv_cq_ex *x = cq->cqx;
+	uint64_t f = cq->wc_flags;
+	memset(e, 0, sizeof *e);
+	if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		e->ts = ibv_wc_read_completion_ts(x);
+	if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		e->wallclock = ibv_wc_read_completion_wallclock_ns(x);
+	if (f & IBV_WC_EX_WITH_CVLAN)
+		e->cvlan = ibv_wc_read_cvlan(x);
+	if (f & IBV_WC_EX_WITH_FLOW_TAG)
+		e->flow_tag = ibv_wc_read_flow_tag(x);
+	if (f & IBV_WC_EX_WITH_TM_INFO)
+		ibv_wc_read_tm_info(x, &e->tm);
+}
+
+/* Adds the extras the cq's wc_flags enabled to the table at the top. */
+static void set_extras(lua_State *L, uint64_t f, const struct wc_extras *e)
+{
+	if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		ibvl_set_u64(L, "completion_ts", e->ts);
+	if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		ibvl_set_u64(L, "completion_wallclock_ns", e->wallclock);
+	if (f & IBV_WC_EX_WITH_CVLAN)
+		ibvl_set_int(L, "cvlan", e->cvlan);
+	if (f & IBV_WC_EX_WITH_FLOW_TAG)
+		ibvl_set_int(L, "flow_tag", e->flow_tag);
+	if (f & IBV_WC_EX_WITH_TM_INFO) {
+		lua_createtable(L, 0, 2);
+		ibvl_set_u64(L, "tag", e->tm.tag);
+		ibvl_set_int(L, "priv", e->tm.priv);
+		lua_setfield(L, -2, "tm_info");
+	}
+}
+
+/* cqx:poll_ex([n]) -> array of completion tables with the extended fields;
+ * each completion is read whole in C (one start/end round, as ibvl_cq_poll
+ * does) before any table is made. */
+static int l_poll_ex(lua_State *L)
+{
+	struct ibvl_cq *cq = check_cq(L);
+	int n = (int)ibvl_opt_range(L, 2, 16, 1, 4096);
+	if (cq->cqx == NULL)
+		return luaL_argerror(L, 1, "a CQ made without wc_flags (use cq:poll)");
+	lua_createtable(L, n < 16 ? n : 16, 0);
+	struct ibv_poll_cq_attr attr = {0};
+	for (int got = 0; got < n; got++) {
+		cq = check_cq(L); /* the tables made may have run a finalizer */
+		int rc = ibv_start_poll(cq->cqx, &attr);
+		if (rc == ENOENT)
+			break;
+		if (rc != 0) {
+			if (got > 0)
+				break;
+			return ibvl_fail(L, "ibv_start_poll", rc);
+		}
+		struct ibv_wc wc;
+		struct wc_extras e;
+		read_wc_ex(cq, &wc);
+		read_extras(cq, &e);
+		ibv_end_poll(cq->cqx);
+		uint64_t f = cq->wc_flags;
+		ibvl_push_wc(L, &wc);
+		set_extras(L, f, &e);
+		lua_rawseti(L, -2, got + 1);
+	}
+	return 1;
+}
+
+void ibvl_open_cq_more(lua_State *L)
+{
+	static const luaL_Reg methods[] = {{"modify", l_modify}, {"poll_ex", l_poll_ex}, {NULL, NULL}};
+	ibvl_add_methods(L, ibvl_cq_class.name, methods);
 }

@@ -266,3 +266,18 @@ const struct ibvl_enum ibvl_cm_rai_flags[] = {
 	E("passive", RAI_PASSIVE), E("numerichost", RAI_NUMERICHOST), E("noroute", RAI_NOROUTE),
 	E("family", RAI_FAMILY), END,
 };
+
+const struct ibvl_enum ibvl_wq_states[] = {
+	E("reset", IBV_WQS_RESET), E("rdy", IBV_WQS_RDY), E("err", IBV_WQS_ERR),
+	E("unknown", IBV_WQS_UNKNOWN), END,
+};
+
+const struct ibvl_enum ibvl_wq_flags[] = {
+	E("cvlan_stripping", IBV_WQ_FLAGS_CVLAN_STRIPPING),
+	E("scatter_fcs", IBV_WQ_FLAGS_SCATTER_FCS), E("delay_drop", IBV_WQ_FLAGS_DELAY_DROP),
+	E("pci_write_end_padding", IBV_WQ_FLAGS_PCI_WRITE_END_PADDING), END,
+};
+
+const struct ibvl_enum ibvl_counter_descs[] = {
+	E("packets", IBV_COUNTER_PACKETS), E("bytes", IBV_COUNTER_BYTES), END,
+};

@@ -333,7 +333,7 @@ void ibvl_qp_adopt(lua_State *L, int used_idx, int pd_idx, const struct ibv_qp_i
 int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
 const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
                              int mask);
-#define IBVL_QP_USED 5 /* pd, send_cq, recv_cq, srq, xrcd */
+#define IBVL_QP_USED 6 /* pd, send_cq, recv_cq, srq, xrcd, rwq_ind_tbl */
 int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
 void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
@@ -447,5 +447,22 @@ void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa);
 extern const size_t ibvl_mr_size; /* mr.c: an MR userdata's size */
 
 extern const struct ibvl_class ibvl_cm_channel_class, ibvl_cm_id_class, ibvl_cm_addrinfo_class;
+
+/* ---- the rest of the verbs objects (dm.c, td.c, wq.c, rwq_ind_tbl.c,
+ * flow.c, counters.c) and what they add to older types ---------------------- */
+extern const struct ibvl_class ibvl_dev_mr_class, ibvl_dm_class, ibvl_td_class,
+	ibvl_wq_class, ibvl_rwq_ind_tbl_class, ibvl_flow_class, ibvl_counters_class;
+void *ibvl_dev_mr_new(lua_State *L); /* mr.c: an ibverbs.dev_mr, closed */
+void ibvl_open_dm(lua_State *L);
+void ibvl_open_td(lua_State *L);
+void ibvl_open_wq(lua_State *L);
+void ibvl_open_rwq_ind_tbl(lua_State *L);
+void ibvl_open_flow(lua_State *L);
+void ibvl_open_counters(lua_State *L);
+void ibvl_open_cq_more(lua_State *L);  /* cq.c: modify, poll_ex */
+void ibvl_open_qp_more(lua_State *L);  /* qp.c: ece, rate limit, data in order */
+void ibvl_open_srq_more(lua_State *L); /* srq.c: post_srq_ops */
+void ibvl_parse_tso(lua_State *L, int idx, struct ibv_send_wr *wr); /* wr.c */
+extern const struct ibvl_enum ibvl_wq_states[], ibvl_wq_flags[], ibvl_counter_descs[];
 
 #endif

@@ -7,6 +7,9 @@
  *   mr:write(0, "ping"); mr:read(0, 4); mr:u64(0, 1); mr:u64(0)
  *   mr:rereg{access = ..., pd = other_pd}   -- ibv_rereg_mr, where supported
  *   mr:close()                              -- ibv_dereg_mr, then frees owned memory
+ *   pd:reg_mr_iova(iova, 4096, access)      -- the device sees the MR at iova
+ *   pd:alloc_null_mr(); pd:reg_dmabuf_mr{fd =, length =}  -- ibverbs.dev_mr: keys only
+ *   pd:advise_mr{advice = "prefetch", sg_list = {{mr = mr}}}  -- ODP prefetch
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,22 +70,25 @@ static const char *reg_hint(size_t len, int access)
 	return NULL;
 }
 
-/* pd:reg_mr(length | buffer, access [, offset, length]) */
-static int l_reg_mr(lua_State *L)
+/* pd:reg_mr(length | buffer, access [, offset, length]); with_iova: the
+ * same one argument later, after the iova (pd:reg_mr_iova). */
+static int reg(lua_State *L, int with_iova)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
+	int a = 2 + with_iova; /* the length or buffer */
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
-	struct ibvl_obj *buf = ibvl_test(L, 2, &ibvl_buffer_class);
-	int access = (int)ibvl_opt_flags(L, 3, ibvl_access_flags, IBV_ACCESS_LOCAL_WRITE);
+	uint64_t iova = with_iova ? ibvl_check_u64(L, 2) : 0;
+	struct ibvl_obj *buf = ibvl_test(L, a, &ibvl_buffer_class);
+	int access = (int)ibvl_opt_flags(L, a + 1, ibvl_access_flags, IBV_ACCESS_LOCAL_WRITE);
 	size_t len, off = 0;
 	if (buf != NULL) {
 		size_t size = ibvl_buffer_size(buf);
-		off = (size_t)ibvl_opt_range(L, 4, 0, 0, (lua_Integer)size);
-		len = (size_t)ibvl_opt_range(L, 5, (lua_Integer)(size - off), 0,
+		off = (size_t)ibvl_opt_range(L, a + 2, 0, 0, (lua_Integer)size);
+		len = (size_t)ibvl_opt_range(L, a + 3, (lua_Integer)(size - off), 0,
 		                             (lua_Integer)(size - off));
 	} else {
-		len = (size_t)ibvl_check_range(L, 2, 0, (lua_Integer)1 << 40);
+		len = (size_t)ibvl_check_range(L, a, 0, (lua_Integer)1 << 40);
 	}
 	struct mr *m = ibvl_new(L, &ibvl_mr_class, sizeof *m);
 	ibvl_guard_end(L, &g); /* pd and buf are open, and stay so until the call */
@@ -93,17 +99,24 @@ static int l_reg_mr(lua_State *L)
 			return ibvl_fail(L, "posix_memalign", ENOMEM);
 		addr = m->owned;
 	}
-	m->o.ptr = ibv_reg_mr(pd->ptr, addr, len, access);
+	const char *call = with_iova ? "ibv_reg_mr_iova2" : "ibv_reg_mr";
+	m->o.ptr = with_iova ? ibv_reg_mr_iova2(pd->ptr, addr, len, iova, (unsigned int)access)
+	                     : ibv_reg_mr(pd->ptr, addr, len, access);
 	if (m->o.ptr == NULL) {
 		int err = errno;
 		free(m->owned);
 		m->owned = NULL;
-		return ibvl_fail_hint(L, "ibv_reg_mr", err, err == EINVAL ? reg_hint(len, access) : NULL);
+		return ibvl_fail_hint(L, call, err, err == EINVAL ? reg_hint(len, access) : NULL);
 	}
 	ibvl_use(L, -1, 1);
 	if (buf != NULL)
-		ibvl_use(L, -1, 2);
+		ibvl_use(L, -1, a);
 	return 1;
+}
+
+static int l_reg_mr(lua_State *L)
+{
+	return reg(L, 0);
 }
 
 static int l_read(lua_State *L)
@@ -159,13 +172,105 @@ static int l_len(lua_State *L)
 	return 1;
 }
 
+/* ---- MRs the CPU cannot reach through: device memory, dma-buf, null ------
+ * An ibverbs.dev_mr has the keys and fields of an MR but no read/write and
+ * no use as mr= in an SGE: its addr is not host memory.  SGEs name it with
+ * addr, length and lkey. */
+const struct ibvl_class ibvl_dev_mr_class = {"ibverbs.dev_mr", destroy_mr, "ibv_dereg_mr",
+                                             mr_field};
+
+void *ibvl_dev_mr_new(lua_State *L)
+{
+	return ibvl_new(L, &ibvl_dev_mr_class, sizeof(struct mr));
+}
+
+/* pd:reg_mr_iova(iova, length | buffer, access [, offset, length]) */
+static int l_reg_mr_iova(lua_State *L)
+{
+	return reg(L, 1);
+}
+
+/* pd:alloc_null_mr() */
+static int l_alloc_null_mr(lua_State *L)
+{
+	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
+	struct ibvl_obj *m = ibvl_dev_mr_new(L);
+	m->ptr = ibv_alloc_null_mr(pd->ptr);
+	if (m->ptr == NULL)
+		return ibvl_fail(L, "ibv_alloc_null_mr", errno);
+	ibvl_use(L, -1, 1);
+	return 1;
+}
+
+static const char *const dmabuf_fields[] = {"fd", "offset", "length", "iova", "access", NULL};
+
+/* pd:reg_dmabuf_mr{fd=, offset=, length=, iova=, access=} */
+static int l_reg_dmabuf_mr(lua_State *L)
+{
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "attr", dmabuf_fields);
+	if (!ibvl_has_field(L, 2, "fd") || !ibvl_has_field(L, 2, "length"))
+		ibvl_error(L, "attr: fields 'fd' and 'length' are required");
+	int fd = (int)ibvl_int_field(L, 2, "fd", -1, -1, INT32_MAX);
+	uint64_t off = ibvl_u64_field(L, 2, "offset", 0);
+	size_t len = (size_t)ibvl_int_field(L, 2, "length", 0, 0, (lua_Integer)1 << 40);
+	uint64_t iova = ibvl_u64_field(L, 2, "iova", off);
+	int access = (int)ibvl_flags_field(L, 2, "access", ibvl_access_flags,
+	                                   IBV_ACCESS_LOCAL_WRITE);
+	struct ibvl_obj *m = ibvl_dev_mr_new(L);
+	ibvl_guard_end(L, &g);
+	m->ptr = ibv_reg_dmabuf_mr(pd->ptr, off, len, iova, fd, access);
+	if (m->ptr == NULL)
+		return ibvl_fail(L, "ibv_reg_dmabuf_mr", errno);
+	ibvl_use(L, -1, 1);
+	return 1;
+}
+
+static const struct ibvl_enum advices[] = {
+	{"prefetch", IBV_ADVISE_MR_ADVICE_PREFETCH},
+	{"prefetch_write", IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE},
+	{"prefetch_no_fault", IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT}, {NULL, 0},
+};
+static const struct ibvl_enum advise_flags[] = {{"flush", IBV_ADVISE_MR_FLAG_FLUSH}, {NULL, 0}};
+static const char *const advise_fields[] = {"advice", "flags", "sge", "sg_list", NULL};
+
+/* pd:advise_mr{advice = "prefetch", flags = {"flush"}, sg_list = {{mr = mr}, ...}} */
+static int l_advise_mr(lua_State *L)
+{
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "attr", advise_fields);
+	enum ibv_advise_mr_advice advice = (enum ibv_advise_mr_advice)ibvl_enum_field(
+		L, 2, "advice", advices, IBV_ADVISE_MR_ADVICE_PREFETCH);
+	uint32_t flags = (uint32_t)ibvl_flags_field(L, 2, "flags", advise_flags, 0);
+	struct ibv_sge sge[16];
+	struct ibvl_sge_src src[16];
+	int n = ibvl_parse_sges(L, 2, sge, src, 16);
+	if (n == 0)
+		ibvl_error(L, "attr: give the ranges in 'sge' or 'sg_list'");
+	ibvl_guard_end(L, &g);
+	return ibvl_result(L, "ibv_advise_mr", ibv_advise_mr(pd->ptr, advice, flags, sge,
+	                                                     (uint32_t)n));
+}
+
 void ibvl_open_mr(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
 		{"read", l_read}, {"write", l_write}, {"u64", l_u64}, {"rereg", l_rereg},
 		{"__len", l_len}, {NULL, NULL},
 	};
-	static const luaL_Reg pd_methods[] = {{"reg_mr", l_reg_mr}, {NULL, NULL}};
+	static const luaL_Reg pd_methods[] = {
+		{"reg_mr", l_reg_mr}, {"reg_mr_iova", l_reg_mr_iova},
+		{"alloc_null_mr", l_alloc_null_mr}, {"reg_dmabuf_mr", l_reg_dmabuf_mr},
+		{"advise_mr", l_advise_mr}, {NULL, NULL},
+	};
+	static const luaL_Reg dev_methods[] = {{NULL, NULL}};
 	ibvl_register(L, &ibvl_mr_class, methods);
+	ibvl_register(L, &ibvl_dev_mr_class, dev_methods);
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 }

@@ -122,7 +122,8 @@ static const char *const init_fields[] = {
 };
 
 /* Objects an init attr names, in the order the new QP uses them. */
-static const char *const used_fields[] = {"pd", "send_cq", "recv_cq", "srq", "xrcd", NULL};
+static const char *const used_fields[] = {"pd", "send_cq", "recv_cq", "srq", "xrcd",
+                                          "rwq_ind_tbl", NULL};
 
 /* Reads an ibv_qp_init_attr_ex; comp_mask gets a bit for each extended field
  * given.  Pushes the IBVL_QP_USED objects it names (nil where absent), which
@@ -149,9 +150,6 @@ int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a
 		a->max_tso_header = (uint16_t)ibvl_int_field(L, idx, "max_tso_header", 0, 0, UINT16_MAX);
 		a->comp_mask |= IBV_QP_INIT_ATTR_MAX_TSO_HEADER;
 	}
-	if (ibvl_has_field(L, idx, "rwq_ind_tbl"))
-		ibvl_error(L, "init_attr: field 'rwq_ind_tbl': receive WQ indirection tables "
-		              "are not available in this binding");
 	if (ibvl_has_field(L, idx, "rx_hash_conf")) {
 		parse_rx_hash(L, idx, &a->rx_hash_conf);
 		a->comp_mask |= IBV_QP_INIT_ATTR_RX_HASH;
@@ -167,9 +165,10 @@ int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a
 		a->comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	}
 	const struct ibvl_class *classes[] = {&ibvl_pd_class, &ibvl_cq_class, &ibvl_cq_class,
-	                                      &ibvl_srq_class, &ibvl_xrcd_class};
+	                                      &ibvl_srq_class, &ibvl_xrcd_class,
+	                                      &ibvl_rwq_ind_tbl_class};
 	void **ptrs[] = {(void **)&a->pd, (void **)&a->send_cq, (void **)&a->recv_cq,
-	                 (void **)&a->srq, (void **)&a->xrcd};
+	                 (void **)&a->srq, (void **)&a->xrcd, (void **)&a->rwq_ind_tbl};
 	int first = lua_gettop(L) + 1;
 	for (int i = 0; used_fields[i] != NULL; i++) {
 		struct ibvl_obj *o = ibvl_obj_field_keep(L, idx, used_fields[i], classes[i]);
@@ -179,6 +178,8 @@ int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a
 		a->comp_mask |= IBV_QP_INIT_ATTR_PD;
 	if (a->xrcd)
 		a->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+	if (a->rwq_ind_tbl)
+		a->comp_mask |= IBV_QP_INIT_ATTR_IND_TABLE;
 	return first;
 }
 
@@ -188,6 +189,7 @@ static void check_needed(lua_State *L, const struct ibv_qp_init_attr_ex *a)
 {
 	const char *type = ibvl_enum_name(ibvl_qp_types, a->qp_type);
 	int xrc_recv = a->qp_type == IBV_QPT_XRC_RECV, xrc_send = a->qp_type == IBV_QPT_XRC_SEND;
+	int rss = a->rwq_ind_tbl != NULL; /* receives through its WQs, sends nothing */
 	if (type == NULL)
 		ibvl_error(L, "init_attr: field 'qp_type': unknown QP type %d", (int)a->qp_type);
 	if (xrc_recv && a->xrcd == NULL)
@@ -195,10 +197,10 @@ static void check_needed(lua_State *L, const struct ibv_qp_init_attr_ex *a)
 	if (!xrc_recv && a->pd == NULL)
 		ibvl_error(L, "init_attr: field 'pd' is required for a%s %s QP",
 		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type);
-	if (!xrc_recv && a->send_cq == NULL)
+	if (!xrc_recv && !rss && a->send_cq == NULL)
 		ibvl_error(L, "init_attr: field 'send_cq' is required for a%s %s QP",
 		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type);
-	if (!xrc_recv && !xrc_send && a->recv_cq == NULL)
+	if (!xrc_recv && !xrc_send && !rss && a->recv_cq == NULL)
 		ibvl_error(L, "init_attr: field 'recv_cq' is required for a%s %s QP%s",
 		           type[0] == 'u' || type[0] == 'x' ? "" : "n", type,
 		           a->srq != NULL ? " (with an SRQ too: its completions go there)" : "");
@@ -691,4 +693,74 @@ void ibvl_open_qp(lua_State *L)
 	ibvl_register(L, &ibvl_qp_class, methods);
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+}
+
+/* ---- ECE, rate limit, data ordering -------------------------------------
+ *   qp:query_ece() --> {vendor_id =, options =, comp_mask =}; qp:set_ece{...}
+ *   qp:modify_rate_limit{rate_limit = kbps, max_burst_sz =, typical_pkt_sz =}
+ *   qp:query_data_in_order("rdma_write" [, flags]) --> 1 in order, 0 not */
+static int l_query_ece(lua_State *L)
+{
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	struct ibv_ece ece;
+	memset(&ece, 0, sizeof ece);
+	int rc = ibv_query_ece(qp->o.ptr, &ece);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_query_ece", rc);
+	ibvl_out_table(L, 2, 3);
+	ibvl_set_int(L, "vendor_id", ece.vendor_id);
+	ibvl_set_int(L, "options", ece.options);
+	ibvl_set_int(L, "comp_mask", ece.comp_mask);
+	return 1;
+}
+
+static const char *const ece_fields[] = {"vendor_id", "options", "comp_mask", NULL};
+
+static int l_set_ece(lua_State *L)
+{
+	ibvl_check_qp(L, 1);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "ece", ece_fields);
+	struct ibv_ece ece;
+	ece.vendor_id = (uint32_t)ibvl_int_field(L, 2, "vendor_id", 0, 0, UINT32_MAX);
+	ece.options = (uint32_t)ibvl_int_field(L, 2, "options", 0, 0, UINT32_MAX);
+	ece.comp_mask = (uint32_t)ibvl_int_field(L, 2, "comp_mask", 0, 0, UINT32_MAX);
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	return ibvl_result(L, "ibv_set_ece", ibv_set_ece(qp->o.ptr, &ece));
+}
+
+static const char *const rate_fields[] = {"rate_limit", "max_burst_sz", "typical_pkt_sz", NULL};
+
+static int l_modify_rate_limit(lua_State *L)
+{
+	ibvl_check_qp(L, 1);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "attr", rate_fields);
+	struct ibv_qp_rate_limit_attr a;
+	memset(&a, 0, sizeof a);
+	a.rate_limit = (uint32_t)ibvl_int_field(L, 2, "rate_limit", 0, 0, UINT32_MAX);
+	a.max_burst_sz = (uint32_t)ibvl_int_field(L, 2, "max_burst_sz", 0, 0, UINT32_MAX);
+	a.typical_pkt_sz = (uint16_t)ibvl_int_field(L, 2, "typical_pkt_sz", 0, 0, UINT16_MAX);
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	return ibvl_result(L, "ibv_modify_qp_rate_limit", ibv_modify_qp_rate_limit(qp->o.ptr, &a));
+}
+
+static int l_query_data_in_order(lua_State *L)
+{
+	ibvl_check_qp(L, 1);
+	enum ibv_wr_opcode op = (enum ibv_wr_opcode)ibvl_check_enum(L, 2, ibvl_wr_opcodes);
+	uint32_t flags = (uint32_t)ibvl_opt_range(L, 3, 0, 0, UINT32_MAX);
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	lua_pushinteger(L, ibv_query_qp_data_in_order(qp->o.ptr, op, flags));
+	return 1;
+}
+
+void ibvl_open_qp_more(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"query_ece", l_query_ece}, {"set_ece", l_set_ece},
+		{"modify_rate_limit", l_modify_rate_limit},
+		{"query_data_in_order", l_query_data_in_order}, {NULL, NULL},
+	};
+	ibvl_add_methods(L, ibvl_qp_class.name, methods);
 }

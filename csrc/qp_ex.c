@@ -10,7 +10,8 @@
  *   })   -- one ibv_wr_start .. ibv_wr_complete batch
  * The WRs are what qp:post_send takes (one table, an array, or ibv.send_wrs
  * [, first, count]).  Each becomes its builder (ibv_wr_send, ibv_wr_rdma_write,
- * ibv_wr_bind_mw, ...), ibv_wr_set_ud_addr on UD, ibv_wr_set_xrc_srqn on XRC,
+ * ibv_wr_bind_mw, ibv_wr_send_tso (hdr, mss), ibv_wr_atomic_write (its 8 bytes
+ * as an 'inline' string), ...), ibv_wr_set_ud_addr on UD, ibv_wr_set_xrc_srqn on XRC,
  * and its data: an inline string, or SGEs with the "inline" send flag, via
  * ibv_wr_set_inline_data(_list); SGEs via ibv_wr_set_sge(_list).  Everything
  * is parsed and checked before ibv_wr_start, so no Lua error can happen inside
@@ -40,6 +41,8 @@ static const struct op ops[] = {
 	{IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, SGE_ONLY},
 	{IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW, NO_DATA},
 	{IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV, NO_DATA},
+	{IBV_WR_TSO, IBV_QP_EX_WITH_TSO, SGE_OR_INLINE},
+	{IBV_WR_ATOMIC_WRITE, IBV_QP_EX_WITH_ATOMIC_WRITE, NO_DATA}, /* its 8 bytes: 'inline' */
 };
 
 static const struct op *find_op(enum ibv_wr_opcode opcode)
@@ -61,6 +64,10 @@ static const char *check_wr(lua_State *L, struct ibvl_qp *qp, const struct ibv_s
 	if (!(qp->send_ops_flags & op->flag))
 		return lua_pushfstring(L, "WR %d: opcode '%s' is not in the QP's send_ops_flags", i, name);
 	int is_inline = (wr->send_flags & IBV_SEND_INLINE) != 0;
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE)
+		return is_inline && wr->num_sge == 1 && wr->sg_list[0].length == 8 ? NULL
+		       : lua_pushfstring(L, "WR %d: opcode 'atomic_write' takes its 8 bytes "
+		                            "as an 8-byte 'inline' string", i);
 	if (op->data == NO_DATA && wr->num_sge > 0)
 		return lua_pushfstring(L, "WR %d: opcode '%s' carries no data (no sge, sg_list or inline)", i, name);
 	if (op->data == SGE_ONLY && is_inline)
@@ -94,6 +101,8 @@ static int provided(const struct ibv_qp_ex *x, enum ibv_qp_type type,
 	case IBV_WR_ATOMIC_CMP_AND_SWP: builder = (void (*)(void))x->wr_atomic_cmp_swp; break;
 	case IBV_WR_ATOMIC_FETCH_AND_ADD: builder = (void (*)(void))x->wr_atomic_fetch_add; break;
 	case IBV_WR_BIND_MW: builder = (void (*)(void))x->wr_bind_mw; break;
+	case IBV_WR_TSO: builder = (void (*)(void))x->wr_send_tso; break;
+	case IBV_WR_ATOMIC_WRITE: builder = (void (*)(void))x->wr_atomic_write; break;
 	default: builder = (void (*)(void))x->wr_local_inv; break;
 	}
 	if (builder == NULL)
@@ -131,6 +140,11 @@ static void build_op(struct ibv_qp_ex *x, const struct ibv_send_wr *wr)
 	case IBV_WR_BIND_MW:
 		ibv_wr_bind_mw(x, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
 		break;
+	case IBV_WR_TSO: ibv_wr_send_tso(x, wr->tso.hdr, wr->tso.hdr_sz, wr->tso.mss); break;
+	case IBV_WR_ATOMIC_WRITE: /* check_wr made its one SGE the 8-byte inline string */
+		ibv_wr_atomic_write(x, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr,
+		                    (const void *)(uintptr_t)wr->sg_list[0].addr);
+		break;
 	default: /* IBV_WR_LOCAL_INV: check_wr let nothing else through */
 		ibv_wr_local_inv(x, wr->invalidate_rkey);
 		break;
@@ -165,6 +179,8 @@ static int build(struct ibv_qp_ex *x, enum ibv_qp_type type, const struct ibv_se
 		return 0;
 	x->wr_id = wr->wr_id;
 	x->wr_flags = wr->send_flags; /* rxe needs IBV_SEND_INLINE here too */
+	if (wr->opcode == IBV_WR_ATOMIC_WRITE)
+		x->wr_flags &= ~(unsigned int)IBV_SEND_INLINE; /* the builder takes the value */
 	build_op(x, wr);
 	if (type == IBV_QPT_UD)
 		ibv_wr_set_ud_addr(x, wr->wr.ud.ah, wr->wr.ud.remote_qpn, wr->wr.ud.remote_qkey);

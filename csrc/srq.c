@@ -289,3 +289,91 @@ void ibvl_open_srq(lua_State *L)
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }
+
+/* ---- tag matching operations (ibv_post_srq_ops) ---------------------------
+ *   local handles = assert(srq:post_srq_ops{
+ *     {opcode = "tag_add", wr_id = 1, recv_wr_id = 7, tag = 0x1234, mask = -1,
+ *      sge = {mr = mr, length = 4096}, flags = {"signaled"}},
+ *     {opcode = "tag_del", handle = h}, {opcode = "tag_sync", unexpected_cnt = n}})
+ * returns the handle of each op (a tag_add's new handle); on failure nil,
+ * msg, errno and the index of the failing op. */
+#define MAX_OPS 16
+#define OPS_SGE 16
+
+static const struct ibvl_enum ops_opcodes[] = {
+	{"tag_add", IBV_WR_TAG_ADD}, {"tag_del", IBV_WR_TAG_DEL}, {"tag_sync", IBV_WR_TAG_SYNC},
+	{NULL, 0},
+};
+static const struct ibvl_enum ops_flags[] = {
+	{"signaled", IBV_OPS_SIGNALED}, {"tm_sync", IBV_OPS_TM_SYNC}, {NULL, 0},
+};
+static const char *const op_fields[] = {"wr_id", "opcode", "flags", "unexpected_cnt", "handle",
+                                        "recv_wr_id", "sge", "sg_list", "tag", "mask", NULL};
+
+static void parse_op(lua_State *L, int idx, struct ibv_ops_wr *op, struct ibv_sge *sge,
+                     struct ibvl_sge_src *src)
+{
+	ibvl_check_fields(L, idx, "op", op_fields);
+	memset(op, 0, sizeof *op);
+	op->wr_id = ibvl_u64_field(L, idx, "wr_id", 0);
+	op->opcode = (enum ibv_ops_wr_opcode)ibvl_enum_field(L, idx, "opcode", ops_opcodes,
+	                                                     IBV_WR_TAG_ADD);
+	op->flags = (int)ibvl_flags_field(L, idx, "flags", ops_flags, 0);
+	op->tm.unexpected_cnt = (uint32_t)ibvl_int_field(L, idx, "unexpected_cnt", 0, 0,
+	                                                 UINT32_MAX);
+	op->tm.handle = (uint32_t)ibvl_int_field(L, idx, "handle", 0, 0, UINT32_MAX);
+	op->tm.add.recv_wr_id = ibvl_u64_field(L, idx, "recv_wr_id", 0);
+	op->tm.add.tag = ibvl_u64_field(L, idx, "tag", 0);
+	op->tm.add.mask = ibvl_u64_field(L, idx, "mask", UINT64_MAX);
+	op->tm.add.sg_list = sge;
+	op->tm.add.num_sge = ibvl_parse_sges(L, idx, sge, src, OPS_SGE);
+}
+
+static int l_post_srq_ops(lua_State *L)
+{
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	ibvl_check(L, 1, &ibvl_srq_class);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	lua_rawgeti(L, 2, 1);
+	int single = !lua_istable(L, -1);
+	lua_pop(L, 1);
+	int n = single ? 1 : (int)lua_rawlen(L, 2);
+	if (n > MAX_OPS)
+		return luaL_argerror(L, 2, "at most 16 ops a call");
+	struct ibv_ops_wr ops[MAX_OPS];
+	struct ibv_sge sge[MAX_OPS][OPS_SGE];
+	struct ibvl_sge_src src[MAX_OPS][OPS_SGE];
+	for (int i = 0; i < n; i++) {
+		int saved = ibvl_path_push("#op", i + 1);
+		if (!single && (lua_rawgeti(L, 2, i + 1), lua_type(L, -1)) != LUA_TTABLE)
+			ibvl_error(L, "op table expected, got %s", luaL_typename(L, -1));
+		parse_op(L, single ? 2 : lua_gettop(L), &ops[i], sge[i], src[i]);
+		if (!single)
+			lua_pop(L, 1);
+		ops[i].next = i + 1 < n ? &ops[i + 1] : NULL;
+		ibvl_path_pop(saved);
+	}
+	lua_createtable(L, n, 0);
+	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
+	ibvl_guard_end(L, &g);
+	struct ibv_ops_wr *bad = NULL;
+	int rc = ibv_post_srq_ops(s->o.ptr, ops, &bad);
+	if (rc != 0) {
+		ibvl_fail(L, "ibv_post_srq_ops", rc);
+		/* a provider that refuses every op may leave bad unset: the first failed */
+		lua_pushinteger(L, bad != NULL && bad >= ops && bad < ops + n ? bad - ops + 1 : 1);
+		return 4;
+	}
+	for (int i = 0; i < n; i++) {
+		lua_pushinteger(L, ops[i].tm.handle);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
+void ibvl_open_srq_more(lua_State *L)
+{
+	static const luaL_Reg methods[] = {{"post_srq_ops", l_post_srq_ops}, {NULL, NULL}};
+	ibvl_add_methods(L, ibvl_srq_class.name, methods);
+}

@@ -130,7 +130,7 @@ void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ib
 static const char *const send_fields[] = {
 	"wr_id", "opcode", "send_flags", "sg_list", "sge", "inline", "imm_data",
 	"invalidate_rkey", "remote_addr", "rkey", "compare_add", "swap", "ah", "remote_qpn",
-	"remote_qkey", "remote_srqn", "xrc_remote_srq_num", "mw", "bind_info", NULL,
+	"remote_qkey", "remote_srqn", "xrc_remote_srq_num", "mw", "bind_info", "hdr", "mss", NULL,
 };
 
 static const char *const bind_fields[] = {"mr", "addr", "length", "mw_access_flags", NULL};
@@ -248,6 +248,8 @@ void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ib
 		wr->qp_type.xrc.remote_srqn = (uint32_t)ibvl_int_field(L, idx, "xrc_remote_srq_num",
 		                                                       0, 0, 0xffffff);
 	parse_send_union(L, idx, wr, slot);
+	if (wr->opcode == IBV_WR_TSO)
+		ibvl_parse_tso(L, idx, wr);
 }
 
 /* ---- prepared lists ------------------------------------------------------ */
@@ -754,4 +756,18 @@ void ibvl_open_wr(lua_State *L)
 	lua_setfield(L, -2, "recv_wrs");
 	lua_pushcfunction(L, l_send_wrs);
 	lua_setfield(L, -2, "send_wrs");
+}
+
+/* A tso WR's header (a string the WR table keeps alive) and MSS. */
+void ibvl_parse_tso(lua_State *L, int idx, struct ibv_send_wr *wr)
+{
+	size_t len = 0;
+	const char *hdr = ibvl_str_field(L, idx, "hdr", &len);
+	if (hdr == NULL)
+		ibvl_error(L, "opcode 'tso' needs field 'hdr' (the packet header, a string)");
+	if (len > UINT16_MAX)
+		ibvl_error(L, "field 'hdr': longer than 65535 bytes");
+	wr->tso.hdr = (void *)(uintptr_t)hdr;
+	wr->tso.hdr_sz = (uint16_t)len;
+	wr->tso.mss = (uint16_t)ibvl_int_field(L, idx, "mss", 0, 0, UINT16_MAX);
 }

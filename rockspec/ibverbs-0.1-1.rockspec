@@ -47,6 +47,7 @@ build = {
         "csrc/fields.c", "csrc/helpers.c",
         "csrc/loop.c", "csrc/mr.c", "csrc/mw.c", "csrc/object.c", "csrc/pd.c", "csrc/qp.c", "csrc/qp_ex.c",
         "csrc/srq.c", "csrc/wait.c", "csrc/wc.c", "csrc/wr.c", "csrc/xrcd.c",
+        "csrc/counters.c", "csrc/dm.c", "csrc/flow.c", "csrc/rwq_ind_tbl.c", "csrc/td.c", "csrc/wq.c",
       },
       defines = { "_GNU_SOURCE" },
       libraries = { "ibverbs", "rdmacm" },

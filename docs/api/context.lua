@@ -97,7 +97,8 @@ function context:create_comp_channel() end
 
 --- Creates a completion queue (`ibv_create_cq`; with `wc_flags` or `flags`, `ibv_create_cq_ex`).
 -- @tparam table attr `cqe` (minimum size), `channel` (an `ibverbs.comp_channel`), `comp_vector`,
--- `wc_flags` (names or `ibv.WC_EX_WITH_*`: an extended CQ), `flags`
+-- `wc_flags` (names or `ibv.WC_EX_WITH_*`: an extended CQ), `flags`, `parent_domain` (a parent domain
+-- from `alloc_parent_domain`: an extended CQ on it; not verified on hardware)
 -- @treturn ibverbs.cq
 -- @return[2] nil, message, errno
 -- @errno EINVAL cqe above the device's `max_cqe`; ENOMEM; EOPNOTSUPP `wc_flags` the device lacks
@@ -174,5 +175,50 @@ function context:close() end
 --- Whether `close` has run.
 -- @treturn boolean
 function context:is_closed() end
+
+--- Allocates device memory (`ibv_alloc_dm`).
+-- @tparam integer|table attr the length, or {`length`, `log_align_req`}
+-- @treturn ibverbs.dm
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware); ENOMEM
+function context:alloc_dm(attr) end
+
+--- Allocates a thread domain (`ibv_alloc_td`).
+-- @tparam[opt] table attr `comp_mask` (0)
+-- @treturn ibverbs.td
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware)
+function context:alloc_td(attr) end
+
+--- Allocates a parent domain (`ibv_alloc_parent_domain`): a PD with a thread domain, usable
+-- wherever a PD is (`create_qp_ex{pd = ...}`, `pd:create_qp`, ...) and freed by `close`.  The
+-- custom allocator callbacks are not offered.
+-- @tparam table attr `pd` (required), `td`
+-- @treturn ibverbs.pd (keeps its pd and td alive)
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware)
+function context:alloc_parent_domain(attr) end
+
+--- Creates a receive work queue (`ibv_create_wq`).
+-- @tparam table init_attr `pd`, `cq` (required), `wq_type` (`"rq"`), `max_wr`, `max_sge`,
+-- `create_flags` (`"cvlan_stripping"`, `"scatter_fcs"`, `"delay_drop"`, `"pci_write_end_padding"`)
+-- @treturn ibverbs.wq
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware)
+function context:create_wq(init_attr) end
+
+--- Creates a receive WQ indirection table (`ibv_create_rwq_ind_table`) for an RSS QP
+-- (`create_qp_ex{qp_type = "raw_packet", rwq_ind_tbl = tbl, rx_hash_conf = {...}}`).
+-- @tparam table init_attr `ind_tbl` (an array of 2^n WQs), `log_ind_tbl_size` (default: n)
+-- @treturn ibverbs.rwq_ind_tbl
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (not verified on hardware: rxe has no WQs)
+function context:create_rwq_ind_table(init_attr) end
+
+--- Creates a counters object (`ibv_create_counters`), for `action_count` flow specs.
+-- @treturn ibverbs.counters
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware)
+function context:create_counters() end
 
 return context

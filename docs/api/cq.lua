@@ -60,4 +60,21 @@ function cq:close() end
 -- @treturn boolean
 function cq:is_closed() end
 
+--- Sets completion moderation (`ibv_modify_cq`): an event after `cq_count` completions or
+-- `cq_period` microseconds.
+-- @tparam table attr `cq_count`, `cq_period`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware)
+function cq:modify(attr) end
+
+--- Polls a cq_ex (made with `wc_flags`) into tables: the fields of `poll(n)` plus every
+-- `ibv_wc_read_*` field its `wc_flags` enabled: `completion_ts`, `completion_wallclock_ns`, `cvlan`,
+-- `flow_tag`, `tm_info` = {`tag`, `priv`}.
+-- @tparam[opt] integer n at most this many (16)
+-- @treturn {table,...} the completions (maybe none)
+-- @return[2] nil, message, errno
+-- @errno raises on a CQ made without `wc_flags`
+function cq:poll_ex(n) end
+
 return cq

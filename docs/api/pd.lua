@@ -82,4 +82,48 @@ function pd:close() end
 -- @treturn boolean
 function pd:is_closed() end
 
+--- Registers memory the device addresses at `iova` (`ibv_reg_mr_iova2`): as `reg_mr`, the iova first.
+-- SGEs and remote addresses name the memory by iova; `mr.addr` stays the host address (so an
+-- `mr =` SGE, which computes host addresses, does not fit it: give `addr`, `length`, `lkey`).
+-- @tparam integer iova the address the device sees
+-- @tparam integer|ibverbs.buffer size_or_buffer
+-- @tparam integer|{string,...} access
+-- @tparam[opt] integer offset into the buffer
+-- @tparam[opt] integer length
+-- @treturn ibverbs.mr
+-- @return[2] nil, message, errno
+-- @errno EINVAL; ENOMEM
+function pd:reg_mr_iova(iova, size_or_buffer, access, offset, length) end
+
+--- Allocates the null MR (`ibv_alloc_null_mr`): writes to it are dropped, reads give zeros.
+-- @treturn ibverbs.dev_mr
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware)
+function pd:alloc_null_mr() end
+
+--- Registers a dma-buf (`ibv_reg_dmabuf_mr`).
+-- @tparam table attr `fd` (the dma-buf), `length`, `offset` (0), `iova` (default `offset`), `access`
+-- @treturn ibverbs.dev_mr
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware); EBADF
+function pd:reg_dmabuf_mr(attr) end
+
+--- Advises the device about ranges of on-demand-paging MRs (`ibv_advise_mr`).
+-- @tparam table attr `advice` (`"prefetch"`, `"prefetch_write"`, `"prefetch_no_fault"`), `flags`
+-- (`"flush"`), and the ranges as `sge` or `sg_list` (at most 16)
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware); EINVAL an MR without ODP
+function pd:advise_mr(attr) end
+
+--- Registers part of a device memory allocation (`ibv_reg_dm_mr`).
+-- @tparam ibverbs.dm dm
+-- @tparam integer offset in the DM
+-- @tparam integer length
+-- @tparam[opt] integer|{string,...} access (default `{"local_write", "zero_based"}`)
+-- @treturn ibverbs.dev_mr (keeps the PD and the DM alive)
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP; EINVAL
+function pd:reg_dm_mr(dm, offset, length, access) end
+
 return pd

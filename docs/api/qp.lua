@@ -53,7 +53,8 @@ function qp:post_recv(wrs, first, count) end
 -- `"send_with_inv"`, ...), `send_flags` ("signaled", "solicited", "inline", "fence", `"ip_csum"`),
 -- `sg_list` or `sge`, `inline` (a string sent inline), `imm_data`, `invalidate_rkey`,
 -- `remote_addr`, `rkey`, `compare_add`, `swap`, `ah`, `remote_qpn`, `remote_qkey` (UD),
--- `remote_srqn` (XRC; legacy `xrc_remote_srq_num`), `mw`, `bind_info`
+-- `remote_srqn` (XRC; legacy `xrc_remote_srq_num`), `mw`, `bind_info`, `hdr` and `mss` (opcode `"tso"`:
+-- the packet header as a string, and the segment size)
 -- @tparam[opt] integer first with a list
 -- @tparam[opt] integer count with a list
 -- @treturn true
@@ -63,6 +64,9 @@ function qp:post_send(wrs, first, count) end
 
 --- Posts through the `ibv_wr_*` API (a QP made by `create_qp_ex` with `send_ops_flags`):
 -- one `ibv_wr_start` ... `ibv_wr_complete` batch.  Every WR is checked before the batch starts.
+-- Every opcode of `ibv_wr_opcode` but `driver1` has its builder: `"tso"` (`ibv_wr_send_tso`, with
+-- `hdr`, `mss` and the payload in SGEs or `inline`) and `"atomic_write"` (`ibv_wr_atomic_write`:
+-- `remote_addr`, `rkey`, and its 8 bytes as an 8-byte `inline` string) among them.
 -- @tparam table|{table,...}|ibverbs.send_wrs wrs as `post_send`
 -- @tparam[opt] integer first
 -- @tparam[opt] integer count
@@ -111,5 +115,48 @@ function qp:close() end
 --- Whether `close` has run.
 -- @treturn boolean
 function qp:is_closed() end
+
+--- Reads the QP's enhanced connection establishment options (`ibv_query_ece`).
+-- @tparam[opt] table t filled instead of a new table
+-- @treturn table `vendor_id`, `options`, `comp_mask`
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware)
+function qp:query_ece(t) end
+
+--- Sets the options the QP will negotiate (`ibv_set_ece`), before it leaves INIT.
+-- @tparam table ece `vendor_id`, `options`, `comp_mask`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware); EINVAL
+function qp:set_ece(ece) end
+
+--- Sets a packet pacing rate limit on a send queue (`ibv_modify_qp_rate_limit`).
+-- @tparam table attr `rate_limit` (kbps, 0: none), `max_burst_sz` (bytes), `typical_pkt_sz` (bytes)
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe; not verified on hardware); EINVAL rate outside the device's range
+function qp:modify_rate_limit(attr) end
+
+--- Whether data of an opcode is written in order at the target (`ibv_query_qp_data_in_order`).
+-- @tparam string opcode a send opcode (`"rdma_write"`, `"send"`, ...)
+-- @tparam[opt] integer flags 0 (later rdma-core: the caps flag)
+-- @treturn integer 1 in order, 0 not guaranteed (rxe: 0)
+function qp:query_data_in_order(opcode, flags) end
+
+--- Creates a flow steering rule that delivers matching packets to this QP (`ibv_create_flow`).
+-- @tparam table attr `type` (`"normal"`, `"all_default"`, `"mc_default"`, `"sniffer"`), `priority`,
+-- `port` (1), `flags` (`"dont_trap"`, `"egress"`), `specs`: an array of spec tables, each with `type`
+-- and, for a header, `val` and `mask` (default: every field `val` gives, exactly), `inner`:
+-- `"eth"` (`dst_mac`, `src_mac` as `"aa:bb:cc:dd:ee:ff"`, `ether_type`, `vlan_tag`),
+-- `"ipv4"` (`src_ip`, `dst_ip`: text or a host-order integer), `"ipv4_ext"` (those, `proto`, `tos`,
+-- `ttl`, `flags`), `"ipv6"` (`src_ip`, `dst_ip`, `flow_label`, `next_hdr`, `traffic_class`,
+-- `hop_limit`), `"tcp"`/`"udp"` (`dst_port`, `src_port`), `"vxlan_tunnel"` (`tunnel_id`),
+-- `"gre"` (`c_ks_res0_ver`, `protocol`, `key`), `"mpls"` (`label`), `"esp"` (`spi`, `seq`);
+-- actions `"action_tag"` (`tag_id`), `"action_drop"`, `"action_count"` (`counters`).
+-- Numbers are host order; they are stored in network order.
+-- @treturn ibverbs.flow (keeps the QP and its counters alive)
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP (rxe: no flow steering; not verified on hardware); EINVAL
+function qp:create_flow(attr) end
 
 return qp

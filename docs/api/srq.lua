@@ -47,4 +47,13 @@ function srq:close() end
 -- @treturn boolean
 function srq:is_closed() end
 
+--- Posts tag-matching operations on a tag-matching SRQ (`ibv_post_srq_ops`).
+-- @tparam table|{table,...} ops each `opcode` (`"tag_add"`, `"tag_del"`, `"tag_sync"`), `wr_id`,
+-- `flags` (`"signaled"`, `"tm_sync"`), `unexpected_cnt`, `handle` (tag_del), and for tag_add
+-- `recv_wr_id`, `tag`, `mask` (default all ones), `sge` or `sg_list`; at most 16 ops
+-- @treturn {integer,...} each op's handle (a tag_add's new one)
+-- @return[2] nil, message, errno, index of the failing op
+-- @errno EOPNOTSUPP (rxe has no tag matching; not verified on hardware)
+function srq:post_srq_ops(ops) end
+
 return srq

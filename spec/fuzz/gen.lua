@@ -601,6 +601,79 @@ T["ibverbs.cm_id.reg_msgs"] = function(g) return { g.r.chance(0.5) and g:size() 
 T["ibverbs.cm_id.reg_read"] = T["ibverbs.cm_id.reg_msgs"]
 T["ibverbs.cm_id.reg_write"] = T["ibverbs.cm_id.reg_msgs"]
 T["ibverbs.cm_id.dereg_mr"] = function(g) return { g:objx("ibverbs.mr") } end
+-- the verbs objects beyond the basic ones (most fail with EOPNOTSUPP on rxe)
+T["ibverbs.pd.reg_mr_iova"] = function(g)
+  local r = g.r
+  return { g:num(), r.chance(0.5) and g:size() or g:objx("ibverbs.buffer"), g:flags(ACCESS),
+           g:opt(0.3, G.num), g:opt(0.3, G.num) }
+end
+T["ibverbs.pd.reg_dmabuf_mr"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "fd", g:opt(0.8, G.num) }, { "length", g:opt(0.8, G.size) },
+                                { "offset", g:opt(0.3, G.num) }, { "iova", g:opt(0.3, G.num) },
+                                { "access", g:opt(0.5, G.flags, ACCESS) } })) }
+end
+T["ibverbs.pd.advise_mr"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "advice", g:opt(0.7, G.enum, { "prefetch", "prefetch_write", "bogus" }) },
+    { "flags", g:opt(0.3, G.flags, { "flush", "bogus" }) },
+    { "sge", g:opt(0.7, G.tbl, { { "mr", g:objx("ibverbs.mr") }, { "length", g:opt(0.5, G.num) } }) } })) }
+end
+T["ibverbs.pd.reg_dm_mr"] = function(g)
+  return { g:objx("ibverbs.dm"), g:num(), g:size(), g:opt(0.5, G.flags, ACCESS) }
+end
+T["ibverbs.context.alloc_dm"] = function(g)
+  return { g.r.chance(0.5) and g:size() or g:tbl({ { "length", g:size() }, { "log_align_req", g:opt(0.5, G.num) } }) }
+end
+T["ibverbs.dm.memcpy_to"] = function(g) return { g:num(), g:str() } end
+T["ibverbs.dm.memcpy_from"] = function(g) return { g:num(), g:num() } end
+T["ibverbs.context.alloc_parent_domain"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "pd", g:opt(0.8, G.objx, "ibverbs.pd") },
+                                { "td", g:opt(0.4, G.objx, "ibverbs.td") } })) }
+end
+T["ibverbs.context.create_wq"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "pd", g:opt(0.8, G.objx, "ibverbs.pd") }, { "cq", g:opt(0.8, G.objx, "ibverbs.cq") },
+    { "max_wr", g:opt(0.5, G.size) }, { "max_sge", g:opt(0.5, G.size) },
+    { "create_flags", g:opt(0.3, G.flags, { "cvlan_stripping", "scatter_fcs", "bogus" }) } })) }
+end
+T["ibverbs.wq.modify"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "wq_state", g:opt(0.6, G.enum, { "reset", "rdy", "err", "bogus" }) },
+                                { "flags", g:opt(0.3, G.num) } })) }
+end
+T["ibverbs.wq.post_recv"] = post_recv
+T["ibverbs.context.create_rwq_ind_table"] = function(g)
+  local wqs = { { "[1]", g:objx("ibverbs.wq") }, { "[2]", g:objx("ibverbs.wq") } }
+  return { g:maybe_evil(g:tbl({ { "ind_tbl", g:opt(0.8, G.tbl, wqs) },
+                                { "log_ind_tbl_size", g:opt(0.4, G.num) } })) }
+end
+T["ibverbs.qp.create_flow"] = function(g)
+  local types = { "eth", "ipv4", "ipv6", "tcp", "udp", "action_count", "action_tag", "bogus" }
+  local spec = g:tbl({ { "type", g:enum(types) },
+    { "val", g:opt(0.6, G.tbl, { { "dst_mac", g:opt(0.5, G.str) }, { "dst_ip", g:opt(0.5, G.num) },
+                                 { "dst_port", g:opt(0.5, G.num) } }) },
+    { "counters", g:opt(0.3, G.objx, "ibverbs.counters") }, { "inner", g:opt(0.2, G.any, 2) } })
+  return { g:maybe_evil(g:tbl({ { "specs", "{" .. spec .. "}" }, { "port", g:opt(0.3, G.num) },
+                                { "type", g:opt(0.3, G.enum, { "normal", "sniffer", "bogus" }) } })) }
+end
+T["ibverbs.counters.attach_point_flow"] = function(g)
+  return { g:tbl({ { "counter_desc", g:enum({ "packets", "bytes", "bogus" }) }, { "index", g:num() } }),
+           g:opt(0.3, G.objx, "ibverbs.flow") }
+end
+T["ibverbs.counters.read"] = function(g) return { g:size(), g:opt(0.3, G.flags, { "prefer_cached" }) } end
+T["ibverbs.cq.modify"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "cq_count", g:opt(0.7, G.num) }, { "cq_period", g:opt(0.7, G.num) } })) }
+end
+T["ibverbs.cq.poll_ex"] = function(g) return { g:opt(0.7, G.size) } end
+T["ibverbs.qp.set_ece"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "vendor_id", g:opt(0.6, G.num) }, { "options", g:opt(0.6, G.num) } })) }
+end
+T["ibverbs.qp.modify_rate_limit"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "rate_limit", g:opt(0.7, G.num) }, { "typical_pkt_sz", g:opt(0.4, G.num) } })) }
+end
+T["ibverbs.qp.query_data_in_order"] = function(g) return { g:enum(OPCODES), g:opt(0.3, G.num) } end
+T["ibverbs.srq.post_srq_ops"] = function(g)
+  return { g:maybe_evil(g:tbl({ { "opcode", g:enum({ "tag_add", "tag_del", "tag_sync", "bogus" }) },
+    { "sge", g:opt(0.5, G.tbl, { { "mr", g:objx("ibverbs.mr") } }) }, { "tag", g:opt(0.5, G.num) },
+    { "handle", g:opt(0.3, G.num) } })) }
+end
 local function xrc_args(g) return { g:small(0xffffff), g:opt(0.5, G.qp_attr) } end
 for _, m in ipairs({ "modify_xrc_rcv_qp", "query_xrc_rcv_qp", "reg_xrc_rcv_qp", "unreg_xrc_rcv_qp",
                      "xrc_rcv_registrations" }) do
