@@ -3,9 +3,10 @@
  *
  *   ibv.wc_status_str("wr_flush_err"), ibv.wc_status_str(5)  -- "Work Request Flushed Error"
  *   ibv.node_type_str("ca"), ibv.port_state_str(4), ibv.event_type_str("port_active")
- *   ibv.rate_to_mbps("100_gbps") --> 100000; ibv.rate_to_mult("10_gbps") --> 4
- *   ibv.mbps_to_rate(25000) --> "25_gbps"; ibv.mult_to_rate(4) --> "10_gbps"
+ *   ibv.rate_to_mbps("10_gbps") --> 10000; ibv.rate_to_mult("10_gbps") --> 4
+ *   ibv.mbps_to_rate(25781) --> "25_gbps"; ibv.mult_to_rate(4) --> "10_gbps"
  *   ibv.is_qpt_supported(ctx:query_device_ex().tso_supported_qpts, "ud")
+ *   ibv.flow_label_to_udp_sport(0x12345)  -- the RoCE v2 UDP source port of a flow label
  * Every argument is a name (as the rest of the API gives it) or the C value.
  */
 #include "ibvl.h"
@@ -80,6 +81,15 @@ static int l_is_qpt_supported(lua_State *L)
 	return 1;
 }
 
+/* ibv.flow_label_to_udp_sport(flow_label): the RoCE v2 UDP source port a
+ * flow label gives (ibv_flow_label_to_udp_sport) */
+static int l_flow_label_to_udp_sport(lua_State *L)
+{
+	uint32_t fl = (uint32_t)ibvl_check_range(L, 1, 0, 0xfffff);
+	lua_pushinteger(L, ibv_flow_label_to_udp_sport(fl));
+	return 1;
+}
+
 void ibvl_open_names(lua_State *L)
 {
 	static const luaL_Reg funcs[] = {
@@ -87,7 +97,8 @@ void ibvl_open_names(lua_State *L)
 		{"port_state_str", l_port_state_str}, {"event_type_str", l_event_type_str},
 		{"rate_to_mbps", l_rate_to_mbps}, {"rate_to_mult", l_rate_to_mult},
 		{"mbps_to_rate", l_mbps_to_rate}, {"mult_to_rate", l_mult_to_rate},
-		{"is_qpt_supported", l_is_qpt_supported}, {NULL, NULL},
+		{"is_qpt_supported", l_is_qpt_supported},
+		{"flow_label_to_udp_sport", l_flow_label_to_udp_sport}, {NULL, NULL},
 	};
 	luaL_setfuncs(L, funcs, 0);
 }

@@ -44,7 +44,7 @@ build = {
         "csrc/ah.c", "csrc/buffer.c", "csrc/channel.c", "csrc/cm_addr.c", "csrc/cm_channel.c",
         "csrc/cm_id.c", "csrc/cm_qp.c", "csrc/context.c", "csrc/core.c",
         "csrc/cq.c", "csrc/device.c", "csrc/embed.c", "csrc/enums.c", "csrc/errno.c", "csrc/ffi.c", "csrc/helpers.c",
-        "csrc/loop.c", "csrc/mr.c", "csrc/mw.c", "csrc/object.c", "csrc/pd.c", "csrc/qp.c", "csrc/qp_ex.c",
+        "csrc/loop.c", "csrc/mr.c", "csrc/mw.c", "csrc/names.c", "csrc/object.c", "csrc/pd.c", "csrc/qp.c", "csrc/qp_ex.c",
         "csrc/srq.c", "csrc/wait.c", "csrc/wc.c", "csrc/wr.c", "csrc/xrcd.c",
       },
       defines = { "_GNU_SOURCE" },
