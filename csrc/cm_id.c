@@ -322,14 +322,21 @@ static int l_accept(lua_State *L)
 	return ibvl_cm_sync_result(L, lua_touserdata(L, 1), "rdma_accept", rc, timeout);
 }
 
-/* id:reject([private_data]) */
-static int l_reject(lua_State *L)
+/* id:reject([private_data]); id:reject_ece([private_data]) (reason 35: ECE) */
+static int reject(lua_State *L, int ece)
 {
 	struct rdma_cm_id *cid = check_id(L);
 	size_t len = 0;
 	const char *data = ibvl_opt_lstring(L, 2, &len);
 	luaL_argcheck(L, len <= 255, 2, "private data of at most 255 bytes expected");
+	if (ece)
+		return ibvl_result(L, "rdma_reject_ece", rdma_reject_ece(cid, data, (uint8_t)len));
 	return ibvl_result(L, "rdma_reject", rdma_reject(cid, data, (uint8_t)len));
+}
+
+static int l_reject(lua_State *L)
+{
+	return reject(L, 0);
 }
 
 /* id:disconnect([timeout_s]) */
@@ -551,14 +558,9 @@ static int l_get_remote_ece(lua_State *L)
 	return 1;
 }
 
-/* id:reject_ece([private_data]): rejects for unsupported ECE options (35) */
 static int l_reject_ece(lua_State *L)
 {
-	struct rdma_cm_id *cid = check_id(L);
-	size_t len = 0;
-	const char *data = ibvl_opt_lstring(L, 2, &len);
-	luaL_argcheck(L, len <= 255, 2, "private data of at most 255 bytes expected");
-	return ibvl_result(L, "rdma_reject_ece", rdma_reject_ece(cid, data, (uint8_t)len));
+	return reject(L, 1);
 }
 
 static int free_devices(lua_State *L)

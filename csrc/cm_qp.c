@@ -594,43 +594,48 @@ static struct ibvl_qp *vpost_args(lua_State *L, struct vpost *v, int send, int r
 	return qp;
 }
 
-static int l_post_sendv(lua_State *L)
+enum { VSEND, VRECV, VREAD, VWRITE };
+
+static int vpost(lua_State *L, int op)
 {
 	struct vpost v;
-	struct ibvl_cm_id *id = lua_touserdata(L, 1);
-	vpost_args(L, &v, 1, 0);
+	vpost_args(L, &v, op != VRECV, op == VREAD || op == VWRITE); /* checks the id first */
+	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, 1))->ptr;
 	void *ctx = (void *)(uintptr_t)v.wr_id;
-	return ibvl_result(L, "rdma_post_sendv",
-	                   rdma_post_sendv(id->o.ptr, ctx, v.sge, v.nsge, v.flags));
+	switch (op) {
+	case VSEND:
+		return ibvl_result(L, "rdma_post_sendv",
+		                   rdma_post_sendv(cid, ctx, v.sge, v.nsge, v.flags));
+	case VRECV:
+		return ibvl_result(L, "rdma_post_recvv", rdma_post_recvv(cid, ctx, v.sge, v.nsge));
+	case VREAD:
+		return ibvl_result(L, "rdma_post_readv", rdma_post_readv(cid, ctx, v.sge, v.nsge,
+		                                                         v.flags, v.remote_addr, v.rkey));
+	default:
+		return ibvl_result(L, "rdma_post_writev", rdma_post_writev(cid, ctx, v.sge, v.nsge,
+		                                                           v.flags, v.remote_addr,
+		                                                           v.rkey));
+	}
+}
+
+static int l_post_sendv(lua_State *L)
+{
+	return vpost(L, VSEND);
 }
 
 static int l_post_recvv(lua_State *L)
 {
-	struct vpost v;
-	struct ibvl_cm_id *id = lua_touserdata(L, 1);
-	vpost_args(L, &v, 0, 0);
-	void *ctx = (void *)(uintptr_t)v.wr_id;
-	return ibvl_result(L, "rdma_post_recvv", rdma_post_recvv(id->o.ptr, ctx, v.sge, v.nsge));
+	return vpost(L, VRECV);
 }
 
 static int l_post_readv(lua_State *L)
 {
-	struct vpost v;
-	struct ibvl_cm_id *id = lua_touserdata(L, 1);
-	vpost_args(L, &v, 1, 1);
-	void *ctx = (void *)(uintptr_t)v.wr_id;
-	return ibvl_result(L, "rdma_post_readv", rdma_post_readv(id->o.ptr, ctx, v.sge, v.nsge,
-	                                                         v.flags, v.remote_addr, v.rkey));
+	return vpost(L, VREAD);
 }
 
 static int l_post_writev(lua_State *L)
 {
-	struct vpost v;
-	struct ibvl_cm_id *id = lua_touserdata(L, 1);
-	vpost_args(L, &v, 1, 1);
-	void *ctx = (void *)(uintptr_t)v.wr_id;
-	return ibvl_result(L, "rdma_post_writev", rdma_post_writev(id->o.ptr, ctx, v.sge, v.nsge,
-	                                                           v.flags, v.remote_addr, v.rkey));
+	return vpost(L, VWRITE);
 }
 
 void ibvl_open_cm_qp_vectored(lua_State *L)

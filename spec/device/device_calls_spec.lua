@@ -93,6 +93,7 @@ describe("on rxe0, the device and process calls", function()
     assert.equal(95, errno)
     none, msg, errno = ibv.import_device(0) -- not an RDMA device's fd
     assert.is_nil(none)
+    assert.matches("^ibv_import_device: ", msg)
     assert.is_true(errno == 22 or errno == 19) -- EINVAL (not a character device), ENODEV
     mr:close(); pd:close(); ctx:close()
   end)
