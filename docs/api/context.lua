@@ -198,6 +198,7 @@ function context:get_pkey_index(port, pkey) end
 function context:query_rt_values_ex() end
 
 --- The Ethernet address and VLAN of an address handle's destination GID (`ibv_resolve_eth_l2_from_gid`).
+-- An unknown neighbour is resolved over netlink: the call may wait up to 3 s (libibverbs' own limit).
 -- @tparam table ah_attr as `pd:create_ah` takes it, with `grh`
 -- @treturn string MAC "aa:bb:cc:dd:ee:ff"
 -- @treturn integer VLAN id (0xffff: none)
