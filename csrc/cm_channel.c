@@ -78,3 +78,19 @@ void ibvl_open_cm_channel(lua_State *L)
 	ibvl_register(L, &ibvl_cm_channel_class, methods);
 	ibvl_cm_functions(L, fns);
 }
+
+/* cm.event_str(event): librdmacm's name of an event type given by name or
+ * number: cm.event_str("addr_resolved") --> "RDMA_CM_EVENT_ADDR_RESOLVED" */
+static int l_event_str(lua_State *L)
+{
+	lua_Integer v = ibvl_check_enum(L, 1, ibvl_cm_event_types);
+	int ev = v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int)v;
+	lua_pushstring(L, rdma_event_str((enum rdma_cm_event_type)ev));
+	return 1;
+}
+
+void ibvl_open_cm_event_str(lua_State *L)
+{
+	static const luaL_Reg fns[] = {{"event_str", l_event_str}, {NULL, NULL}};
+	ibvl_cm_functions(L, fns);
+}

@@ -12,6 +12,10 @@
  *   id:join_multicast("239.1.1.1" [, "sendonly_fullmember"]); id:leave_multicast(addr)
  *   id.port_num, id.ps, id.qp_type, id.context, id.pd, id.event (synchronous ids)
  *   local ep = assert(cm.create_ep(ai [, {pd =, qp_init_attr = {...}}]))
+ *   qp:modify(assert(id:init_qp_attr("rtr")))     -- a QP the cm did not make
+ *   id:notify("comm_est"); id:set_local_ece{vendor_id = v, options = o}
+ *   id:get_remote_ece() --> {vendor_id =, options =}; id:reject_ece([private_data])
+ *   for _, ctx in ipairs(cm.get_devices()) do print(ctx:name()) end
  * id:close() destroys what the cm made for the id (cm_qp.c) and then the id.
  * id.context is librdmacm's own device context and id.pd its default PD,
  * wrapped without taking ownership: closing them destroys nothing.
@@ -305,14 +309,21 @@ static int l_accept(lua_State *L)
 	return connect_or_accept(L, 1);
 }
 
-/* id:reject([private_data]) */
-static int l_reject(lua_State *L)
+/* id:reject([private_data]); id:reject_ece([private_data]) (reason 35: ECE) */
+static int reject(lua_State *L, int ece)
 {
 	struct rdma_cm_id *cid = check_id(L);
 	size_t len = 0;
 	const char *data = ibvl_opt_lstring(L, 2, &len);
 	luaL_argcheck(L, len <= 255, 2, "private data of at most 255 bytes expected");
+	if (ece)
+		return ibvl_result(L, "rdma_reject_ece", rdma_reject_ece(cid, data, (uint8_t)len));
 	return ibvl_result(L, "rdma_reject", rdma_reject(cid, data, (uint8_t)len));
+}
+
+static int l_reject(lua_State *L)
+{
+	return reject(L, 0);
 }
 
 /* id:disconnect([timeout_s]) */
@@ -449,5 +460,113 @@ void ibvl_open_cm_id(lua_State *L)
 	static const luaL_Reg fns[] = {{"create_id", l_create_id}, {NULL, NULL}};
 	ibvl_register(L, &ibvl_cm_id_class, methods);
 	ibvl_add_methods(L, ibvl_cm_channel_class.name, ch_methods);
+	ibvl_cm_functions(L, fns);
+}
+
+/* ---- QP attributes, notify, ECE, the device list ---------------------------- */
+/* id:init_qp_attr(qp_state) -> the attributes (a qp:modify table) that take a
+ * QP the cm did not make to qp_state for this id's connection */
+static int l_init_qp_attr(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof a);
+	a.qp_state = (enum ibv_qp_state)ibvl_check_enum(L, 2, ibvl_qp_states);
+	int mask = 0;
+	if (rdma_init_qp_attr(cid, &a, &mask) != 0)
+		return ibvl_fail(L, "rdma_init_qp_attr", errno);
+	ibvl_push_qp_attr_mask(L, &a, mask);
+	return 1;
+}
+
+/* id:notify(event_type): tells the cm of an event on a QP it did not make
+ * ("comm_est": data arrived before the connection was established) */
+static int l_notify(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	int ev = (int)ibvl_check_enum(L, 2, ibvl_event_types);
+	return ibvl_result(L, "rdma_notify", rdma_notify(cid, (enum ibv_event_type)ev));
+}
+
+static const char *const ece_fields[] = {"vendor_id", "options", NULL};
+
+/* id:set_local_ece{vendor_id =, options =}: what connect/accept offer */
+static int l_set_local_ece(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	ibvl_check_fields(L, 2, "ece", ece_fields);
+	struct ibv_ece ece = {
+		.vendor_id = (uint32_t)ibvl_int_field(L, 2, "vendor_id", 0, 0, UINT32_MAX),
+		.options = (uint32_t)ibvl_int_field(L, 2, "options", 0, 0, UINT32_MAX),
+	};
+	return ibvl_result(L, "rdma_set_local_ece", rdma_set_local_ece(cid, &ece));
+}
+
+/* id:get_remote_ece() -> {vendor_id =, options =}: what the peer offered */
+static int l_get_remote_ece(lua_State *L)
+{
+	struct rdma_cm_id *cid = check_id(L);
+	struct ibv_ece ece;
+	memset(&ece, 0, sizeof ece);
+	if (rdma_get_remote_ece(cid, &ece) != 0)
+		return ibvl_fail(L, "rdma_get_remote_ece", errno);
+	lua_createtable(L, 0, 2);
+	ibvl_set_int(L, "vendor_id", ece.vendor_id);
+	ibvl_set_int(L, "options", ece.options);
+	return 1;
+}
+
+static int l_reject_ece(lua_State *L)
+{
+	return reject(L, 1);
+}
+
+static int free_devices(lua_State *L)
+{
+	struct ibv_context ***list = lua_touserdata(L, 1);
+	if (*list != NULL)
+		rdma_free_devices(*list);
+	*list = NULL;
+	return 0;
+}
+
+/* cm.get_devices(): librdmacm's contexts, one per device, borrowed (closing
+ * one destroys nothing).  Each keeps the list, which holds librdmacm's
+ * reference to its device, until the context is collected. */
+static int l_get_devices(lua_State *L)
+{
+	struct ibv_context ***list = lua_newuserdatauv(L, sizeof *list, 0);
+	*list = NULL;
+	if (luaL_newmetatable(L, "ibverbs.cm_device_list")) {
+		lua_pushcfunction(L, free_devices);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_setmetatable(L, -2);
+	int n = 0, hold = lua_gettop(L);
+	*list = rdma_get_devices(&n);
+	if (*list == NULL)
+		return ibvl_fail(L, "rdma_get_devices", errno);
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		ibvl_cm_push_context(L, (*list)[i]);
+		lua_getiuservalue(L, -1, 1);
+		lua_pushvalue(L, hold);
+		lua_setfield(L, -2, "device_list");
+		lua_pop(L, 1);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
+void ibvl_open_cm_id_more(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"init_qp_attr", l_init_qp_attr}, {"notify", l_notify},
+		{"set_local_ece", l_set_local_ece}, {"get_remote_ece", l_get_remote_ece},
+		{"reject_ece", l_reject_ece}, {NULL, NULL},
+	};
+	static const luaL_Reg fns[] = {{"get_devices", l_get_devices}, {NULL, NULL}};
+	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
 	ibvl_cm_functions(L, fns);
 }

@@ -571,3 +571,108 @@ void ibvl_open_cm_qp(lua_State *L)
 	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
 	ibvl_cm_functions(L, fns);
 }
+
+/* ---- the vectored rdma_verbs helpers ---------------------------------------
+ * id:post_sendv(wr_id, sg_list [, flags]), id:post_recvv(wr_id, sg_list),
+ * id:post_readv(wr_id, sg_list, flags, remote_addr, rkey), id:post_writev(...):
+ * sg_list is an array of SGE tables, as in qp:post_send ({mr =, offset =,
+ * length =} or {addr =, length =, lkey =}). */
+#define CM_MAX_SGE 16
+
+struct vpost {
+	struct ibv_sge sge[CM_MAX_SGE];
+	struct ibvl_sge_src src[CM_MAX_SGE];
+	int nsge, flags;
+	uint64_t wr_id, remote_addr;
+	uint32_t rkey;
+};
+
+/* Reads the arguments of a vectored post; returns the id's QP (checked last). */
+static struct ibvl_qp *vpost_args(lua_State *L, struct vpost *v, int send, int rdma)
+{
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_cm_id *id = check_cm_id(L);
+	v->wr_id = ibvl_check_u64(L, 2);
+	luaL_checktype(L, 3, LUA_TTABLE);
+	v->flags = send ? (int)ibvl_opt_flags(L, 4, ibvl_send_flags, IBV_SEND_SIGNALED) : 0;
+	if (rdma) {
+		v->remote_addr = ibvl_check_u64(L, 5);
+		v->rkey = (uint32_t)ibvl_check_range(L, 6, 0, UINT32_MAX);
+	}
+	lua_createtable(L, 0, 1); /* {sg_list = arg 3}, as a WR table */
+	lua_pushvalue(L, 3);
+	lua_setfield(L, -2, "sg_list");
+	v->nsge = ibvl_parse_sges(L, lua_gettop(L), v->sge, v->src, CM_MAX_SGE);
+	ibvl_guard_end(L, &g);
+	struct ibvl_qp *qp = (struct ibvl_qp *)owned(id, OWN_QP);
+	if (qp == NULL)
+		ibvl_error(L, "the cm id has no QP (create_qp first)");
+	if (send && ((struct ibv_qp *)qp->o.ptr)->qp_type == IBV_QPT_UD)
+		ibvl_error(L, "a UD id sends with post_ud_send (the vectored helpers carry no address "
+		              "handle)");
+	size_t total = 0;
+	for (int j = 0; j < v->nsge; j++) {
+		if ((v->flags & IBV_SEND_INLINE) && v->src[j].mr == NULL)
+			ibvl_error(L, "send flag 'inline': the CPU copies the data, so SGE %d needs 'mr'",
+			           j + 1);
+		total += v->sge[j].length;
+	}
+	if ((v->flags & IBV_SEND_INLINE) && total > qp->max_inline_data)
+		ibvl_error(L, "send flag 'inline': %d bytes, the QP takes at most %d inline",
+		           (int)total, (int)qp->max_inline_data);
+	return qp;
+}
+
+enum { VSEND, VRECV, VREAD, VWRITE };
+
+static int vpost(lua_State *L, int op)
+{
+	struct vpost v;
+	vpost_args(L, &v, op != VRECV, op == VREAD || op == VWRITE); /* checks the id first */
+	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, 1))->ptr;
+	void *ctx = (void *)(uintptr_t)v.wr_id;
+	switch (op) {
+	case VSEND:
+		return ibvl_result(L, "rdma_post_sendv",
+		                   rdma_post_sendv(cid, ctx, v.sge, v.nsge, v.flags));
+	case VRECV:
+		return ibvl_result(L, "rdma_post_recvv", rdma_post_recvv(cid, ctx, v.sge, v.nsge));
+	case VREAD:
+		return ibvl_result(L, "rdma_post_readv", rdma_post_readv(cid, ctx, v.sge, v.nsge,
+		                                                         v.flags, v.remote_addr, v.rkey));
+	default:
+		return ibvl_result(L, "rdma_post_writev", rdma_post_writev(cid, ctx, v.sge, v.nsge,
+		                                                           v.flags, v.remote_addr,
+		                                                           v.rkey));
+	}
+}
+
+static int l_post_sendv(lua_State *L)
+{
+	return vpost(L, VSEND);
+}
+
+static int l_post_recvv(lua_State *L)
+{
+	return vpost(L, VRECV);
+}
+
+static int l_post_readv(lua_State *L)
+{
+	return vpost(L, VREAD);
+}
+
+static int l_post_writev(lua_State *L)
+{
+	return vpost(L, VWRITE);
+}
+
+void ibvl_open_cm_qp_vectored(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"post_sendv", l_post_sendv}, {"post_recvv", l_post_recvv},
+		{"post_readv", l_post_readv}, {"post_writev", l_post_writev}, {NULL, NULL},
+	};
+	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
+}

@@ -8,9 +8,14 @@
  *   ctx:query_pkey(1, 0)
  *   local ev = ctx:get_async_event(1.0)  -- {type="port_active", port_num=1} or nil on timeout
  *   ctx:async_fd(), ctx:name()
+ *   ctx:cmd_fd(), ctx:num_comp_vectors(), ctx:get_pkey_index(1, 0xffff)
+ *   ctx:query_rt_values_ex().raw_clock, ctx:resolve_eth_l2_from_gid(ah_attr)  -- mac, vid
  */
+#include <endian.h>
 #include <fcntl.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "ibvl.h"
 
@@ -263,4 +268,83 @@ void ibvl_open_context(lua_State *L)
 		{"async_fd", l_async_fd}, {"name", l_name}, {NULL, NULL},
 	};
 	ibvl_register(L, &ibvl_context_class, methods);
+}
+
+/* ---- more of the context: fds, completion vectors, P_Keys, clocks, L2 ---- */
+static int l_cmd_fd(lua_State *L)
+{
+	lua_pushinteger(L, check_ctx(L)->cmd_fd);
+	return 1;
+}
+
+static int l_num_comp_vectors(lua_State *L)
+{
+	lua_pushinteger(L, check_ctx(L)->num_comp_vectors);
+	return 1;
+}
+
+/* ctx:get_pkey_index(port, pkey): the index of the P_Key in the port's table */
+static int l_get_pkey_index(lua_State *L)
+{
+	struct ibv_context *ctx = check_ctx(L);
+	int port = (int)ibvl_check_range(L, 2, 1, 255);
+	uint16_t pkey = (uint16_t)ibvl_check_range(L, 3, 0, UINT16_MAX);
+	errno = 0;
+	int index = ibv_get_pkey_index(ctx, (uint8_t)port, htobe16(pkey));
+	if (index < 0)
+		return ibvl_fail(L, "ibv_get_pkey_index", errno ? errno : ENOENT);
+	lua_pushinteger(L, index);
+	return 1;
+}
+
+/* ctx:query_rt_values_ex() -> {raw_clock = {tv_sec =, tv_nsec =}} */
+static int l_query_rt_values_ex(lua_State *L)
+{
+	struct ibv_context *ctx = check_ctx(L);
+	struct ibv_values_ex v = {.comp_mask = IBV_VALUES_MASK_RAW_CLOCK};
+	int rc = ibv_query_rt_values_ex(ctx, &v);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_query_rt_values_ex", rc);
+	lua_createtable(L, 0, 1);
+	if (v.comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+		lua_createtable(L, 0, 2);
+		ibvl_set_int(L, "tv_sec", (lua_Integer)v.raw_clock.tv_sec);
+		ibvl_set_int(L, "tv_nsec", (lua_Integer)v.raw_clock.tv_nsec);
+		lua_setfield(L, -2, "raw_clock");
+	}
+	return 1;
+}
+
+/* ctx:resolve_eth_l2_from_gid(ah_attr) -> "aa:bb:cc:dd:ee:ff", vlan id */
+static int l_resolve_eth_l2_from_gid(lua_State *L)
+{
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibv_context *ctx = check_ctx(L);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	struct ibv_ah_attr ah;
+	memset(&ah, 0, sizeof ah);
+	ibvl_parse_ah_attr(L, 2, &ah);
+	ibvl_guard_end(L, &g);
+	uint8_t mac[6];
+	uint16_t vid = 0;
+	int rc = ibv_resolve_eth_l2_from_gid(ctx, &ah, mac, &vid);
+	if (rc != 0)
+		return ibvl_fail(L, "ibv_resolve_eth_l2_from_gid", rc < 0 ? errno : rc);
+	char text[18];
+	snprintf(text, sizeof text, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3],
+	         mac[4], mac[5]);
+	lua_pushstring(L, text);
+	lua_pushinteger(L, vid);
+	return 2;
+}
+
+void ibvl_open_context_more(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"cmd_fd", l_cmd_fd}, {"num_comp_vectors", l_num_comp_vectors},
+		{"get_pkey_index", l_get_pkey_index}, {"query_rt_values_ex", l_query_rt_values_ex},
+		{"resolve_eth_l2_from_gid", l_resolve_eth_l2_from_gid}, {NULL, NULL},
+	};
+	ibvl_add_methods(L, ibvl_context_class.name, methods);
 }

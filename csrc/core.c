@@ -102,6 +102,14 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_cm_id(L);
 	ibvl_open_cm_addr(L);
 	ibvl_open_cm_qp(L);
+	ibvl_open_names(L);
+	ibvl_open_context_more(L);
+	ibvl_open_pd_import(L);
+	ibvl_open_mr_import(L);
+	ibvl_open_qp_mcast(L);
+	ibvl_open_cm_id_more(L);
+	ibvl_open_cm_qp_vectored(L);
+	ibvl_open_cm_event_str(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");
 	return 1;

@@ -3,8 +3,13 @@
  *
  *   for _, d in ipairs(ibv.devices()) do print(d.name, d.guid, d.transport) end
  *   local ctx = assert(ibv.open("rxe0"))   -- or ibv.open(1), or ibv.open()
+ *   ibv.devices()[1].device_index          -- the kernel's index (ibv_get_device_index)
+ *   assert(ibv.fork_init()); ibv.is_fork_initialized()  -- "disabled", "enabled", "unneeded"
+ *   local ctx2 = assert(ibv.import_device(ctx:cmd_fd()))  -- the fd is duplicated first
  */
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ibvl.h"
 
@@ -19,6 +24,7 @@ static void push_device(lua_State *L, struct ibv_device *d, int index)
 	ibvl_set_str(L, "dev_name", d->dev_name);
 	ibvl_set_str(L, "ibdev_path", d->ibdev_path);
 	ibvl_set_int(L, "index", index);
+	ibvl_set_int(L, "device_index", ibv_get_device_index(d)); /* -1: not known */
 }
 
 static int l_devices(lua_State *L)
@@ -70,8 +76,46 @@ static int l_open(lua_State *L)
 	return 1;
 }
 
+/* ibv.fork_init(): true, or nil, msg, errno */
+static int l_fork_init(lua_State *L)
+{
+	return ibvl_result(L, "ibv_fork_init", ibv_fork_init());
+}
+
+static int l_is_fork_initialized(lua_State *L)
+{
+	ibvl_push_enum(L, ibvl_fork_statuses, ibv_is_fork_initialized());
+	return 1;
+}
+
+/* ibv.import_device(cmd_fd): a context sharing the device objects of the
+ * context (of this or another process) whose command fd is given.  The fd is
+ * duplicated here: the new context owns and closes the duplicate, the caller
+ * keeps its own. */
+static int l_import_device(lua_State *L)
+{
+	int fd = (int)ibvl_check_range(L, 1, 0, INT32_MAX);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_context_class, sizeof *o);
+	int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dupfd < 0)
+		return ibvl_fail(L, "ibv_import_device", errno);
+	o->ptr = ibv_import_device(dupfd);
+	if (o->ptr == NULL) {
+		int err = errno;
+		if (fcntl(dupfd, F_GETFD) != -1) /* a failed import may have closed it */
+			close(dupfd);
+		return ibvl_fail(L, "ibv_import_device", err);
+	}
+	ibvl_track(L, -1);
+	return 1;
+}
+
 void ibvl_open_device(lua_State *L)
 {
-	static const luaL_Reg funcs[] = {{"devices", l_devices}, {"open", l_open}, {NULL, NULL}};
+	static const luaL_Reg funcs[] = {
+		{"devices", l_devices}, {"open", l_open}, {"fork_init", l_fork_init},
+		{"is_fork_initialized", l_is_fork_initialized}, {"import_device", l_import_device},
+		{NULL, NULL},
+	};
 	luaL_setfuncs(L, funcs, 0);
 }

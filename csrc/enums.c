@@ -280,4 +280,22 @@ const struct ibvl_enum ibvl_wq_flags[] = {
 
 const struct ibvl_enum ibvl_counter_descs[] = {
 	E("packets", IBV_COUNTER_PACKETS), E("bytes", IBV_COUNTER_BYTES), END,
+const struct ibvl_enum ibvl_rates[] = {
+	E("max", IBV_RATE_MAX), E("2_5_gbps", IBV_RATE_2_5_GBPS), E("5_gbps", IBV_RATE_5_GBPS),
+	E("10_gbps", IBV_RATE_10_GBPS), E("14_gbps", IBV_RATE_14_GBPS),
+	E("20_gbps", IBV_RATE_20_GBPS), E("25_gbps", IBV_RATE_25_GBPS),
+	E("28_gbps", IBV_RATE_28_GBPS), E("30_gbps", IBV_RATE_30_GBPS),
+	E("40_gbps", IBV_RATE_40_GBPS), E("50_gbps", IBV_RATE_50_GBPS),
+	E("56_gbps", IBV_RATE_56_GBPS), E("60_gbps", IBV_RATE_60_GBPS),
+	E("80_gbps", IBV_RATE_80_GBPS), E("100_gbps", IBV_RATE_100_GBPS),
+	E("112_gbps", IBV_RATE_112_GBPS), E("120_gbps", IBV_RATE_120_GBPS),
+	E("168_gbps", IBV_RATE_168_GBPS), E("200_gbps", IBV_RATE_200_GBPS),
+	E("300_gbps", IBV_RATE_300_GBPS), E("400_gbps", IBV_RATE_400_GBPS),
+	E("600_gbps", IBV_RATE_600_GBPS), E("800_gbps", IBV_RATE_800_GBPS),
+	E("1200_gbps", IBV_RATE_1200_GBPS), END,
+};
+
+const struct ibvl_enum ibvl_fork_statuses[] = {
+	E("disabled", IBV_FORK_DISABLED), E("enabled", IBV_FORK_ENABLED),
+	E("unneeded", IBV_FORK_UNNEEDED), END,
 };

@@ -271,6 +271,7 @@ extern const struct ibvl_enum ibvl_node_types[], ibvl_transports[], ibvl_port_st
 	ibvl_srq_types[], ibvl_gid_types[], ibvl_wc_ex_flags[], ibvl_qp_attr_masks[],
 	ibvl_cm_event_types[], ibvl_cm_port_spaces[], ibvl_cm_join_flags[], ibvl_cm_families[],
 	ibvl_cm_rai_flags[];
+extern const struct ibvl_enum ibvl_rates[], ibvl_fork_statuses[];
 
 /* ---- object files: each registers its metatable and its constructors ---- */
 void ibvl_open_device(lua_State *L);
@@ -293,6 +294,12 @@ void ibvl_open_srq(lua_State *L);
 void ibvl_open_xrcd(lua_State *L);
 void ibvl_open_loop(lua_State *L);
 void ibvl_open_qp_ex(lua_State *L);
+void ibvl_open_names(lua_State *L);        /* names.c: the *_str helpers, rates */
+void ibvl_open_context_more(lua_State *L); /* context.c: fds, P_Key index, clock, L2 */
+void ibvl_open_pd_import(lua_State *L);    /* pd.c: ctx:import_pd */
+void ibvl_open_mr_import(lua_State *L);    /* mr.c: pd:import_mr */
+void ibvl_open_qp_mcast(lua_State *L);     /* qp.c: attach_mcast, detach_mcast */
+void ibvl_push_qp_attr_mask(lua_State *L, const struct ibv_qp_attr *a, int mask);
 
 extern const struct ibvl_class ibvl_context_class, ibvl_pd_class, ibvl_mr_class,
 	ibvl_buffer_class, ibvl_channel_class, ibvl_cq_class, ibvl_qp_class, ibvl_srq_class,
@@ -438,6 +445,9 @@ void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_id
 void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
 void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx);
 void ibvl_open_cm_qp(lua_State *L);
+void ibvl_open_cm_id_more(lua_State *L);      /* cm_id.c: init_qp_attr, notify, ECE, devices */
+void ibvl_open_cm_qp_vectored(lua_State *L);  /* cm_qp.c: post_sendv ... */
+void ibvl_open_cm_event_str(lua_State *L);    /* cm_channel.c: cm.event_str */
 void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid);
 void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx);
 void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);

@@ -10,6 +10,7 @@
  *   pd:reg_mr_iova(iova, 4096, access)      -- the device sees the MR at iova
  *   pd:alloc_null_mr(); pd:reg_dmabuf_mr{fd =, length =}  -- ibverbs.dev_mr: keys only
  *   pd:advise_mr{advice = "prefetch", sg_list = {{mr = mr}}}  -- ODP prefetch
+ *   local mr2 = assert(pd2:import_mr(mr.handle))  -- pd2 imported: closing unimports
  */
 #include <stdlib.h>
 #include <string.h>
@@ -118,22 +119,23 @@ static int l_reg_mr(lua_State *L)
 {
 	return reg(L, 0);
 }
+static struct ibv_mr *mem_mr(lua_State *L);
 
 static int l_read(lua_State *L)
 {
-	struct ibv_mr *mr = check_mr(L);
+	struct ibv_mr *mr = mem_mr(L);
 	return ibvl_mem_read(L, mr->addr, mr->length, 2);
 }
 
 static int l_write(lua_State *L)
 {
-	struct ibv_mr *mr = check_mr(L);
+	struct ibv_mr *mr = mem_mr(L);
 	return ibvl_mem_write(L, mr->addr, mr->length, 2);
 }
 
 static int l_u64(lua_State *L)
 {
-	struct ibv_mr *mr = check_mr(L);
+	struct ibv_mr *mr = mem_mr(L);
 	return ibvl_mem_u64(L, mr->addr, mr->length, 2);
 }
 
@@ -272,5 +274,46 @@ void ibvl_open_mr(lua_State *L)
 	static const luaL_Reg dev_methods[] = {{NULL, NULL}};
 	ibvl_register(L, &ibvl_mr_class, methods);
 	ibvl_register(L, &ibvl_dev_mr_class, dev_methods);
+	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+}
+
+/* ---- imported MRs: pd:import_mr(handle), closed with ibv_unimport_mr ----- */
+static int unimport_mr(struct ibvl_obj *o, void *ptr)
+{
+	(void)o;
+	ibv_unimport_mr(ptr);
+	return 0;
+}
+
+/* Its addr is the exporter's: mr:read/write/u64 refuse it (mem_mr). */
+static const struct ibvl_class imported_mr = {"ibverbs.mr", unimport_mr, "ibv_unimport_mr",
+                                              mr_field};
+
+static struct ibv_mr *mem_mr(lua_State *L)
+{
+	struct ibvl_obj *o = ibvl_check(L, 1, &ibvl_mr_class);
+	if (o->cls == &imported_mr)
+		ibvl_error(L, "an imported MR's memory is the exporting process's: read and write "
+		              "it there");
+	return o->ptr;
+}
+
+/* pd:import_mr(mr_handle): the MR mr.handle names, on a PD imported from the
+ * context that made it */
+static int l_import_mr(lua_State *L)
+{
+	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
+	uint32_t handle = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
+	struct mr *m = ibvl_new(L, &imported_mr, sizeof *m);
+	m->o.ptr = ibv_import_mr(pd->ptr, handle);
+	if (m->o.ptr == NULL)
+		return ibvl_fail(L, "ibv_import_mr", errno);
+	ibvl_use(L, -1, 1);
+	return 1;
+}
+
+void ibvl_open_mr_import(lua_State *L)
+{
+	static const luaL_Reg pd_methods[] = {{"import_mr", l_import_mr}, {NULL, NULL}};
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 }

@@ -761,6 +761,63 @@ void ibvl_open_qp_more(lua_State *L)
 		{"query_ece", l_query_ece}, {"set_ece", l_set_ece},
 		{"modify_rate_limit", l_modify_rate_limit},
 		{"query_data_in_order", l_query_data_in_order}, {NULL, NULL},
+/* ---- multicast: qp:attach_mcast(gid, lid), qp:detach_mcast(gid, lid) ------
+ * A UD QP joins a group by its GID (and LID on InfiniBand; 0 on RoCE).  On
+ * soft-RoCE the group's packets reach the QP only when the netdev is a member
+ * of the IP group as well (rdma_cm's join does that; see the guide). */
+static int mcast(lua_State *L, int attach)
+{
+	union ibv_gid gid;
+	ibvl_check_gid(L, 2, &gid);
+	uint16_t lid = (uint16_t)ibvl_opt_range(L, 3, 0, 0, UINT16_MAX);
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	if (attach)
+		return ibvl_result(L, "ibv_attach_mcast", ibv_attach_mcast(qp->o.ptr, &gid, lid));
+	return ibvl_result(L, "ibv_detach_mcast", ibv_detach_mcast(qp->o.ptr, &gid, lid));
+}
+
+static int l_attach_mcast(lua_State *L)
+{
+	return mcast(L, 1);
+}
+
+static int l_detach_mcast(lua_State *L)
+{
+	return mcast(L, 0);
+}
+
+/* The attributes of a with mask's bits set, as qp:modify reads them
+ * (rdma_init_qp_attr's result, cm_id.c). */
+void ibvl_push_qp_attr_mask(lua_State *L, const struct ibv_qp_attr *a, int mask)
+{
+	lua_createtable(L, 0, 12);
+	for (const struct attr_int *f = attr_ints; f->name != NULL; f++)
+		if (mask & f->mask)
+			ibvl_set_int(L, f->name, get_attr_int(a, f));
+	if (mask & IBV_QP_STATE)
+		ibvl_set_enum(L, "qp_state", ibvl_qp_states, a->qp_state);
+	if (mask & IBV_QP_CUR_STATE)
+		ibvl_set_enum(L, "cur_qp_state", ibvl_qp_states, a->cur_qp_state);
+	if (mask & IBV_QP_PATH_MIG_STATE)
+		ibvl_set_enum(L, "path_mig_state", ibvl_mig_states, a->path_mig_state);
+	if (mask & IBV_QP_PATH_MTU)
+		ibvl_set_int(L, "path_mtu", 128 << a->path_mtu);
+	if (mask & IBV_QP_ACCESS_FLAGS)
+		ibvl_set_int(L, "qp_access_flags", a->qp_access_flags);
+	if (mask & IBV_QP_AV) {
+		ibvl_push_ah_attr(L, &a->ah_attr);
+		lua_setfield(L, -2, "ah_attr");
+	}
+	if (mask & IBV_QP_ALT_PATH) {
+		ibvl_push_ah_attr(L, &a->alt_ah_attr);
+		lua_setfield(L, -2, "alt_ah_attr");
+	}
+}
+
+void ibvl_open_qp_mcast(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"attach_mcast", l_attach_mcast}, {"detach_mcast", l_detach_mcast}, {NULL, NULL},
 	};
 	ibvl_add_methods(L, ibvl_qp_class.name, methods);
 }

@@ -50,4 +50,16 @@ function cm.create_ep(ai, attr) end
 -- @errno ETIMEDOUT; EPROTO or the event's -status when another event came
 function cm.expect(ch, name, timeout) end
 
+--- librdmacm's device contexts (`rdma_get_devices`), borrowed: closing one destroys nothing.
+-- Each holds librdmacm's reference to its device until it is collected (then `rdma_free_devices`).
+-- @treturn {ibverbs.context,...}
+-- @return[2] nil, message, errno
+-- @errno ENODEV no RDMA device
+function cm.get_devices() end
+
+--- librdmacm's name of an event type (`rdma_event_str`).
+-- @tparam string|integer event a name as events give it ("established") or the C value
+-- @treturn string "RDMA_CM_EVENT_ESTABLISHED"; "UNKNOWN EVENT" for other values
+function cm.event_str(event) end
+
 return cm

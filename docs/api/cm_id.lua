@@ -287,4 +287,81 @@ function cm_id:close() end
 -- @treturn boolean
 function cm_id:is_closed() end
 
+--- The attributes that take a QP the cm did not make to a state for this id's connection
+-- (`rdma_init_qp_attr`): a table `qp:modify` takes as it is.
+-- @tparam string qp_state "init", "rtr" or "rts"
+-- @treturn table e.g. for "rtr": `qp_state`, `ah_attr`, `path_mtu`, `dest_qp_num`, `rq_psn`, ...
+-- @return[2] nil, message, errno
+-- @errno EINVAL the id has no route or connection yet for that state
+function cm_id:init_qp_attr(qp_state) end
+
+--- Tells the cm of an event on a QP it did not make (`rdma_notify`), e.g. "comm_est" when data
+-- arrived before the connection was established.
+-- @tparam string|integer event an async event type name
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL the id is not connecting
+function cm_id:notify(event) end
+
+--- The enhanced connection establishment options `connect`/`accept` offer (`rdma_set_local_ece`);
+-- only on an id without a cm QP.
+-- @tparam table ece `vendor_id` (not 0), `options`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL vendor_id 0, or the id has a QP
+function cm_id:set_local_ece(ece) end
+
+--- The ECE options the peer offered (`rdma_get_remote_ece`); only on an id without a cm QP.
+-- @treturn table `vendor_id`, `options`
+-- @return[2] nil, message, errno
+-- @errno EINVAL the id has a QP
+function cm_id:get_remote_ece() end
+
+--- Rejects a connection request for unsupported ECE options (`rdma_reject_ece`: reason 35).
+-- @tparam[opt] string private_data at most 255 bytes
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL not a request's id
+function cm_id:reject_ece(private_data) end
+
+--- Sends a scatter/gather list (`rdma_post_sendv`) on a connected id's QP.
+-- @tparam integer wr_id
+-- @tparam {table,...} sg_list SGE tables as in `qp:post_send` (`{mr =, offset =, length =}` or
+-- `{addr =, length =, lkey =}`), at most 16
+-- @tparam[opt] {string,...}|integer flags send flags (default "signaled"); "inline" needs MR SGEs
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno what `ibv_post_send` returns (ENOMEM queue full, EINVAL too many SGEs, ...)
+function cm_id:post_sendv(wr_id, sg_list, flags) end
+
+--- Posts a receive into a scatter/gather list (`rdma_post_recvv`), on the id's SRQ when it has one.
+-- @tparam integer wr_id
+-- @tparam {table,...} sg_list as `post_sendv`
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno what `ibv_post_recv` returns
+function cm_id:post_recvv(wr_id, sg_list) end
+
+--- RDMA-reads remote memory into a scatter/gather list (`rdma_post_readv`).
+-- @tparam integer wr_id
+-- @tparam {table,...} sg_list as `post_sendv`
+-- @tparam[opt] {string,...}|integer flags
+-- @tparam integer remote_addr
+-- @tparam integer rkey
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno what `ibv_post_send` returns
+function cm_id:post_readv(wr_id, sg_list, flags, remote_addr, rkey) end
+
+--- RDMA-writes a scatter/gather list to remote memory (`rdma_post_writev`).
+-- @tparam integer wr_id
+-- @tparam {table,...} sg_list as `post_sendv`
+-- @tparam[opt] {string,...}|integer flags
+-- @tparam integer remote_addr
+-- @tparam integer rkey
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno what `ibv_post_send` returns
+function cm_id:post_writev(wr_id, sg_list, flags, remote_addr, rkey) end
+
 return cm_id

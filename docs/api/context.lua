@@ -220,5 +220,43 @@ function context:create_rwq_ind_table(init_attr) end
 -- @return[2] nil, message, errno
 -- @errno EOPNOTSUPP (rxe; not verified on hardware)
 function context:create_counters() end
+--- The command file descriptor (`ctx->cmd_fd`), for `ibverbs.import_device` in this or another process.
+-- @treturn integer fd
+function context:cmd_fd() end
+
+--- How many completion vectors the device has (`ctx->num_comp_vectors`): the range of a CQ's `comp_vector`.
+-- @treturn integer at least 1
+function context:num_comp_vectors() end
+
+--- The index of a P_Key in a port's table (`ibv_get_pkey_index`).
+-- @tparam integer port 1 to 255
+-- @tparam integer pkey 0 to 0xffff, e.g. 0xffff (the default full-membership key)
+-- @treturn integer index
+-- @return[2] nil, message, errno
+-- @errno what `ibv_query_pkey` returns past the table (EINVAL, ...): the key is not there
+function context:get_pkey_index(port, pkey) end
+
+--- The device's raw clock (`ibv_query_rt_values_ex`).
+-- @treturn table `raw_clock` = {`tv_sec`, `tv_nsec`} (the device's free-running counter)
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP the provider lacks it (rxe)
+function context:query_rt_values_ex() end
+
+--- The Ethernet address and VLAN of an address handle's destination GID (`ibv_resolve_eth_l2_from_gid`).
+-- An unknown neighbour is resolved over netlink: the call may wait up to 3 s (libibverbs' own limit).
+-- @tparam table ah_attr as `pd:create_ah` takes it, with `grh`
+-- @treturn string MAC "aa:bb:cc:dd:ee:ff"
+-- @treturn integer VLAN id (0xffff: none)
+-- @return[2] nil, message, errno
+-- @errno EINVAL no GRH; EHOSTUNREACH, ... the neighbour could not be resolved
+function context:resolve_eth_l2_from_gid(ah_attr) end
+
+--- A PD made through another context that shares this one's device objects (`ibv_import_pd`):
+-- `self` comes from `ibverbs.import_device`.  Closing it calls `ibv_unimport_pd` (the PD stays with its owner).
+-- @tparam integer pd_handle the PD's `handle`
+-- @treturn ibverbs.pd
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP the provider cannot import (rxe)
+function context:import_pd(pd_handle) end
 
 return context

@@ -26,7 +26,8 @@ function ibv.strerror(e) end
 
 --- The RDMA devices (`ibv_get_device_list`).
 -- @treturn {table,...} entries `name`, `guid`, `node_type`, `transport` ("ib", "iwarp", ...),
--- `dev_name`, `ibdev_path`, `index`
+-- `dev_name`, `ibdev_path`, `index` (1-based position), `device_index` (the kernel's index,
+-- `ibv_get_device_index`; -1 when unknown)
 -- @return[2] nil, message, errno
 -- @errno ENOSYS the kernel has no RDMA support; ENOMEM
 function ibv.devices() end
@@ -180,5 +181,76 @@ function ibv.unreg_xrc_rcv_qp(d, qpn) end
 -- @tparam integer qpn
 -- @treturn integer
 function ibv.xrc_rcv_registrations(d, qpn) end
+
+--- Makes registered memory safe across fork(2) (`ibv_fork_init`).  Call it first:
+-- once memory is registered it fails with EINVAL (unless the kernel needs nothing).
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL called too late; ENOMEM
+function ibv.fork_init() end
+
+--- The fork protection in force (`ibv_is_fork_initialized`).
+-- @treturn string "disabled", "enabled" or "unneeded" (the kernel protects registered memory itself)
+function ibv.is_fork_initialized() end
+
+--- A context sharing the device objects of the context whose command fd is given
+-- (`ibv_import_device`), e.g. another process's, passed over a Unix socket.  The fd is
+-- duplicated first: the new context owns the duplicate, the caller keeps its own.
+-- @tparam integer cmd_fd an open context's `ctx:cmd_fd()`
+-- @treturn ibverbs.context
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP the provider cannot import (rxe); EINVAL not a character device; ENODEV not an RDMA device
+function ibv.import_device(cmd_fd) end
+
+--- libibverbs' text for a completion status (`ibv_wc_status_str`).
+-- @tparam string|integer status a name as completions give it ("wr_flush_err") or the C value
+-- @treturn string "Work Request Flushed Error"; "unknown" for a value out of range
+function ibv.wc_status_str(status) end
+
+--- libibverbs' text for a node type (`ibv_node_type_str`).
+-- @tparam string|integer node_type "ca", "switch", ... or the C value
+-- @treturn string "InfiniBand channel adapter"
+function ibv.node_type_str(node_type) end
+
+--- libibverbs' text for a port state (`ibv_port_state_str`).
+-- @tparam string|integer state "active", ... or the C value
+-- @treturn string "active"
+function ibv.port_state_str(state) end
+
+--- libibverbs' text for an async event type (`ibv_event_type_str`).
+-- @tparam string|integer event "port_active", ... or the C value
+-- @treturn string "port active"
+function ibv.event_type_str(event) end
+
+--- A static rate in Mbit/s (`ibv_rate_to_mbps`).
+-- @tparam string|integer rate "2_5_gbps", "10_gbps", ..., "1200_gbps", "max", or the C value
+-- @treturn integer 2500 for "2_5_gbps"; -1 for "max" and unknown values
+function ibv.rate_to_mbps(rate) end
+
+--- A static rate as a multiple of 2.5 Gbit/s (`ibv_rate_to_mult`).
+-- @tparam string|integer rate as `rate_to_mbps`
+-- @treturn integer 4 for "10_gbps"; -1 for "max" and unknown values
+function ibv.rate_to_mult(rate) end
+
+--- The static rate of a speed in Mbit/s (`mbps_to_ibv_rate`): exact values only.
+-- @tparam integer mbps 2500, 5000, 10000, 14062, 25781, ...
+-- @treturn string|integer the rate's name ("2_5_gbps"), "max" when no rate matches
+function ibv.mbps_to_rate(mbps) end
+
+--- The static rate of a multiple of 2.5 Gbit/s (`mult_to_ibv_rate`).
+-- @tparam integer mult 1, 2, 4, ...
+-- @treturn string|integer the rate's name ("10_gbps" for 4), "max" when no rate matches
+function ibv.mult_to_rate(mult) end
+
+--- Whether a supported_qpts bit mask includes a QP type (`ibv_is_qpt_supported`).
+-- @tparam integer caps e.g. `ctx:query_device_ex().tso_supported_qpts` or `rss_supported_qpts`
+-- @tparam string|integer qp_type "rc", "ud", ...
+-- @treturn boolean
+function ibv.is_qpt_supported(caps, qp_type) end
+
+--- The UDP source port RoCE v2 uses for a flow label (`ibv_flow_label_to_udp_sport`).
+-- @tparam integer flow_label 0 to 0xfffff
+-- @treturn integer port, 0xc000 to 0xffff
+function ibv.flow_label_to_udp_sport(flow_label) end
 
 return ibv

@@ -125,5 +125,12 @@ function pd:advise_mr(attr) end
 -- @return[2] nil, message, errno
 -- @errno EOPNOTSUPP; EINVAL
 function pd:reg_dm_mr(dm, offset, length, access) end
+--- An MR made on the PD this one was imported from (`ibv_import_mr`).  Closing it calls
+-- `ibv_unimport_mr`.  Its memory is the exporting process's: `read`, `write` and `u64` refuse it.
+-- @tparam integer mr_handle the MR's `handle`
+-- @treturn ibverbs.mr
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP the provider cannot import (rxe)
+function pd:import_mr(mr_handle) end
 
 return pd

@@ -158,5 +158,22 @@ function qp:query_data_in_order(opcode, flags) end
 -- @return[2] nil, message, errno
 -- @errno EOPNOTSUPP (rxe: no flow steering; not verified on hardware); EINVAL
 function qp:create_flow(attr) end
+--- Attaches a UD QP to a multicast group (`ibv_attach_mcast`).  On soft-RoCE the group's
+-- datagrams reach the QP only while the netdev is also a member of the IP group (a socket's
+-- IP_ADD_MEMBERSHIP, or an rdma_cm join): rxe adds just the group's MAC address.
+-- @tparam string gid the group's GID ("::ffff:239.1.2.3" for IPv4 on RoCE v2)
+-- @tparam[opt=0] integer lid the group's LID (InfiniBand; 0 on RoCE)
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL not a multicast GID or not a UD QP; ENOMEM
+function qp:attach_mcast(gid, lid) end
+
+--- Detaches a UD QP from a multicast group (`ibv_detach_mcast`).
+-- @tparam string gid
+-- @tparam[opt=0] integer lid
+-- @treturn true
+-- @return[2] nil, message, errno
+-- @errno EINVAL, ENOENT the QP is not attached
+function qp:detach_mcast(gid, lid) end
 
 return qp
