@@ -280,6 +280,8 @@ const struct ibvl_enum ibvl_wq_flags[] = {
 
 const struct ibvl_enum ibvl_counter_descs[] = {
 	E("packets", IBV_COUNTER_PACKETS), E("bytes", IBV_COUNTER_BYTES), END,
+};
+
 const struct ibvl_enum ibvl_rates[] = {
 	E("max", IBV_RATE_MAX), E("2_5_gbps", IBV_RATE_2_5_GBPS), E("5_gbps", IBV_RATE_5_GBPS),
 	E("10_gbps", IBV_RATE_10_GBPS), E("14_gbps", IBV_RATE_14_GBPS),

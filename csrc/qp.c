@@ -761,6 +761,10 @@ void ibvl_open_qp_more(lua_State *L)
 		{"query_ece", l_query_ece}, {"set_ece", l_set_ece},
 		{"modify_rate_limit", l_modify_rate_limit},
 		{"query_data_in_order", l_query_data_in_order}, {NULL, NULL},
+	};
+	ibvl_add_methods(L, ibvl_qp_class.name, methods);
+}
+
 /* ---- multicast: qp:attach_mcast(gid, lid), qp:detach_mcast(gid, lid) ------
  * A UD QP joins a group by its GID (and LID on InfiniBand; 0 on RoCE).  On
  * soft-RoCE the group's packets reach the QP only when the netdev is a member
