@@ -771,10 +771,10 @@ void ibvl_open_qp_more(lua_State *L)
  * of the IP group as well (rdma_cm's join does that; see the guide). */
 static int mcast(lua_State *L, int attach)
 {
-	union ibv_gid gid;
+	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	union ibv_gid gid; /* the arguments after self are strings and numbers: no Lua runs */
 	ibvl_check_gid(L, 2, &gid);
 	uint16_t lid = (uint16_t)ibvl_opt_range(L, 3, 0, 0, UINT16_MAX);
-	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	if (attach)
 		return ibvl_result(L, "ibv_attach_mcast", ibv_attach_mcast(qp->o.ptr, &gid, lid));
 	return ibvl_result(L, "ibv_detach_mcast", ibv_detach_mcast(qp->o.ptr, &gid, lid));
