@@ -9,7 +9,7 @@
  *   for _, wc in ipairs(cq:poll(8)) do print(wc.wr_id, wc.status) end  -- tables
  *   cq:req_notify([solicited_only]); cq:ack_events(n); cq:resize(512); cq.cqe
  *   ctx:create_cq{cqe = 256, parent_domain = ppd}   -- a cq_ex on a parent domain
- * A cq_ex is polled with ibv_start_poll/next_poll/end_poll and the
+ * A cq_ex is polled with ibv_start_poll/ibv_end_poll and the
  * ibv_wc_read_* fields its wc_flags allow, through the same cq:poll.
  */
 #include <string.h>

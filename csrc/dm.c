@@ -7,6 +7,8 @@
  *   dm:memcpy_from(0, 4) --> "data"    -- ibv_memcpy_from_dm
  *   local mr = assert(pd:reg_dm_mr(dm, 0, 4096, {"local_write", "zero_based"}))
  *   dm.length                          -- what was allocated
+ *   local dm2 = assert(ctx2:import_dm(dm.handle, dm.length))  -- ctx2 imported;
+ *                                      -- dm2:close() unimports (ibv_unimport_dm)
  * The MR is an ibverbs.dev_mr: SGEs name it with addr (the offset in the
  * DM, zero based), length and lkey.
  */
@@ -59,6 +61,36 @@ static int l_alloc_dm(lua_State *L)
 	if (d->o.ptr == NULL)
 		return ibvl_fail(L, "ibv_alloc_dm", errno);
 	d->length = a.length;
+	ibvl_use(L, -1, 1);
+	return 1;
+}
+
+/* ---- imported DMs: ctx:import_dm(handle, length), closed with ibv_unimport_dm */
+static int unimport_dm(struct ibvl_obj *o, void *ptr)
+{
+	(void)o;
+	ibv_unimport_dm(ptr);
+	return 0;
+}
+
+static const struct ibvl_class imported_dm = {"ibverbs.dm", unimport_dm, "ibv_unimport_dm",
+                                              dm_field};
+
+/* ctx:import_dm(dm_handle, length): the DM dm.handle names, on a context
+ * imported (ibv.import_device) from the one that made it.  The kernel does
+ * not say how long it is; length (the exporter's dm.length) bounds the
+ * copies. */
+static int l_import_dm(lua_State *L)
+{
+	ibvl_check(L, 1, &ibvl_context_class);
+	uint32_t handle = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
+	size_t length = (size_t)ibvl_check_range(L, 3, 1, (lua_Integer)1 << 40);
+	struct dm *d = ibvl_new(L, &imported_dm, sizeof *d);
+	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class); /* again: new may collect */
+	d->o.ptr = ibv_import_dm(ctx->ptr, handle);
+	if (d->o.ptr == NULL)
+		return ibvl_fail(L, "ibv_import_dm", errno);
+	d->length = length;
 	ibvl_use(L, -1, 1);
 	return 1;
 }
@@ -125,7 +157,8 @@ void ibvl_open_dm(lua_State *L)
 	static const luaL_Reg methods[] = {
 		{"memcpy_to", l_memcpy_to}, {"memcpy_from", l_memcpy_from}, {NULL, NULL},
 	};
-	static const luaL_Reg ctx_methods[] = {{"alloc_dm", l_alloc_dm}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {{"alloc_dm", l_alloc_dm},
+	                                           {"import_dm", l_import_dm}, {NULL, NULL}};
 	static const luaL_Reg pd_methods[] = {{"reg_dm_mr", l_reg_dm_mr}, {NULL, NULL}};
 	ibvl_register(L, &ibvl_dm_class, methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);

@@ -73,7 +73,6 @@ return {
     ibv_req_notify_cq = "ibverbs.cq:req_notify",
     ibv_poll_cq = "ibverbs.cq:poll",
     ibv_start_poll = "ibverbs.cq:poll", -- of a CQ made with wc_flags (cq_ex)
-    ibv_next_poll = "ibverbs.cq:poll",
     ibv_end_poll = "ibverbs.cq:poll",
     ibv_wc_read_opcode = "ibverbs.cq:poll",
     ibv_wc_read_vendor_err = "ibverbs.cq:poll",
@@ -194,8 +193,6 @@ return {
   not_bound = {
     ibv_free_device_list = "C only: ibv.devices and ibv.open free the list they read before returning",
     ibv_ack_async_event = "done inside: ctx:get_async_event acknowledges the event before it returns a copy",
-    ibv_qp_to_qp_ex = "done inside: a QP made with send_ops_flags keeps its ibv_qp_ex, which qp:wr_post uses",
-    ibv_cq_ex_to_cq = "done inside: a CQ made with wc_flags is an ibverbs.cq; cq:poll uses the ibv_cq_ex",
     rdma_ack_cm_event = "done inside: ch:get_event acknowledges the event before it returns a copy",
     rdma_free_devices = "done inside: cm.get_devices frees its list once its last context is collected",
     rdma_seterrno = "C only: an rdma_verbs.h helper setting errno; the binding returns nil, msg, errno",

@@ -51,7 +51,7 @@ end
 -- trusting the map): "ibv.f", "cm.f", "ibverbs.T:m" (or "T:m", "T.m").
 function M.resolve(path)
   local ibv = require "ibverbs"
-  local first = path:match("^(%S+)")
+  local first = path:match("^([%w_.:]+)")
   if not first then return nil, "empty path" end
   local mod, fname = first:match("^(%a+)%.([%w_]+)$")
   if mod == "ibv" or mod == "ibverbs" then

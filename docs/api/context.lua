@@ -259,4 +259,14 @@ function context:resolve_eth_l2_from_gid(ah_attr) end
 -- @errno EOPNOTSUPP the provider cannot import (rxe)
 function context:import_pd(pd_handle) end
 
+--- Device memory made through another context that shares this one's device objects (`ibv_import_dm`):
+-- `self` comes from `ibverbs.import_device`.  The kernel does not say how long the DM is: `length`
+-- (the exporter's `dm.length`) bounds `memcpy_to`/`memcpy_from`.  Closing it calls `ibv_unimport_dm`.
+-- @tparam integer dm_handle the DM's `handle`
+-- @tparam integer length its length in bytes
+-- @treturn ibverbs.dm
+-- @return[2] nil, message, errno
+-- @errno EOPNOTSUPP the provider cannot import (rxe)
+function context:import_dm(dm_handle, length) end
+
 return context
