@@ -95,7 +95,7 @@ describe("on rxe0, the device and process calls", function()
     assert.is_nil(none)
     assert.matches("^ibv_import_dm: ", msg)
     assert.equal(95, errno)
-    assert.has_error(function() ctx:import_dm(1) end, "bad argument #2 to 'import_dm' (number expected, got no value)")
+    assert.error_matches(function() ctx:import_dm(1) end, "bad argument #2 to 'import_dm'", 1, true)
     none, msg, errno = ibv.import_device(0) -- not an RDMA device's fd
     assert.is_nil(none)
     assert.matches("^ibv_import_device: ", msg)
