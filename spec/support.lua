@@ -7,6 +7,8 @@ support.DEVICE = os.getenv("IBV_SPEC_DEVICE") or "rxe0"
 support.PORT = 1
 support.GID_INDEX = 1 -- ::ffff:192.0.2.1 (RoCE v2) on rxe0
 
+support.CM_ADDR = "192.0.2.1" -- rxe0's address in the VM
+
 --- Opens the spec device; fails the spec (never skips) when it is missing.
 function support.open()
   local ctx, err = ibv.open(support.DEVICE)
@@ -193,6 +195,21 @@ function support.pair_run(server_cmd, client_cmd, port, limit)
 end
 
 --- The command that runs an example under this interpreter.
+--- On an rdma_cm channel ch: a listener on rxe0's address at port p and a
+-- client id with its address and route resolved towards it (tcp port space).
+function support.cm_resolved(ch, p)
+  local cm = require "ibverbs.cm"
+  local listen = assert(ch:create_id{ps = "tcp"})
+  assert(listen:bind_addr(support.CM_ADDR .. ":" .. p))
+  assert(listen:listen(4))
+  local client = assert(ch:create_id{ps = "tcp"})
+  assert(client:resolve_addr(nil, support.CM_ADDR .. ":" .. p, 2000))
+  assert(cm.expect(ch, "addr_resolved", 5))
+  assert(client:resolve_route(2000))
+  assert(cm.expect(ch, "route_resolved", 5))
+  return listen, client
+end
+
 function support.example(name, args)
   return support.LUA .. " examples/" .. name .. " " .. (args or "")
 end

@@ -13,17 +13,7 @@ end
 local CAP = {max_send_wr = 8, max_recv_wr = 8, max_send_sge = 4, max_recv_sge = 4, max_inline_data = 32}
 
 -- A client id with its address and route resolved and a listener, on ch.
-local function resolved(ch, p)
-  local listen = assert(ch:create_id{ps = "tcp"})
-  assert(listen:bind_addr(ADDR .. ":" .. p))
-  assert(listen:listen(4))
-  local client = assert(ch:create_id{ps = "tcp"})
-  assert(client:resolve_addr(nil, ADDR .. ":" .. p, 2000))
-  assert(cm.expect(ch, "addr_resolved", 5))
-  assert(client:resolve_route(2000))
-  assert(cm.expect(ch, "route_resolved", 5))
-  return listen, client
-end
+local resolved = support.cm_resolved
 
 -- A connected pair whose QPs the cm made: {ch, listen, client, server}
 local function rc_pair()

@@ -1,5 +1,6 @@
 -- rdma_cm on rxe0 (192.0.2.1): connection setup, rejects, disconnects, errors.
 local cm = require "ibverbs.cm"
+local support = require "support"
 
 local ADDR = "192.0.2.1"
 local next_port = 7600
@@ -9,17 +10,7 @@ local function port()
 end
 
 -- An async listener and a client id on one channel, up to the connect request.
-local function request(ch, p)
-  local listen = assert(ch:create_id{ps = "tcp"})
-  assert(listen:bind_addr(ADDR .. ":" .. p))
-  assert(listen:listen(4))
-  local client = assert(ch:create_id{ps = "tcp"})
-  assert(client:resolve_addr(nil, ADDR .. ":" .. p, 2000))
-  assert(cm.expect(ch, "addr_resolved", 5))
-  assert(client:resolve_route(2000))
-  assert(cm.expect(ch, "route_resolved", 5))
-  return listen, client
-end
+local request = support.cm_resolved
 
 describe("on rxe0, an rdma_cm event channel", function()
   it("connects two ids without QPs, carrying private data both ways, then disconnects", function()
