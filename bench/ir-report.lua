@@ -1,13 +1,13 @@
 --- bench/ir-report.lua: the table of bench/run-ir.
 --
---   N=2048 SN=1024 MN=384 IMPLS="c lua5.4 ..." lua5.4 bench/ir-report.lua split.txt time.txt
+--   RN=16384 N=2048 SN=1024 MN=384 IMPLS="c lua5.4 ..." lua5.4 bench/ir-report.lua split.txt time.txt
 --
 -- split.txt: bench/ir-split.lua's lines for .cache/ir/<impl>.<mode>.<1|2>.out
 -- (COUNT = n and 2n); time.txt: the "TIME impl mode seconds count" and
 -- "HEAP impl mode bytes/WR" lines of the wall-clock rounds.
 local GROUPS = { "provider", "binding", "interpreter", "other" }
 local MODES = { "recv", "sendrecv", "modify", "polltab" }
-local counts = { recv = tonumber(os.getenv("N")), polltab = tonumber(os.getenv("N")),
+local counts = { recv = tonumber(os.getenv("RN")), polltab = tonumber(os.getenv("N")),
                  sendrecv = tonumber(os.getenv("SN")), modify = tonumber(os.getenv("MN")) }
 local impls = {}
 for w in (os.getenv("IMPLS") or "c lua5.4 luajit luajit-ffi pyverbs"):gmatch("%S+") do
@@ -60,8 +60,8 @@ local function marginal(impl, mode)
 end
 
 print("Instructions per unit under callgrind (user space, marginal: runs of N and 2N units)")
-print(("N: %d WRs (recv, polltab), %d messages (sendrecv), %d calls (modify)"):format(
-  counts.recv, counts.sendrecv, counts.modify))
+print(("N: %d WRs (recv), %d WRs (polltab), %d messages (sendrecv), %d calls (modify)"):format(
+  counts.recv, counts.polltab, counts.sendrecv, counts.modify))
 print()
 local hdr = "%-9s %-11s %9s %9s %9s %9s %9s  %-8s %-9s %-8s %s"
 print(hdr:format("mode", "impl", "Ir/unit", "provider", "binding", "interp", "other",

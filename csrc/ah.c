@@ -18,7 +18,7 @@ static int destroy_ah(struct ibvl_obj *o, void *ptr)
 	return ibv_destroy_ah(ptr);
 }
 
-const struct ibvl_class ibvl_ah_class = {"ibverbs.ah", destroy_ah, "ibv_destroy_ah", NULL};
+const struct ibvl_class ibvl_ah_class = {"ibverbs.ah", destroy_ah, "ibv_destroy_ah", NULL, 0};
 
 static int l_create_ah(lua_State *L)
 {

@@ -96,7 +96,7 @@ static int buffer_field(lua_State *L, void *obj, const char *key)
 }
 
 const struct ibvl_class ibvl_buffer_class = {"ibverbs.buffer", destroy_buffer, "free",
-                                             buffer_field};
+                                             buffer_field, 0};
 
 size_t ibvl_buffer_size(const struct ibvl_obj *buffer)
 {

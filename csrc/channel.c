@@ -29,7 +29,7 @@ static int channel_field(lua_State *L, void *obj, const char *key)
 }
 
 const struct ibvl_class ibvl_channel_class = {"ibverbs.comp_channel", destroy_channel,
-                                              "ibv_destroy_comp_channel", channel_field};
+                                              "ibv_destroy_comp_channel", channel_field, 0};
 
 static int l_create_comp_channel(lua_State *L)
 {

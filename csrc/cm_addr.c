@@ -129,7 +129,7 @@ static int addrinfo_field(lua_State *L, void *obj, const char *key)
 }
 
 const struct ibvl_class ibvl_cm_addrinfo_class = {"ibverbs.cm_addrinfo", destroy_addrinfo,
-                                                  "rdma_freeaddrinfo", addrinfo_field};
+                                                  "rdma_freeaddrinfo", addrinfo_field, 0};
 
 static const char *const entry_fields[] = {"flags", "family", "qp_type", "port_space",
                                            "src_addr", "dst_addr", "src_canonname",

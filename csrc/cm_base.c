@@ -43,7 +43,7 @@ static int destroy_channel(struct ibvl_obj *o, void *ptr)
 }
 
 const struct ibvl_class ibvl_cm_channel_class = {"ibverbs.cm_channel", destroy_channel,
-                                                 "rdma_destroy_event_channel", NULL};
+                                                 "rdma_destroy_event_channel", NULL, 0};
 
 /* Waits up to the timeout at timeout_arg for fd; pushes the ETIMEDOUT failure
  * and returns 3 when it passes, 0 when fd is readable. */

@@ -50,9 +50,9 @@ static int destroy_borrowed(struct ibvl_obj *o, void *ptr)
 
 /* librdmacm's device context and default PD, under the core's metatables */
 static const struct ibvl_class borrowed_context = {"ibverbs.context", destroy_borrowed,
-                                                   "rdma_cm (context of an id)", NULL};
+                                                   "rdma_cm (context of an id)", NULL, 0};
 static const struct ibvl_class borrowed_pd = {"ibverbs.pd", destroy_borrowed,
-                                              "rdma_cm (default PD of an id)", NULL};
+                                              "rdma_cm (default PD of an id)", NULL, 0};
 
 static const char *const owned_keys[] = {"qp", "srq", "send_cq", "recv_cq", NULL};
 
@@ -124,7 +124,7 @@ static int id_field(lua_State *L, void *obj, const char *key)
 }
 
 const struct ibvl_class ibvl_cm_id_class = {"ibverbs.cm_id", destroy_id, "rdma_destroy_id",
-                                            id_field};
+                                            id_field, 0};
 
 static struct rdma_cm_id *check_id(lua_State *L)
 {

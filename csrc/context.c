@@ -26,7 +26,7 @@ static int destroy_context(struct ibvl_obj *o, void *ptr)
 }
 
 const struct ibvl_class ibvl_context_class = {"ibverbs.context", destroy_context,
-                                              "ibv_close_device", NULL};
+                                              "ibv_close_device", NULL, 0};
 
 static struct ibv_context *check_ctx(lua_State *L)
 {

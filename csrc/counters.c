@@ -18,7 +18,7 @@ static int destroy_counters(struct ibvl_obj *o, void *ptr)
 }
 
 const struct ibvl_class ibvl_counters_class = {"ibverbs.counters", destroy_counters,
-                                               "ibv_destroy_counters", NULL};
+                                               "ibv_destroy_counters", NULL, 0};
 
 /* ctx:create_counters() */
 static int l_create_counters(lua_State *L)

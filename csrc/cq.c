@@ -37,7 +37,8 @@ static int cq_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
-const struct ibvl_class ibvl_cq_class = {"ibverbs.cq", destroy_cq, "ibv_destroy_cq", cq_field};
+const struct ibvl_class ibvl_cq_class = {"ibverbs.cq", destroy_cq, "ibv_destroy_cq", cq_field,
+                                         1};
 
 static struct ibvl_cq *check_cq(lua_State *L)
 {

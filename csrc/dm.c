@@ -39,7 +39,7 @@ static int dm_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
-const struct ibvl_class ibvl_dm_class = {"ibverbs.dm", destroy_dm, "ibv_free_dm", dm_field};
+const struct ibvl_class ibvl_dm_class = {"ibverbs.dm", destroy_dm, "ibv_free_dm", dm_field, 0};
 
 static const char *const dm_fields[] = {"length", "log_align_req", NULL};
 
@@ -74,7 +74,7 @@ static int unimport_dm(struct ibvl_obj *o, void *ptr)
 }
 
 static const struct ibvl_class imported_dm = {"ibverbs.dm", unimport_dm, "ibv_unimport_dm",
-                                              dm_field};
+                                              dm_field, 0};
 
 /* ctx:import_dm(dm_handle, length): the DM dm.handle names, on a context
  * imported (ibv.import_device) from the one that made it.  The kernel does

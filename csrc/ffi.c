@@ -94,7 +94,7 @@ static const struct ibvl_class *const classes[] = {
 static struct ibvl_obj *test_obj(lua_State *L, int idx)
 {
 	for (const struct ibvl_class *const *c = classes; *c != NULL; c++)
-		if (luaL_testudata(L, idx, (*c)->name) != NULL)
+		if (ibvl_test_class(L, idx, *c) != NULL)
 			return ibvl_check(L, idx, *c);
 	return NULL;
 }

@@ -32,7 +32,7 @@ static int destroy_flow(struct ibvl_obj *o, void *ptr)
 }
 
 const struct ibvl_class ibvl_flow_class = {"ibverbs.flow", destroy_flow, "ibv_destroy_flow",
-                                           NULL};
+                                           NULL, 0};
 
 /* ---- spec tables --------------------------------------------------------- */
 enum kind { U8, BE16, BE32, MAC, IP4, IP6 };

@@ -67,6 +67,9 @@ struct ibvl_class {
 	const char *destroy_call; /* for messages: "ibv_destroy_qp" */
 	/* optional: pushes the value of a read-only field (mr.lkey), or returns 0 */
 	int (*field)(lua_State *L, void *obj, const char *key);
+	/* hot types (qp, cq): each object gets its own metatable whose __index is
+	 * a plain table of the methods, so a method call runs no C __index */
+	int per_object;
 };
 
 struct ibvl_link {

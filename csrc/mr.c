@@ -53,7 +53,7 @@ static int mr_field(lua_State *L, void *obj, const char *key)
 
 const size_t ibvl_mr_size = sizeof(struct mr); /* for embed.c */
 
-const struct ibvl_class ibvl_mr_class = {"ibverbs.mr", destroy_mr, "ibv_dereg_mr", mr_field};
+const struct ibvl_class ibvl_mr_class = {"ibverbs.mr", destroy_mr, "ibv_dereg_mr", mr_field, 0};
 
 static struct ibv_mr *check_mr(lua_State *L)
 {
@@ -179,7 +179,7 @@ static int l_len(lua_State *L)
  * no use as mr= in an SGE: its addr is not host memory.  SGEs name it with
  * addr, length and lkey. */
 const struct ibvl_class ibvl_dev_mr_class = {"ibverbs.dev_mr", destroy_mr, "ibv_dereg_mr",
-                                             mr_field};
+                                             mr_field, 0};
 
 void *ibvl_dev_mr_new(lua_State *L)
 {
@@ -287,7 +287,7 @@ static int unimport_mr(struct ibvl_obj *o, void *ptr)
 
 /* Its addr is the exporter's: mr:read/write/u64 refuse it (mem_mr). */
 static const struct ibvl_class imported_mr = {"ibverbs.mr", unimport_mr, "ibv_unimport_mr",
-                                              mr_field};
+                                              mr_field, 0};
 
 static struct ibv_mr *mem_mr(lua_State *L)
 {

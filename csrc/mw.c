@@ -31,7 +31,7 @@ static int mw_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
-const struct ibvl_class ibvl_mw_class = {"ibverbs.mw", destroy_mw, "ibv_dealloc_mw", mw_field};
+const struct ibvl_class ibvl_mw_class = {"ibverbs.mw", destroy_mw, "ibv_dealloc_mw", mw_field, 0};
 
 static int l_alloc_mw(lua_State *L)
 {

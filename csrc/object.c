@@ -172,19 +172,16 @@ void ibvl_type_key(lua_State *L, const char *tname, const void *key)
 	lua_pop(L, 1);
 }
 
-/* The full userdata at idx when its metatable is the one kept under key
+/* Whether the metatable at the top of the stack is the one kept under key
  * (or, with tname, the one registered under that name when no metatable is
- * kept under key); NULL otherwise.  Runs no Lua code. */
-static void *test_mt(lua_State *L, int idx, const void *key, const char *tname)
+ * kept under key).  Runs no Lua code. */
+static int is_keyed(lua_State *L, const void *key, const char *tname)
 {
-	if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx))
-		return NULL;
 	const void *mt = lua_topointer(L, -1);
-	lua_pop(L, 1);
 	struct type_entry *e = &type_cache[((uintptr_t)key >> 3) % TYPE_CACHE];
 	unsigned long gen = atomic_load_explicit(&type_gen, memory_order_acquire);
 	if (e->key == key && e->mt == mt && e->gen == gen)
-		return lua_touserdata(L, idx);
+		return 1;
 	if (push_keyed(L, key) == LUA_TNIL && tname != NULL) {
 		lua_pop(L, 1);
 		luaL_getmetatable(L, tname);
@@ -192,10 +189,23 @@ static void *test_mt(lua_State *L, int idx, const void *key, const char *tname)
 	const void *want = lua_istable(L, -1) ? lua_topointer(L, -1) : NULL;
 	lua_pop(L, 1);
 	if (want == NULL || want != mt)
-		return NULL;
+		return 0;
 	*e = (struct type_entry){key, mt, gen};
-	return lua_touserdata(L, idx);
+	return 1;
 }
+
+/* The full userdata at idx when its metatable is the one kept under key
+ * (see is_keyed); NULL otherwise.  Runs no Lua code. */
+static void *test_mt(lua_State *L, int idx, const void *key, const char *tname)
+{
+	if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx))
+		return NULL;
+	int ok = is_keyed(L, key, tname);
+	lua_pop(L, 1);
+	return ok ? lua_touserdata(L, idx) : NULL;
+}
+
+static void *test_own_mt(lua_State *L, int idx, const struct ibvl_class *cls);
 
 static struct ibvl_obj *upvalue_obj(lua_State *L)
 {
@@ -246,9 +256,119 @@ static int m_index(lua_State *L)
 		return 1;
 	const struct ibvl_class *cls = lua_touserdata(L, lua_upvalueindex(1));
 	struct ibvl_obj *o = ibvl_check(L, 1, cls);
-	if (!cls->field(L, o, lua_tostring(L, 2)))
+	if (cls->field == NULL || !cls->field(L, o, lua_tostring(L, 2)))
 		lua_pushnil(L);
 	return 1;
+}
+
+/* ---- per-object metatables (the hot types: qp, cq) -------------------------
+ * Each object gets a copy of its class's metatable whose __index is a plain
+ * table holding the class's methods, copied at creation: a method call is
+ * two table reads, no C __index.  That table's own __index (fields_index)
+ * finds what the copy lacks (a method added to the class later) and the
+ * fields, through the object it keeps under &object_key.  The copy's
+ * __metatable is the class's metatable, so scripts never reach the copy
+ * (getmetatable(qp) is the class's), and the copy's own metatable is the
+ * class's tag table, kept in the registry only: a userdata is of the class
+ * when the metatable of its metatable is that tag, which no script can set. */
+static const char object_key;
+
+static const void *fields_key(const struct ibvl_class *cls)
+{
+	return &cls->per_object; /* the registry key of its fields_index table */
+}
+
+static const void *tag_key(const struct ibvl_class *cls)
+{
+	return &cls->destroy_call; /* the registry key of its tag table */
+}
+
+/* The full userdata at idx when it has a per-object metatable made for cls;
+ * NULL otherwise.  Runs no Lua code. */
+static void *test_own_mt(lua_State *L, int idx, const struct ibvl_class *cls)
+{
+	if (lua_type(L, idx) != LUA_TUSERDATA || !lua_getmetatable(L, idx))
+		return NULL;
+	int top = lua_gettop(L) - 1; /* below the metatable */
+	int ok = lua_getmetatable(L, -1) && is_keyed(L, tag_key(cls), NULL);
+	lua_settop(L, top);
+	return ok ? lua_touserdata(L, idx) : NULL;
+}
+
+/* __index of an object's method table: the class's methods, then its fields. */
+static int fields_index(lua_State *L)
+{
+	lua_pushvalue(L, 2);
+	lua_rawget(L, lua_upvalueindex(2));
+	if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING)
+		return 1;
+	const struct ibvl_class *cls = lua_touserdata(L, lua_upvalueindex(1));
+	lua_pushlightuserdata(L, (void *)&object_key);
+	lua_rawget(L, 1);
+	struct ibvl_obj *o = ibvl_check(L, lua_gettop(L), cls);
+	if (cls->field == NULL || !cls->field(L, o, lua_tostring(L, 2)))
+		lua_pushnil(L);
+	return 1;
+}
+
+/* Pushes a copy of the table at idx, without its entry named skip. */
+static void copy_table(lua_State *L, int idx, const char *skip)
+{
+	idx = lua_absindex(L, idx);
+	lua_createtable(L, 0, 32);
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		if (skip != NULL && lua_type(L, -2) == LUA_TSTRING &&
+		    strcmp(lua_tostring(L, -2), skip) == 0) {
+			lua_pop(L, 1);
+			continue;
+		}
+		lua_pushvalue(L, -2);
+		lua_insert(L, -2);
+		lua_rawset(L, -4);
+	}
+}
+
+/* Gives the new object at the top of the stack its own metatable. */
+static void set_own_mt(lua_State *L, const struct ibvl_class *cls)
+{
+	luaL_getmetatable(L, cls->name);        /* ud cmt */
+	copy_table(L, -1, "__index");           /* ud cmt mt */
+	lua_getfield(L, -2, "__index");         /* ud cmt mt m_index */
+	lua_getupvalue(L, -1, 2);               /* ud cmt mt m_index methods */
+	copy_table(L, -1, NULL);                /* ud cmt mt m_index methods t */
+	lua_pushvalue(L, -6);
+	lua_rawsetp(L, -2, &object_key);
+	push_keyed(L, fields_key(cls));
+	lua_setmetatable(L, -2);
+	lua_setfield(L, -4, "__index");         /* ud cmt mt m_index methods */
+	lua_pop(L, 2);                          /* ud cmt mt */
+	lua_pushvalue(L, -2);
+	lua_setfield(L, -2, "__metatable");     /* getmetatable(obj): the class's */
+	push_keyed(L, tag_key(cls));
+	lua_setmetatable(L, -2);
+	lua_setmetatable(L, -3);
+	lua_pop(L, 1);
+}
+
+/* The class's fields_index table (new methods table) and its tag table,
+ * kept in the registry.  The tag is made once per state: the module opened
+ * again (busted's insulation does) keeps the objects made before it. */
+static void keep_own_tables(lua_State *L, const struct ibvl_class *cls, int methods)
+{
+	methods = lua_absindex(L, methods);
+	lua_createtable(L, 0, 1);
+	lua_pushlightuserdata(L, (void *)cls);
+	lua_pushvalue(L, methods);
+	lua_pushcclosure(L, fields_index, 2);
+	lua_setfield(L, -2, "__index");
+	lua_rawsetp(L, LUA_REGISTRYINDEX, fields_key(cls));
+	if (push_keyed(L, tag_key(cls)) == LUA_TNIL) {
+		lua_newtable(L);
+		set_key(L, tag_key(cls));
+		lua_pop(L, 1);
+	}
+	lua_pop(L, 1);
 }
 
 void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *methods)
@@ -272,7 +392,9 @@ void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *m
 		else
 			lua_setfield(L, -2, r->name);
 	}
-	if (cls->field != NULL) {
+	if (cls->per_object)
+		keep_own_tables(L, cls, -1);
+	if (cls->field != NULL || cls->per_object) {
 		lua_pushlightuserdata(L, (void *)cls);
 		lua_insert(L, -2);
 		lua_pushcclosure(L, m_index, 2);
@@ -319,7 +441,10 @@ void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size)
 	list_init(&o->deps);
 	lua_createtable(L, IBVL_MAXREFS + 2, 0);
 	lua_setiuservalue(L, -2, 1);
-	luaL_setmetatable(L, cls->name);
+	if (cls->per_object)
+		set_own_mt(L, cls);
+	else
+		luaL_setmetatable(L, cls->name);
 	return o;
 }
 
@@ -488,7 +613,7 @@ void *ibvl_test_key(lua_State *L, int idx, const void *key)
 
 void *ibvl_test_class(lua_State *L, int idx, const struct ibvl_class *cls)
 {
-	return test_mt(L, idx, cls, cls->name);
+	return cls->per_object ? test_own_mt(L, idx, cls) : test_mt(L, idx, cls, cls->name);
 }
 
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls)

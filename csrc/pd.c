@@ -25,7 +25,7 @@ static int pd_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
-const struct ibvl_class ibvl_pd_class = {"ibverbs.pd", destroy_pd, "ibv_dealloc_pd", pd_field};
+const struct ibvl_class ibvl_pd_class = {"ibverbs.pd", destroy_pd, "ibv_dealloc_pd", pd_field, 0};
 
 static int l_alloc_pd(lua_State *L)
 {
@@ -61,7 +61,7 @@ static int unimport_pd(struct ibvl_obj *o, void *ptr)
 }
 
 static const struct ibvl_class imported_pd = {"ibverbs.pd", unimport_pd, "ibv_unimport_pd",
-                                              pd_field};
+                                              pd_field, 0};
 
 /* ctx:import_pd(pd_handle): the PD pd.handle names, on a context imported
  * (ibv.import_device) from the one that made it */

@@ -68,7 +68,8 @@ static int qp_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
-const struct ibvl_class ibvl_qp_class = {"ibverbs.qp", destroy_qp, "ibv_destroy_qp", qp_field};
+const struct ibvl_class ibvl_qp_class = {"ibverbs.qp", destroy_qp, "ibv_destroy_qp", qp_field,
+                                         1};
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg)
 {

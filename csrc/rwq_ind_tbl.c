@@ -34,7 +34,7 @@ static int tbl_field(lua_State *L, void *obj, const char *key)
 }
 
 const struct ibvl_class ibvl_rwq_ind_tbl_class = {"ibverbs.rwq_ind_tbl", destroy_tbl,
-                                                  "ibv_destroy_rwq_ind_table", tbl_field};
+                                                  "ibv_destroy_rwq_ind_table", tbl_field, 0};
 
 #define MAX_LOG 16 /* 65536 WQs: beyond any device */
 

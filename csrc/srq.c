@@ -52,7 +52,7 @@ static int srq_field(lua_State *L, void *obj, const char *key)
 }
 
 const struct ibvl_class ibvl_srq_class = {"ibverbs.srq", destroy_srq, "ibv_destroy_srq",
-                                          srq_field};
+                                          srq_field, 0};
 
 void ibvl_srq_adopt(lua_State *L, const struct ibv_srq_attr *granted, int srq_type)
 {

@@ -19,7 +19,7 @@ static int destroy_td(struct ibvl_obj *o, void *ptr)
 	return ibv_dealloc_td(ptr);
 }
 
-const struct ibvl_class ibvl_td_class = {"ibverbs.td", destroy_td, "ibv_dealloc_td", NULL};
+const struct ibvl_class ibvl_td_class = {"ibverbs.td", destroy_td, "ibv_dealloc_td", NULL, 0};
 
 static const char *const td_fields[] = {"comp_mask", NULL};
 

@@ -43,7 +43,7 @@ static int wq_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
-const struct ibvl_class ibvl_wq_class = {"ibverbs.wq", destroy_wq, "ibv_destroy_wq", wq_field};
+const struct ibvl_class ibvl_wq_class = {"ibverbs.wq", destroy_wq, "ibv_destroy_wq", wq_field, 0};
 
 static const struct ibvl_enum wq_types[] = {{"rq", IBV_WQT_RQ}, {NULL, 0}};
 static const char *const wq_fields[] = {"wq_type", "max_wr", "max_sge", "pd", "cq",

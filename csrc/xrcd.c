@@ -20,7 +20,7 @@ static int destroy_xrcd(struct ibvl_obj *o, void *ptr)
 	return ibv_close_xrcd(ptr);
 }
 
-const struct ibvl_class ibvl_xrcd_class = {"ibverbs.xrcd", destroy_xrcd, "ibv_close_xrcd", NULL};
+const struct ibvl_class ibvl_xrcd_class = {"ibverbs.xrcd", destroy_xrcd, "ibv_close_xrcd", NULL, 0};
 
 /* The fd field: an integer (-1: no inode) or an open Lua file.  Both Lua 5.4's
  * luaL_Stream and LuaJIT's file userdata start with the FILE pointer. */
