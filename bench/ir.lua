@@ -3,7 +3,8 @@
 --   lua5.4 bench/ir.lua MODE COUNT [-t]          -- the Lua API
 --   luajit bench/ir.lua MODE COUNT [-t] [ffi]    -- ffi: through ibverbs.ffi
 --
--- MODE: recv, sendrecv, modify, polltab (see bench/ir.c).  The loops are
+-- MODE: recv, sendrecv, modify, polltab (see bench/ir.c); modprep: modify's work
+-- with ibv.qp_attr sets parsed once.  The loops are
 -- written as a script would: method calls (qp:post_recv(list)), a prepared
 -- WR list, a wc array, cq:poll's bulk check of the completions (its second
 -- result, the index of the first unsuccessful one).
@@ -13,7 +14,7 @@ local ibv = require "ibverbs"
 
 local CHAIN, SCHAIN, MSG, WINDOW = 64, 16, 64, 256
 -- warm-up units as in bench/ir.c: LuaJIT compiles each loop before the measured run
-local WARM = { recv = 8192, sendrecv = 2048, modify = 384, polltab = 8192 }
+local WARM = { recv = 8192, sendrecv = 2048, modify = 384, modprep = 384, polltab = 8192 }
 local mode, count = arg[1], tonumber(arg[2])
 local timed, use_ffi = false, false
 for i = 3, #arg do
@@ -28,6 +29,8 @@ local mr = assert(pd:reg_mr(WINDOW * MSG, ibv.ACCESS_LOCAL_WRITE))
 
 local ERR, RESET = { qp_state = "err" }, { qp_state = "reset" }
 local INIT = { qp_state = "init", pkey_index = 0, port_num = 1, qp_access_flags = ibv.ACCESS_LOCAL_WRITE }
+-- the same attribute sets parsed once (ibv.qp_attr), as C and pyverbs prepare theirs
+local PREPARED = ibv.qp_attr and { ERR = ibv.qp_attr(ERR), RESET = ibv.qp_attr(RESET), INIT = ibv.qp_attr(INIT) }
 
 local function make_qp(scq, rcq, sq, rq)
   return assert(pd:create_qp{ qp_type = "rc", send_cq = scq, recv_cq = rcq,
@@ -54,14 +57,18 @@ function work.recv(r, n)
   end
 end
 
-function work.modify(r, n)
+local function modify_loop(r, n, err, reset, init)
   local qp = r.qp
   for _ = 1, n / 3 do
-    assert(qp:modify(ERR))
-    assert(qp:modify(RESET))
-    assert(qp:modify(INIT))
+    assert(qp:modify(err))
+    assert(qp:modify(reset))
+    assert(qp:modify(init))
   end
 end
+
+-- modify: attribute tables, read on each call; modprep: prepared attribute sets
+function work.modify(r, n) modify_loop(r, n, ERR, RESET, INIT) end
+function work.modprep(r, n) modify_loop(r, n, PREPARED.ERR, PREPARED.RESET, PREPARED.INIT) end
 
 function work.polltab(r, n)
   local qp, cq, rl = r.qp, r.cq, r.rl
@@ -181,7 +188,7 @@ local function ffi_work(w)
 end
 
 if use_ffi then ffi_work(work) end
-local f = assert(work[mode], "MODE: recv, sendrecv, modify or polltab")
+local f = assert(work[mode], "MODE: recv, sendrecv, modify, modprep or polltab")
 local env
 if mode == "sendrecv" then
   env = pair_setup()

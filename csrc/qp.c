@@ -11,6 +11,8 @@
  *   qp:modify{qp_state = "rtr", path_mtu = 1024, dest_qp_num = n, rq_psn = 0,
  *             max_dest_rd_atomic = 1, min_rnr_timer = 12,
  *             ah_attr = {port_num = 1, grh = {dgid = "::ffff:192.0.2.1", sgid_index = 1}}}
+ *   local INIT = ibv.qp_attr{qp_state = "init", pkey_index = 0, port_num = 1}
+ *   qp:modify(INIT)   -- parsed once: a prepared attribute set, as in C
  *   qp:query().qp_state; qp:post_recv(wrs [, first, count]); qp:post_send(wrs ...)
  * The attribute mask is computed from the fields given; open_qp computes its
  * comp_mask from the fields given (rdma-core needs all three).
@@ -519,20 +521,60 @@ const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct 
 	return lua_tostring(L, -1);
 }
 
+/* ibv.qp_attr{...}: an attribute table parsed once (its mask with it) */
+struct prepared_attr {
+	struct ibv_qp_attr a;
+	int mask;
+};
+
+static const char prepared_key; /* its metatable, by address (ibvl_type_key) */
+#define QP_ATTR "ibverbs.qp_attr"
+
+/* Parses the attribute table at idx into a and returns its mask; raises
+ * (naming argument arg) when it is not a table or gives no attribute. */
+static int parse_attr_arg(lua_State *L, int idx, struct ibv_qp_attr *a)
+{
+	memset(a, 0, sizeof *a);
+	if (lua_type(L, idx) != LUA_TTABLE) {
+		const char *got = luaL_typename(L, idx);
+		if (luaL_getmetafield(L, idx, "__name") && lua_type(L, -1) == LUA_TSTRING)
+			got = lua_tostring(L, -1);
+		return luaL_argerror(L, idx, lua_pushfstring(L, "attr table expected, got %s", got));
+	}
+	int mask = ibvl_parse_qp_attr(L, idx, a);
+	if (mask == 0)
+		return luaL_argerror(L, idx, "attr: no attribute given");
+	return mask;
+}
+
+static int l_qp_attr(lua_State *L)
+{
+	struct ibv_qp_attr a;
+	int mask = parse_attr_arg(L, 1, &a);
+	struct prepared_attr *p = lua_newuserdatauv(L, sizeof *p, 0);
+	p->a = a;
+	p->mask = mask;
+	luaL_setmetatable(L, QP_ATTR);
+	return 1;
+}
+
 static int l_modify(lua_State *L)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	struct ibvl_qp *qp;
 	struct ibv_qp_attr a;
-	memset(&a, 0, sizeof a);
-	if (lua_type(L, 2) != LUA_TTABLE)
-		return luaL_argerror(L, 2, lua_pushfstring(L, "attr table expected, got %s",
-		                                           luaL_typename(L, 2)));
-	int mask = ibvl_parse_qp_attr(L, 2, &a);
-	if (mask == 0)
-		return luaL_argerror(L, 2, "attr: no attribute given");
-	ibvl_guard_end(L, &g);
+	int mask;
+	const struct prepared_attr *p = ibvl_test_key(L, 2, &prepared_key);
+	if (p != NULL) { /* nothing to read: no Lua code runs before the call */
+		qp = ibvl_check_qp(L, 1);
+		a = p->a;
+		mask = p->mask;
+	} else {
+		struct ibvl_guard g;
+		ibvl_guard_begin(&g);
+		qp = ibvl_check_qp(L, 1);
+		mask = parse_attr_arg(L, 2, &a);
+		ibvl_guard_end(L, &g);
+	}
 	int rc = ibv_modify_qp(qp->o.ptr, &a, mask);
 	if (rc == 0) {
 		lua_pushboolean(L, 1);
@@ -694,6 +736,11 @@ void ibvl_open_qp(lua_State *L)
 	ibvl_register(L, &ibvl_qp_class, methods);
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+	luaL_newmetatable(L, QP_ATTR);
+	lua_pop(L, 1);
+	ibvl_type_key(L, QP_ATTR, &prepared_key);
+	lua_pushcfunction(L, l_qp_attr);
+	lua_setfield(L, -2, "qp_attr");
 }
 
 /* ---- ECE, rate limit, data ordering -------------------------------------

@@ -58,6 +58,14 @@ function ibv.recv_wrs(n, max_sge) end
 -- @treturn ibverbs.send_wrs
 function ibv.send_wrs(n, max_sge) end
 
+--- A QP attribute set parsed once, for `qp:modify` on the data path's control calls (a QP moved
+-- through ERR, RESET and INIT again and again): the table is read here, its mask computed here, and
+-- `qp:modify(prepared)` only copies it.  The table holds plain values only, so nothing it names can
+-- close later; edit the table and call `ibv.qp_attr` again to change it.
+-- @tparam table attr as `qp:modify` takes it
+-- @treturn ibverbs.qp_attr
+function ibv.qp_attr(attr) end
+
 --- A reusable array of n work completions for `cq:poll` and `cq:wait`.
 -- @tparam integer n
 -- @treturn ibverbs.wc_array

@@ -20,7 +20,8 @@ local qp = {}
 -- `path_mtu` (bytes), `path_mig_state`, `qkey`, `rq_psn`, `sq_psn`, `dest_qp_num`, `qp_access_flags`,
 -- `cap`, `ah_attr` (as `pd:create_ah`), `alt_ah_attr`, `pkey_index`, `alt_pkey_index`,
 -- `en_sqd_async_notify`, `max_rd_atomic`, `max_dest_rd_atomic`, `min_rnr_timer`, `port_num`,
--- `timeout`, `retry_cnt`, `rnr_retry`, `alt_port_num`, `alt_timeout`, `rate_limit`
+-- `timeout`, `retry_cnt`, `rnr_retry`, `alt_port_num`, `alt_timeout`, `rate_limit`;
+-- or an `ibverbs.qp_attr` made from such a table by `ibv.qp_attr` (parsed once)
 -- @treturn true
 -- @return[2] nil, message, errno
 -- @errno EINVAL a transition or attribute the state machine refuses; ENOENT/ETIMEDOUT

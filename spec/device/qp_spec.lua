@@ -122,6 +122,28 @@ describe("on rxe0, qp:query and qp:modify", function()
     assert.equal(0x1234, ud.a:query().qkey)
   end)
 
+  it("takes a prepared ibv.qp_attr: the same transitions, errors and hints as its table", function()
+    local env = support.pair()
+    local qp = assert(env.pd:create_qp{ qp_type = "rc", send_cq = env.cq, recv_cq = env.cq })
+    local INIT = ibv.qp_attr{ qp_state = "init", pkey_index = 0, port_num = 1, qp_access_flags = 0 }
+    local ERR, RESET = ibv.qp_attr{ qp_state = "err" }, ibv.qp_attr{ qp_state = "reset" }
+    for _ = 1, 3 do
+      assert(qp:modify(INIT)); assert.equal("init", qp.state)
+      assert(qp:modify(ERR)); assert.equal("err", qp.state)
+      assert(qp:modify(RESET)); assert.equal("reset", qp.state)
+    end
+    local ok, msg, errno = qp:modify(ibv.qp_attr{ qp_state = "rts" })
+    assert.is_nil(ok)
+    assert.matches("^ibv_modify_qp: .*'reset'.*'rts'", msg)
+    assert.equal(22, errno)
+    assert.error_matches(function() ibv.qp_attr{} end, "no attribute given", 1, true)
+    assert.error_matches(function() ibv.qp_attr{ qp_sate = "init" } end, "unknown field 'qp_sate'", 1, true)
+    assert.error_matches(function() qp:modify(ibv.wc_array(1)) end,
+      "attr table expected, got ibverbs.wc_array", 1, true)
+    qp:close()
+    assert.error_matches(function() qp:modify(INIT) end, "closed", 1, true)
+  end)
+
   it("refuses an invalid transition with EINVAL, and raises on bad attributes", function()
     local env = support.pair()
     local qp = assert(env.pd:create_qp{ qp_type = "rc", send_cq = env.cq, recv_cq = env.cq })
