@@ -83,7 +83,7 @@ void ibvl_open_cm_channel(lua_State *L)
  * number: cm.event_str("addr_resolved") --> "RDMA_CM_EVENT_ADDR_RESOLVED" */
 static int l_event_str(lua_State *L)
 {
-	lua_Integer v = ibvl_check_enum(L, 1, ibvl_cm_event_types);
+	lua_Integer v = ibvl_check_enum_or_int(L, 1, ibvl_cm_event_types);
 	int ev = v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int)v;
 	lua_pushstring(L, rdma_event_str((enum rdma_cm_event_type)ev));
 	return 1;

@@ -401,12 +401,24 @@ static const char *what_str(lua_State *L, const char *field, int arg)
 }
 
 /* Looks the value at idx up in e; raises "<what>: invalid value 'x' (one of ...)". */
-static lua_Integer lookup_enum(lua_State *L, int idx, const struct ibvl_enum *e,
-                               const char *field, int arg)
+/* A name of e, or an integer: any integer with any_int (a flags mask), else
+ * only one of e's values (a provider may index a table with it). */
+static lua_Integer lookup_value(lua_State *L, int idx, const struct ibvl_enum *e,
+                                const char *field, int arg, int any_int)
 {
 	lua_Integer v;
-	if (ibvl_tointeger(L, idx, &v))
-		return v;
+	if (ibvl_tointeger(L, idx, &v)) {
+		if (any_int)
+			return v;
+		for (const struct ibvl_enum *p = e; p->name != NULL; p++)
+			if (p->value == v)
+				return v;
+		char num[24];
+		snprintf(num, sizeof num, "%lld", (long long)v);
+		const char *what = what_str(L, field, arg);
+		return ibvl_error(L, "%s: unknown value %s (expected one of %s)", what, num,
+		                  enum_names(L, e));
+	}
 	if (lua_type(L, idx) != LUA_TSTRING)
 		return ibvl_error(L, "%s: name or integer expected, got %s", what_str(L, field, arg),
 		                  luaL_typename(L, idx));
@@ -419,16 +431,22 @@ static lua_Integer lookup_enum(lua_State *L, int idx, const struct ibvl_enum *e,
 	                  enum_names(L, e));
 }
 
+static lua_Integer lookup_enum(lua_State *L, int idx, const struct ibvl_enum *e,
+                               const char *field, int arg)
+{
+	return lookup_value(L, idx, e, field, arg, 0);
+}
+
 static lua_Integer lookup_flags(lua_State *L, int idx, const struct ibvl_enum *e,
                                 const char *field, int arg)
 {
 	if (lua_type(L, idx) != LUA_TTABLE)
-		return lookup_enum(L, idx, e, field, arg);
+		return lookup_value(L, idx, e, field, arg, 1);
 	lua_Integer v = 0;
 	int n = (int)lua_rawlen(L, idx);
 	for (int i = 1; i <= n; i++) {
 		lua_rawgeti(L, idx, i);
-		v |= lookup_enum(L, lua_gettop(L), e, field, arg);
+		v |= lookup_value(L, lua_gettop(L), e, field, arg, 1);
 		lua_pop(L, 1);
 	}
 	return v;
@@ -593,6 +611,13 @@ uint64_t ibvl_check_u64(lua_State *L, int arg)
 lua_Integer ibvl_check_enum(lua_State *L, int arg, const struct ibvl_enum *e)
 {
 	return lookup_enum(L, arg, e, NULL, arg);
+}
+
+/* A name of e or any integer: for calls that name values (ibv.wc_status_str(1000) is
+ * "unknown") and never hand them to a provider. */
+lua_Integer ibvl_check_enum_or_int(lua_State *L, int arg, const struct ibvl_enum *e)
+{
+	return lookup_value(L, arg, e, NULL, arg, 1);
 }
 
 lua_Integer ibvl_opt_enum(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def)

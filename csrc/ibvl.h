@@ -171,6 +171,7 @@ uint64_t ibvl_check_u64(lua_State *L, int arg);
 const char *ibvl_check_lstring(lua_State *L, int arg, size_t *len); /* no conversion */
 const char *ibvl_opt_lstring(lua_State *L, int arg, size_t *len);
 lua_Integer ibvl_check_enum(lua_State *L, int arg, const struct ibvl_enum *e);
+lua_Integer ibvl_check_enum_or_int(lua_State *L, int arg, const struct ibvl_enum *e);
 lua_Integer ibvl_opt_enum(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def);
 lua_Integer ibvl_check_flags(lua_State *L, int arg, const struct ibvl_enum *e);
 lua_Integer ibvl_opt_flags(lua_State *L, int arg, const struct ibvl_enum *e, lua_Integer def);

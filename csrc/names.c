@@ -14,7 +14,7 @@
 /* The C value of argument 1, clamped to an int (libibverbs checks the range). */
 static int check_value(lua_State *L, const struct ibvl_enum *e)
 {
-	lua_Integer v = ibvl_check_enum(L, 1, e);
+	lua_Integer v = ibvl_check_enum_or_int(L, 1, e);
 	return v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int)v;
 }
 
@@ -75,7 +75,7 @@ static int l_mult_to_rate(lua_State *L)
 static int l_is_qpt_supported(lua_State *L)
 {
 	uint32_t caps = (uint32_t)ibvl_check_range(L, 1, 0, UINT32_MAX);
-	lua_Integer qpt = ibvl_check_enum(L, 2, ibvl_qp_types);
+	lua_Integer qpt = ibvl_check_enum_or_int(L, 2, ibvl_qp_types);
 	lua_pushboolean(L, qpt >= 0 && qpt < 31 &&
 	                       ibv_is_qpt_supported(caps, (enum ibv_qp_type)qpt));
 	return 1;

@@ -247,18 +247,25 @@ static int m_is_closed(lua_State *L)
 	return 1;
 }
 
-/* __index for classes with fields: methods first, then cls->field. */
-static int m_index(lua_State *L)
+/* __index: the methods (upvalue 2) first, then cls->field (cls: upvalue 1)
+ * of the object at obj. */
+static int method_or_field(lua_State *L, int obj)
 {
 	lua_pushvalue(L, 2);
 	lua_rawget(L, lua_upvalueindex(2));
 	if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING)
 		return 1;
 	const struct ibvl_class *cls = lua_touserdata(L, lua_upvalueindex(1));
-	struct ibvl_obj *o = ibvl_check(L, 1, cls);
+	struct ibvl_obj *o = ibvl_check(L, obj, cls);
 	if (cls->field == NULL || !cls->field(L, o, lua_tostring(L, 2)))
 		lua_pushnil(L);
 	return 1;
+}
+
+/* __index of the class metatable (classes with fields) */
+static int m_index(lua_State *L)
+{
+	return method_or_field(L, 1);
 }
 
 /* ---- per-object metatables (the hot types: qp, cq) -------------------------
@@ -295,20 +302,13 @@ static void *test_own_mt(lua_State *L, int idx, const struct ibvl_class *cls)
 	return ok ? lua_touserdata(L, idx) : NULL;
 }
 
-/* __index of an object's method table: the class's methods, then its fields. */
+/* __index of an object's method table (arg 1), which keeps the object. */
 static int fields_index(lua_State *L)
 {
-	lua_pushvalue(L, 2);
-	lua_rawget(L, lua_upvalueindex(2));
-	if (!lua_isnil(L, -1) || lua_type(L, 2) != LUA_TSTRING)
-		return 1;
-	const struct ibvl_class *cls = lua_touserdata(L, lua_upvalueindex(1));
+	lua_settop(L, 2);
 	lua_pushlightuserdata(L, (void *)&object_key);
 	lua_rawget(L, 1);
-	struct ibvl_obj *o = ibvl_check(L, lua_gettop(L), cls);
-	if (cls->field == NULL || !cls->field(L, o, lua_tostring(L, 2)))
-		lua_pushnil(L);
-	return 1;
+	return method_or_field(L, 3);
 }
 
 /* Pushes a copy of the table at idx, without its entry named skip. */

@@ -139,7 +139,7 @@ describe("on rxe0, qp:query and qp:modify", function()
     assert.error_matches(function() ibv.qp_attr{} end, "no attribute given", 1, true)
     assert.error_matches(function() ibv.qp_attr{ qp_sate = "init" } end, "unknown field 'qp_sate'", 1, true)
     assert.error_matches(function() qp:modify(ibv.wc_array(1)) end,
-      "attr table expected, got ibverbs.wc_array", 1, true)
+      "attr table expected, got ", 1, true)
     qp:close()
     assert.error_matches(function() qp:modify(INIT) end, "closed", 1, true)
   end)
