@@ -68,6 +68,20 @@ describe("argument checks", function()
     assert.equal(3, sl:length(1))
   end)
 
+  it("enums given as integers: only the values the header defines (providers index tables with them)", function()
+    local sl = ibv.send_wrs(1)
+    sl:set(1, { opcode = ibv.WR_RDMA_WRITE or 0, inline = "abc", remote_addr = 8, rkey = 5 })
+    assert.matches("field 'opcode': unknown value 16777216 %(expected one of 'rdma_write'",
+      err_of(sl.set, sl, 1, { opcode = 0x1000000, inline = "x" }))
+    assert.matches("field 'opcode': unknown value %-1", err_of(sl.set, sl, 1, { opcode = -1 }))
+    assert.matches("qp_attr: field 'qp_state': unknown value 99",
+      err_of(ibv.qp_attr, { qp_state = 99 }))
+    -- the naming helpers hand nothing to a provider: any integer has a name
+    assert.equal("unknown", ibv.wc_status_str(1000))
+    -- a flags mask is any combination of bits
+    sl:set(1, { send_flags = 0x7fffffff })
+  end)
+
   it("flags given as names or integers, and ibv.inc_rkey's range", function()
     local sl = ibv.send_wrs(1)
     sl:set(1, { send_flags = ibv.SEND_SIGNALED + ibv.SEND_SOLICITED })
