@@ -329,26 +329,34 @@ static void copy_table(lua_State *L, int idx, const char *skip)
 	}
 }
 
-/* Gives the new object at the top of the stack its own metatable. */
+/* Gives the new object at the top of the stack its own metatable.  The
+ * methods come from the registry's fields_index closure, which no script
+ * reaches (the class's metatable is a script's to edit, its __index too). */
 static void set_own_mt(lua_State *L, const struct ibvl_class *cls)
 {
-	luaL_getmetatable(L, cls->name);        /* ud cmt */
-	copy_table(L, -1, "__index");           /* ud cmt mt */
-	lua_getfield(L, -2, "__index");         /* ud cmt mt m_index */
-	lua_getupvalue(L, -1, 2);               /* ud cmt mt m_index methods */
-	copy_table(L, -1, NULL);                /* ud cmt mt m_index methods t */
-	lua_pushvalue(L, -6);
-	lua_rawsetp(L, -2, &object_key);
-	push_keyed(L, fields_key(cls));
-	lua_setmetatable(L, -2);
-	lua_setfield(L, -4, "__index");         /* ud cmt mt m_index methods */
-	lua_pop(L, 2);                          /* ud cmt mt */
-	lua_pushvalue(L, -2);
-	lua_setfield(L, -2, "__metatable");     /* getmetatable(obj): the class's */
+	int ud = lua_gettop(L);
+	push_keyed(L, fields_key(cls));          /* ud+1: the methods table's metatable */
+	lua_pushliteral(L, "__index");
+	lua_rawget(L, ud + 1);                   /* ud+2: fields_index */
+	lua_getupvalue(L, ud + 2, 2);            /* ud+3: the class's methods */
+	copy_table(L, ud + 3, NULL);             /* ud+4: the object's methods */
+	lua_pushvalue(L, ud);
+	lua_rawsetp(L, ud + 4, &object_key);
+	lua_pushvalue(L, ud + 1);
+	lua_setmetatable(L, ud + 4);
+	luaL_getmetatable(L, cls->name);         /* ud+5: the class's metatable */
+	copy_table(L, ud + 5, "__index");        /* ud+6: the object's metatable */
+	lua_pushliteral(L, "__index");
+	lua_pushvalue(L, ud + 4);
+	lua_rawset(L, ud + 6);
+	lua_pushliteral(L, "__metatable");       /* getmetatable(obj): the class's */
+	lua_pushvalue(L, ud + 5);
+	lua_rawset(L, ud + 6);
 	push_keyed(L, tag_key(cls));
-	lua_setmetatable(L, -2);
-	lua_setmetatable(L, -3);
-	lua_pop(L, 1);
+	lua_setmetatable(L, ud + 6);
+	lua_pushvalue(L, ud + 6);
+	lua_setmetatable(L, ud);
+	lua_settop(L, ud);
 }
 
 /* The class's fields_index table (new methods table) and its tag table,

@@ -119,6 +119,29 @@ describe("on rxe0, adversarial scripts", function()
     end
   end)
 
+  it("a QP or CQ type whose shared metatable a script edited still makes working objects", function()
+    for field, make in pairs({
+      cqe = function() return assert(env.ctx:create_cq(4)) end,
+      qp_num = function() return assert(env.pd:create_qp{ qp_type = "rc", send_cq = env.cq, recv_cq = env.cq }) end,
+    }) do
+      local mt = getmetatable(make())
+      local index = mt.__index
+      for _, edit in ipairs({
+        function() mt.__index = {} end,
+        function() mt.__index = 42 end,
+        function() mt.__index = nil; setmetatable(mt, { __index = function() error("boom") end }) end,
+      }) do
+        edit()
+        local o = make()
+        assert.is_number(o[field])             -- fields still read through the object's own table
+        assert.is_true(o:close())
+        assert.equal(mt, getmetatable(o))      -- scripts see the shared table, never the object's
+        setmetatable(mt, nil)
+        mt.__index = index
+      end
+    end
+  end)
+
   it("a finalizer that closes the QP while a WR table is parsed makes the post raise", function()
     local mr = assert(env.pd:reg_mr(4096, { "local_write" }))
     local victim = env.a
