@@ -177,7 +177,7 @@ local function interp_cmd(i)
     local lib = capture("gcc -print-file-name=libasan.so")
     return table.concat({ "env", path, "LUA_CPATH='build/lua5.4-san/?.so;;'",
       "LD_PRELOAD=" .. sh_quote(lib),
-      "ASAN_OPTIONS=detect_leaks=0:exitcode=" .. SAN_EXIT,
+      "ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:exitcode=" .. SAN_EXIT,
       "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=" .. UBSAN_EXIT, "lua5.4" }, " "), "build/lua5.4-san"
   end
   if i == "ibvlua" then -- the scripting host: the module and lua/ built in, no LUA_CPATH
