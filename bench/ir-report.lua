@@ -6,10 +6,12 @@
 -- (COUNT = n and 2n); time.txt: the "TIME impl mode seconds count" and
 -- "HEAP impl mode bytes/WR" lines of the wall-clock rounds.
 local GROUPS = { "provider", "binding", "interpreter", "other" }
-local MODES = { "recv", "sendrecv", "modify", "modprep", "polltab" }
+local MODES = { "recv", "recvb", "sendrecv", "sendrecvb", "modify", "modprep", "polltab" }
 -- modprep (the Lua API with ibv.qp_attr sets parsed once) does C's and pyverbs' modify work
-local SAME_WORK = { modprep = "modify" }
+-- (and recvb, sendrecvb: recv's and sendrecv's, each round in one ibv.batch call)
+local SAME_WORK = { modprep = "modify", recvb = "recv", sendrecvb = "sendrecv" }
 local counts = { recv = tonumber(os.getenv("RN")), polltab = tonumber(os.getenv("N")),
+                 recvb = tonumber(os.getenv("RN")), sendrecvb = tonumber(os.getenv("SN")),
                  sendrecv = tonumber(os.getenv("SN")), modify = tonumber(os.getenv("MN")),
                  modprep = tonumber(os.getenv("MN")) }
 local impls = {}

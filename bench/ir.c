@@ -28,7 +28,7 @@
 #include <infiniband/verbs.h>
 
 #define CHAIN 64
-#define SCHAIN 16
+#define SCHAIN 64
 #define MSG 64
 #define WINDOW 256
 /* warm-up units, the same in every implementation: enough iterations of

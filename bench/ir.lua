@@ -4,7 +4,8 @@
 --   luajit bench/ir.lua MODE COUNT [-t] [ffi]    -- ffi: through ibverbs.ffi
 --
 -- MODE: recv, sendrecv, modify, polltab (see bench/ir.c); modprep: modify's work
--- with ibv.qp_attr sets parsed once.  The loops are
+-- with ibv.qp_attr sets parsed once; recvb, sendrecvb: recv's and sendrecv's
+-- work with the post and poll calls of each round in one ibv.batch.  The loops are
 -- written as a script would: method calls (qp:post_recv(list)), a prepared
 -- WR list, a wc array, cq:poll's bulk check of the completions (its second
 -- result, the index of the first unsuccessful one).
@@ -12,9 +13,10 @@
 -- (collectgarbage("count") around the work, collector stopped).
 local ibv = require "ibverbs"
 
-local CHAIN, SCHAIN, MSG, WINDOW = 64, 16, 64, 256
+local CHAIN, SCHAIN, MSG, WINDOW = 64, 64, 64, 256
 -- warm-up units as in bench/ir.c: LuaJIT compiles each loop before the measured run
-local WARM = { recv = 8192, sendrecv = 2048, modify = 384, modprep = 384, polltab = 8192 }
+local WARM = { recv = 8192, recvb = 8192, sendrecv = 2048, sendrecvb = 2048, modify = 384, modprep = 384,
+               polltab = 8192 }
 local mode, count = arg[1], tonumber(arg[2])
 local timed, use_ffi = false, false
 for i = 3, #arg do
@@ -57,12 +59,22 @@ function work.recv(r, n)
   end
 end
 
+-- recv's work, each chain's post and poll one ibv.batch call
+function work.recvb(r, n)
+  local cycle = ibv.batch{ { "post_recv", r.qp, r.rl }, { "poll", r.cq, r.wcs } }
+  for _ = 1, n / CHAIN do
+    local got, bad = cycle()
+    if got ~= 0 then error(got and "completions on an idle QP" or bad) end
+  end
+end
+
 local function modify_loop(r, n, err, reset, init)
   local qp = r.qp
   for _ = 1, n / 3 do
-    assert(qp:modify(err))
-    assert(qp:modify(reset))
-    assert(qp:modify(init))
+    local ok1, e1 = qp:modify(err)
+    local ok2, e2 = qp:modify(reset)
+    local ok3, e3 = qp:modify(init)
+    if not (ok1 and ok2 and ok3) then error(e1 or e2 or e3) end
   end
 end
 
@@ -123,6 +135,16 @@ local function pair_setup()
   return p
 end
 
+-- reposts the consumed receives in CHAIN-WR ranges of the window
+local function repost(b, rl, recvd, reposted, rposted)
+  while recvd - reposted >= CHAIN do
+    local ok, err = b:post_recv(rl, reposted % WINDOW + 1, CHAIN)
+    if not ok then error(err) end
+    reposted, rposted = reposted + CHAIN, rposted + CHAIN
+  end
+  return reposted, rposted
+end
+
 function work.sendrecv(p, n)
   local a, b, scq, rcq, sl, rl, wcs = p.a, p.b, p.scq, p.rcq, p.sl, p.rl, p.wcs
   local sent, scomp, recvd, reposted, rposted = 0, 0, 0, 0, WINDOW
@@ -135,14 +157,34 @@ function work.sendrecv(p, n)
     end
     scomp = scomp + poll_ok(scq, wcs) * SCHAIN
     recvd = recvd + poll_ok(rcq, wcs)
-    while recvd - reposted >= CHAIN do
-      local ok, err = b:post_recv(rl, reposted % WINDOW + 1, CHAIN)
-      if not ok then error(err) end
-      reposted, rposted = reposted + CHAIN, rposted + CHAIN
-    end
+    reposted, rposted = repost(b, rl, recvd, reposted, rposted)
     if recvd < n and ibv.now() > deadline then error("sendrecv: timed out") end
   end
   while scomp < sent do scomp = scomp + poll_ok(scq, wcs) * SCHAIN end
+end
+
+-- sendrecv's work, each round's post_send and polls one ibv.batch call
+function work.sendrecvb(p, n)
+  local b, rl, wcs = p.b, p.rl, p.wcs
+  local send_poll = ibv.batch{ { "post_send", p.a, p.sl }, { "poll", p.scq, wcs }, { "poll", p.rcq, wcs } }
+  local poll = ibv.batch{ { "poll", p.scq, wcs }, { "poll", p.rcq, wcs } }
+  local sent, scomp, recvd, reposted, rposted = 0, 0, 0, 0, WINDOW
+  local deadline = ibv.now() + 600
+  while recvd < n do
+    local sn, sbad, rn, rbad
+    if sent < n and sent - scomp + SCHAIN <= WINDOW and sent + SCHAIN <= rposted then
+      sn, sbad, rn, rbad = send_poll()
+      if not sn then error(sbad) end
+      sent = sent + SCHAIN
+    else
+      sn, sbad, rn, rbad = poll()
+    end
+    if sbad or rbad then error("wc status " .. wcs:status(rbad or sbad)) end
+    scomp, recvd = scomp + sn * SCHAIN, recvd + rn
+    reposted, rposted = repost(b, rl, recvd, reposted, rposted)
+    if recvd < n and ibv.now() > deadline then error("sendrecv: timed out") end
+  end
+  while scomp < sent do scomp = scomp + poll_ok(p.scq, wcs) * SCHAIN end
 end
 
 -- The same loops through ibverbs.ffi (LuaJIT).
@@ -190,9 +232,9 @@ end
 if use_ffi then ffi_work(work) end
 local f = assert(work[mode], "MODE: recv, sendrecv, modify, modprep or polltab")
 local env
-if mode == "sendrecv" then
+if mode == "sendrecv" or mode == "sendrecvb" then
   env = pair_setup()
-elseif mode == "recv" then
+elseif mode == "recv" or mode == "recvb" then
   env = rq_setup(count + WARM.recv)
 else
   env = rq_setup(CHAIN)

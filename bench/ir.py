@@ -21,7 +21,7 @@ from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 from pyverbs.addr import AHAttr, GlobalRoute
 
-CHAIN, SCHAIN, MSG, WINDOW = 64, 16, 64, 256
+CHAIN, SCHAIN, MSG, WINDOW = 64, 64, 64, 256
 WARM = {"recv": 8192, "sendrecv": 2048, "modify": 384, "polltab": 8192}  # as bench/ir.c
 
 mode, count = sys.argv[1], int(sys.argv[2])

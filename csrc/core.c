@@ -88,6 +88,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_qp_ex(L);
 	ibvl_open_wr(L);
 	ibvl_open_loop(L);
+	ibvl_open_batch(L);
 	ibvl_open_cq_more(L);
 	ibvl_open_qp_more(L);
 	ibvl_open_srq_more(L);

@@ -37,8 +37,10 @@ static int cq_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
+static int l_poll(lua_State *L);
+static const luaL_Reg cq_hot[] = {{"poll", l_poll}, {NULL, NULL}};
 const struct ibvl_class ibvl_cq_class = {"ibverbs.cq", destroy_cq, "ibv_destroy_cq", cq_field,
-                                         1};
+                                         cq_hot};
 
 static struct ibvl_cq *check_cq(lua_State *L)
 {
@@ -166,7 +168,7 @@ int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
 
 /* Pushes the 1-based index of the first unsuccessful completion of wc[0..n),
  * or nil: a loop checks a whole poll at once. */
-static void push_first_bad(lua_State *L, const struct ibv_wc *wc, int n)
+void ibvl_push_first_bad(lua_State *L, const struct ibv_wc *wc, int n)
 {
 	for (int i = 0; i < n; i++) {
 		if (wc[i].status != IBV_WC_SUCCESS) {
@@ -182,7 +184,9 @@ static void push_first_bad(lua_State *L, const struct ibv_wc *wc, int n)
  * first_bad: the index of the first completion whose status is not success, or nil */
 static int l_poll(lua_State *L)
 {
-	struct ibvl_cq *cq = check_cq(L);
+	struct ibvl_cq *cq = ibvl_self(L);
+	if (cq == NULL || cq->o.ptr == NULL)
+		cq = check_cq(L);
 	if (lua_type(L, 2) == LUA_TUSERDATA) {
 		/* the wc array polled into last is known by its address (the CQ keeps it) */
 		struct ibvl_wc_array *w = lua_touserdata(L, 2);
@@ -197,7 +201,7 @@ static int l_poll(lua_State *L)
 			cq->last_wcs = w;
 		}
 		lua_pushinteger(L, got);
-		push_first_bad(L, w->wc, got);
+		ibvl_push_first_bad(L, w->wc, got);
 		return 2;
 	}
 	int n = (int)ibvl_opt_range(L, 2, 16, 1, 4096);
@@ -210,7 +214,7 @@ static int l_poll(lua_State *L)
 		ibvl_push_wc(L, &wc[i]);
 		lua_rawseti(L, -2, i + 1);
 	}
-	push_first_bad(L, wc, got);
+	ibvl_push_first_bad(L, wc, got);
 	return 2;
 }
 

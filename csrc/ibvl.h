@@ -67,9 +67,11 @@ struct ibvl_class {
 	const char *destroy_call; /* for messages: "ibv_destroy_qp" */
 	/* optional: pushes the value of a read-only field (mr.lkey), or returns 0 */
 	int (*field)(lua_State *L, void *obj, const char *key);
-	/* hot types (qp, cq): each object gets its own metatable whose __index is
-	 * a plain table of the methods, so a method call runs no C __index */
-	int per_object;
+	/* hot types (qp, cq): non-NULL when each object gets its own metatable
+	 * whose __index is a plain table of the methods (a method call runs no C
+	 * __index); the methods listed here are the object's own closures, the
+	 * object as upvalue 1 (ibvl_self), so a call on it needs no type check */
+	const luaL_Reg *per_object;
 };
 
 struct ibvl_link {
@@ -102,6 +104,16 @@ int ibvl_push_ref(lua_State *L, int objidx, int n);
 void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx);
 void ibvl_unuse(lua_State *L, int objidx, int slot);
 void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls);
+/* The object a hot method (ibvl_class.hot) was called on, when argument 1 is
+ * the very userdata its closure holds: the closure keeps that object alive, so
+ * its address names it and no metatable needs a look.  NULL otherwise (the
+ * method called on another object, or through the class's table): check it. */
+static inline void *ibvl_self(lua_State *L)
+{
+	void *self = lua_touserdata(L, lua_upvalueindex(1));
+	return self != NULL && lua_touserdata(L, 1) == self && lua_type(L, 1) == LUA_TUSERDATA
+	       ? self : NULL;
+}
 void *ibvl_test_class(lua_State *L, int idx, const struct ibvl_class *cls); /* open or not */
 /* Type checks by pointer: ibvl_register keeps each metatable in the registry
  * under its class's address too, and ibvl_type_key under any key for the
@@ -297,6 +309,7 @@ void ibvl_open_mw(lua_State *L);
 void ibvl_open_srq(lua_State *L);
 void ibvl_open_xrcd(lua_State *L);
 void ibvl_open_loop(lua_State *L);
+void ibvl_open_batch(lua_State *L);
 void ibvl_open_qp_ex(lua_State *L);
 void ibvl_open_names(lua_State *L);        /* names.c: the *_str helpers, rates */
 void ibvl_open_context_more(lua_State *L); /* context.c: fds, P_Key index, clock, L2 */
@@ -327,6 +340,7 @@ struct ibvl_wc_array {
 #define IBVL_WC_ARRAY "ibverbs.wc_array"
 int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc);
 void ibvl_push_wc(lua_State *L, const struct ibv_wc *wc);
+void ibvl_push_first_bad(lua_State *L, const struct ibv_wc *wc, int n);
 struct ibvl_wc_array *ibvl_check_wcs(lua_State *L, int arg);
 
 /* ---- queue pairs (qp.c) ------------------------------------------------- */
@@ -407,6 +421,9 @@ struct ibvl_chain {
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
 void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c); /* known list */
+void *ibvl_range_chain(lua_State *L, void *list, int first, int count, struct ibvl_chain *c);
+void *ibvl_test_list(lua_State *L, int idx, int send, int *n);
+const char *ibvl_no_queue(const struct ibv_qp *q, int send); /* qp.c: why q cannot post, or NULL */
 void ibvl_chain_cut(struct ibvl_chain *c);
 void ibvl_chain_done(struct ibvl_chain *c);
 void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c);

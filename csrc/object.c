@@ -342,6 +342,12 @@ static void set_own_mt(lua_State *L, const struct ibvl_class *cls)
 	copy_table(L, ud + 3, NULL);             /* ud+4: the object's methods */
 	lua_pushvalue(L, ud);
 	lua_rawsetp(L, ud + 4, &object_key);
+	for (const luaL_Reg *r = cls->per_object; r->name != NULL; r++) {
+		lua_pushstring(L, r->name);
+		lua_pushvalue(L, ud);
+		lua_pushcclosure(L, r->func, 1); /* ibvl_self */
+		lua_rawset(L, ud + 4);
+	}
 	lua_pushvalue(L, ud + 1);
 	lua_setmetatable(L, ud + 4);
 	luaL_getmetatable(L, cls->name);         /* ud+5: the class's metatable */

@@ -70,8 +70,13 @@ static int qp_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
+static int l_post_recv(lua_State *L);
+static int l_post_send(lua_State *L);
+static int l_modify(lua_State *L);
+static const luaL_Reg qp_hot[] = {{"post_recv", l_post_recv}, {"post_send", l_post_send},
+                                  {"modify", l_modify}, {NULL, NULL}};
 const struct ibvl_class ibvl_qp_class = {"ibverbs.qp", destroy_qp, "ibv_destroy_qp", qp_field,
-                                         1};
+                                         qp_hot};
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg)
 {
@@ -565,7 +570,9 @@ static int l_modify(lua_State *L)
 	int mask;
 	const struct prepared_attr *p = ibvl_test_key(L, 2, &prepared_key);
 	if (p != NULL) { /* nothing to read: no Lua code runs before the call */
-		qp = ibvl_check_qp(L, 1);
+		qp = ibvl_self(L);
+		if (qp == NULL || qp->o.ptr == NULL)
+			qp = ibvl_check_qp(L, 1);
 		a = p->a;
 		mask = p->mask;
 	} else {
@@ -633,15 +640,20 @@ static int l_query(lua_State *L)
 /* A queue the QP does not have: its receives go to an SRQ (ibv_post_recv(3)
  * says to use ibv_post_srq_recv), or it is the XRC side without that queue.
  * Refused here, as providers need not check: nil, msg, EINVAL, 1. */
+const char *ibvl_no_queue(const struct ibv_qp *q, int send)
+{
+	if (send && q->qp_type == IBV_QPT_XRC_RECV)
+		return "an xrc_recv QP has no send queue";
+	if (!send && q->srq != NULL)
+		return "the QP receives through its SRQ: post with srq:post_recv";
+	if (!send && (q->qp_type == IBV_QPT_XRC_RECV || q->qp_type == IBV_QPT_XRC_SEND))
+		return "an XRC QP receives through an XRC SRQ: post with srq:post_recv";
+	return NULL;
+}
+
 static int no_queue(lua_State *L, struct ibv_qp *q, int send)
 {
-	const char *why = NULL;
-	if (send && q->qp_type == IBV_QPT_XRC_RECV)
-		why = "an xrc_recv QP has no send queue";
-	else if (!send && q->srq != NULL)
-		why = "the QP receives through its SRQ: post with srq:post_recv";
-	else if (!send && (q->qp_type == IBV_QPT_XRC_RECV || q->qp_type == IBV_QPT_XRC_SEND))
-		why = "an XRC QP receives through an XRC SRQ: post with srq:post_recv";
+	const char *why = ibvl_no_queue(q, send);
 	if (why == NULL)
 		return 0;
 	lua_pushnil(L);
@@ -695,7 +707,9 @@ static void remember_list(lua_State *L, struct ibvl_qp *qp, int send, const stru
  * qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
 static int post(lua_State *L, int send)
 {
-	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
+	struct ibvl_qp *qp = ibvl_self(L);
+	if (qp == NULL || qp->o.ptr == NULL)
+		qp = ibvl_check_qp(L, 1);
 	if (no_queue(L, qp->o.ptr, send))
 		return 4;
 	struct ibvl_chain c;

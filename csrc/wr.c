@@ -656,17 +656,35 @@ static void *fill_chain(struct wr_list *l, int first, int count, struct ibvl_cha
 	return c->base;
 }
 
-/* The chain of the prepared list at arg (with optional first, count after
- * it), which the caller knows to be one: list is its address. */
-void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c)
+/* Entries [first, first+count) of the prepared list (0-based, in range) as
+ * the chain c, its entries checked (what they name still open, lengths in
+ * bounds); returns its first WR.  Runs no Lua code. */
+void *ibvl_range_chain(lua_State *L, void *list, int first, int count, struct ibvl_chain *c)
 {
 	struct wr_list *l = list;
-	int first, count;
-	list_range(L, l, arg, &first, &count);
 	check_range(L, l, first, count);
 	fill_chain(l, first, count, c);
 	c->list = l;
 	return c->base;
+}
+
+/* The chain of the prepared list at arg (with optional first, count after
+ * it), which the caller knows to be one: list is its address. */
+void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c)
+{
+	int first, count;
+	list_range(L, list, arg, &first, &count);
+	return ibvl_range_chain(L, list, first, count, c);
+}
+
+/* The prepared list at idx when it is one (send or recv as send says), and
+ * its length; NULL otherwise. */
+void *ibvl_test_list(lua_State *L, int idx, int send, int *n)
+{
+	struct wr_list *l = test_list(L, idx, send);
+	if (l != NULL)
+		*n = l->n;
+	return l;
 }
 
 /* A prepared list's range, or a temporary list made from WR tables (the

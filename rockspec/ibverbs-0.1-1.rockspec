@@ -41,7 +41,7 @@ build = {
   modules = {
     ["ibverbs.core"] = {
       sources = {
-        "csrc/ah.c", "csrc/buffer.c", "csrc/channel.c", "csrc/cm_addr.c", "csrc/cm_base.c",
+        "csrc/ah.c", "csrc/batch.c", "csrc/buffer.c", "csrc/channel.c", "csrc/cm_addr.c", "csrc/cm_base.c",
         "csrc/cm_channel.c", "csrc/cm_id.c", "csrc/cm_qp.c", "csrc/context.c", "csrc/core.c",
         "csrc/counters.c", "csrc/cq.c", "csrc/device.c", "csrc/dm.c", "csrc/embed.c",
         "csrc/enums.c", "csrc/errno.c", "csrc/ffi.c", "csrc/fields.c", "csrc/flow.c",

@@ -84,6 +84,23 @@ function ibv.wc_array(n) end
 -- EINTR (SIGINT); a post's errno
 function ibv.transfer(t) end
 
+--- Data-path steps checked once and run by one call: the script's own loop at one Lua->C call per
+-- cycle.  Each step is `{"post_recv", qp_or_srq, recv_wrs [, first, count]}`,
+-- `{"post_send", qp, send_wrs [, first, count]}` or `{"poll", cq, wc_array}` (1 to 8 steps, run in
+-- order).  The objects are checked here and kept alive by the batch; each run checks that they are
+-- still open and that the lists' WRs name open objects (as `qp:post_*` does), and posts what the
+-- lists hold at that moment (edit them between runs with `set`, `wr_id`, ...).
+--     local cycle = ibv.batch{ {"post_recv", qp, rl, 1, 16}, {"post_send", qp, sl}, {"poll", cq, wcs} }
+--     local n, first_bad = cycle()
+-- @tparam table steps
+-- @treturn function the cycle: returns, for each poll step, its count and first_bad (the index of
+-- the first unsuccessful completion in its wc array, or nil), as `cq:poll(wcs)`; `true` when there
+-- is no poll step
+-- @return[2] (from the cycle) nil, message, errno, bad_wr, step: a post failed; later steps did not run
+-- @errno ENOMEM a post beyond the queue's room; EINVAL; a poll's errno
+-- @raise a malformed step (named by its index); at run, a closed object or a WR naming one
+function ibv.batch(steps) end
+
 --- A monotonic clock (`CLOCK_MONOTONIC`), for timing loops.
 -- @treturn number seconds
 function ibv.now() end

@@ -174,14 +174,16 @@ function util.later(delay, cmd)
   util.sh(string.format("(sleep %g; cat /proc/uptime > %s.tmp; %s; mv %s.tmp %s) &", delay, path, cmd, path, path))
   -- /proc/uptime and CLOCK_MONOTONIC advance together in the VM (no suspend)
   local offset = ibv.now() - tonumber(util.slurp("/proc/uptime"):match("^[%d.]+"))
+  local at
   return function(wait)
     local deadline = ibv.now() + (wait or 5)
     repeat
-      local s = util.slurp(path)
+      local s = at == nil and util.slurp(path)
       if s and s:match("^[%d.]+") then
         os.remove(path)
-        return tonumber(s:match("^[%d.]+")) + offset
+        at = tonumber(s:match("^[%d.]+")) + offset
       end
+      if at then return at end
       util.sleep(0.01)
     until ibv.now() > deadline
     return nil

@@ -710,6 +710,27 @@ T["ibv.transfer"] = function(g)
   f[#f + 1] = { "timeout", g:secs() }
   return { g:maybe_evil(g:tbl(f, { timeout = true }), nil, 0.3) }
 end
+--- ibv.batch's steps: mostly sound, sometimes a wrong kind, object, list or range.
+function G:batch_steps()
+  local r = self.r
+  local steps = {}
+  for i = 1, r.chance(0.05) and 9 or r.int(4) do
+    local kind = r.pick({ "post_recv", "post_send", "poll", "poll", "post_write" })
+    local obj, list
+    if kind == "poll" then
+      obj, list = self:objx("ibverbs.cq"), self:objx("ibverbs.wc_array")
+    else
+      obj = self:objx(kind == "post_recv" and r.chance(0.3) and "ibverbs.srq" or "ibverbs.qp")
+      list = self:objx(kind == "post_send" and "ibverbs.send_wrs" or "ibverbs.recv_wrs")
+    end
+    local f = { ('"%s"'):format(kind), obj, list }
+    if r.chance(0.3) then f[4] = self:small(20) end
+    if r.chance(0.2) then f[5] = self:small(20) end
+    steps[i] = self:maybe_evil("{" .. self:arglist(f, 5) .. "}", nil, 0.05)
+  end
+  return "{" .. table.concat(steps, ", ") .. "}"
+end
+T["ibv.batch"] = function(g) return { g:batch_steps() } end
 T["ibv.open_xrc_domain"] = function(g) return { g:objx("ibverbs.context"), g:any(1), g:num() } end
 T["cm.event_channel"] = function() return {} end
 T["cm.create_id"] = function(g)
@@ -984,6 +1005,18 @@ S.transfer_evil = function(g)
     .. "count = 4, timeout = %s}")
     :format(qp, cq, sl, qp, cq, rl, g:secs())
   return { ("ibv.transfer(%s)"):format(g.r.chance(0.6) and ("F.evil(" .. t .. ", " .. qp .. ", " .. cq .. ")") or t) }
+end
+
+S.batch_run = function(g)
+  local b = "O[" .. g.next_slot .. "]"
+  local out = { { "ibv.batch(" .. g:batch_steps() .. ")", g:slot() }, b .. "()" }
+  local victim = g:obj(g.r.pick({ "ibverbs.qp", "ibverbs.cq", "ibverbs.mr", "ibverbs.srq" }))
+  if victim and g.r.chance(0.5) then
+    out[#out + 1] = victim .. ":close()"
+    out[#out + 1] = b .. "()"
+  end
+  if g.r.chance(0.2) then out[#out + 1] = { b .. "()", 0, "F.gcbomb(" .. b .. ")" } end
+  return out
 end
 
 gen.scenarios = S

@@ -1,0 +1,209 @@
+/*
+ * batch.c: data-path steps prepared once and run by one call.
+ *
+ *   local cycle = ibv.batch{
+ *     {"post_recv", qp, recv_wrs},          -- qp:post_recv(recv_wrs) (or an srq)
+ *     {"post_send", qp, send_wrs, 1, 16},   -- qp:post_send(send_wrs, 1, 16)
+ *     {"poll", cq, wcs},                    -- cq:poll(wcs)
+ *   }
+ *   local n, bad = cycle()   -- per poll step: its count and first_bad, as cq:poll
+ *   -- a post that fails: nil, msg, errno, bad_wr, step (nothing after it ran)
+ *
+ * A loop that calls qp:post_recv and cq:poll pays for two calls from Lua
+ * into C and their argument checks each time round; a batch checks its
+ * objects once, when it is made (and keeps them alive), and each run costs
+ * one call: it checks that every object is still open and every prepared
+ * list still sound (what its WRs name still open, as qp:post_* does), then
+ * runs the steps in order.  At most 8 steps; the lists' WRs and ranges, the
+ * CQs and wc arrays are fixed; what the lists hold may change between runs.
+ */
+#include <string.h>
+
+#include "ibvl.h"
+
+#define BATCH_MAX 8
+
+enum step_kind { POST_RECV, POST_SEND, POST_SRQ_RECV, POLL };
+
+struct step {
+	enum step_kind kind;
+	struct ibvl_obj *obj; /* the qp, srq or cq */
+	void *list;           /* a prepared list (posts) */
+	struct ibvl_wc_array *wcs; /* polls */
+	int first, count;     /* the list's range, 0-based */
+};
+
+struct batch {
+	int n;
+	struct step step[BATCH_MAX];
+};
+
+static const char *const kinds[] = {"post_recv", "post_send", "poll", NULL};
+
+/* The object of class cls at idx, for step i (raises naming the step). */
+static void *step_obj(lua_State *L, int idx, const struct ibvl_class *cls, int i)
+{
+	void *o = ibvl_test(L, idx, cls); /* raises when closed */
+	if (o == NULL)
+		ibvl_error(L, "step %d: %s expected, got %s", i, cls->name, luaL_typename(L, idx));
+	return o;
+}
+
+/* The 0-based range entries 4 and 5 of step i name in a list of n WRs. */
+static void step_range(lua_State *L, int idx, int n, struct step *st, int i)
+{
+	lua_Integer first = 1, count;
+	if (!lua_isnil(L, idx) && (!ibvl_tointeger(L, idx, &first) || first < 1 || first > n))
+		ibvl_error(L, "step %d: first WR must be an index into the list of %d", i, n);
+	count = n - first + 1;
+	if (!lua_isnil(L, idx + 1) &&
+	    (!ibvl_tointeger(L, idx + 1, &count) || count < 1 || count > n - first + 1))
+		ibvl_error(L, "step %d: count must be 1 to %d", i, (int)(n - first + 1));
+	st->first = (int)first - 1;
+	st->count = (int)count;
+}
+
+static void parse_post(lua_State *L, int base, struct step *st, int send, int i)
+{
+	struct ibvl_obj *o = send ? NULL : ibvl_test(L, base + 2, &ibvl_srq_class);
+	st->kind = o != NULL ? POST_SRQ_RECV : send ? POST_SEND : POST_RECV;
+	if (o == NULL) {
+		o = step_obj(L, base + 2, &ibvl_qp_class, i);
+		const char *why = ibvl_no_queue(o->ptr, send);
+		if (why != NULL)
+			ibvl_error(L, "step %d: %s", i, why);
+	}
+	st->obj = o;
+	int n;
+	st->list = ibvl_test_list(L, base + 3, send, &n);
+	if (st->list == NULL)
+		ibvl_error(L, "step %d: %s expected, got %s", i,
+		           send ? "ibverbs.send_wrs" : "ibverbs.recv_wrs", luaL_typename(L, base + 3));
+	step_range(L, base + 4, n, st, i);
+}
+
+/* Step i (1-based) from the table at idx, its objects kept by the batch (bi). */
+static void parse_step(lua_State *L, int idx, int bi, struct step *st, int i)
+{
+	if (lua_type(L, idx) != LUA_TTABLE)
+		ibvl_error(L, "step %d: table expected, got %s", i, luaL_typename(L, idx));
+	int base = lua_gettop(L);
+	for (int k = 1; k <= 5; k++)
+		lua_rawgeti(L, idx, k); /* base+1 .. base+5: kind, object, list or wcs, first, count */
+	const char *name = lua_type(L, base + 1) == LUA_TSTRING ? lua_tostring(L, base + 1) : "";
+	int kind = 0;
+	while (kinds[kind] != NULL && strcmp(kinds[kind], name) != 0)
+		kind++;
+	if (kinds[kind] == NULL)
+		ibvl_error(L, "step %d: its first entry must be post_recv, post_send or poll", i);
+	if (kind == 2) {
+		st->kind = POLL;
+		st->obj = step_obj(L, base + 2, &ibvl_cq_class, i);
+		st->wcs = luaL_testudata(L, base + 3, IBVL_WC_ARRAY);
+		if (st->wcs == NULL)
+			ibvl_error(L, "step %d: %s expected, got %s", i, IBVL_WC_ARRAY,
+			           luaL_typename(L, base + 3));
+		if (!lua_isnil(L, base + 4))
+			ibvl_error(L, "step %d: poll takes a cq and a wc array only", i);
+	} else {
+		parse_post(L, base, st, kind == 1, i);
+	}
+	for (int k = 2; k <= 3; k++) { /* the batch keeps them alive */
+		lua_pushvalue(L, base + k);
+		lua_rawseti(L, bi, (lua_Integer)lua_rawlen(L, bi) + 1);
+	}
+	lua_settop(L, base);
+}
+
+static int post(lua_State *L, struct step *st, int i)
+{
+	struct ibvl_chain c;
+	void *wr = ibvl_range_chain(L, st->list, st->first, st->count, &c), *bad = NULL;
+	int rc;
+	const char *call;
+	size_t wrsize = sizeof(struct ibv_recv_wr);
+	if (st->kind == POST_SEND) {
+		ibvl_check_send_chain(L, (struct ibvl_qp *)st->obj, &c);
+		ibvl_chain_cut(&c);
+		rc = ibv_post_send(st->obj->ptr, wr, (struct ibv_send_wr **)&bad);
+		call = "ibv_post_send";
+		wrsize = sizeof(struct ibv_send_wr);
+	} else if (st->kind == POST_RECV) {
+		ibvl_chain_cut(&c);
+		rc = ibv_post_recv(st->obj->ptr, wr, (struct ibv_recv_wr **)&bad);
+		call = "ibv_post_recv";
+	} else {
+		ibvl_chain_cut(&c);
+		rc = ibv_post_srq_recv(st->obj->ptr, wr, (struct ibv_recv_wr **)&bad);
+		call = "ibv_post_srq_recv";
+	}
+	ibvl_chain_done(&c);
+	if (rc == 0)
+		return 0;
+	lua_settop(L, 0); /* what earlier polls pushed */
+	ibvl_post_result(L, call, rc, &c, bad, wrsize, NULL);
+	lua_pushinteger(L, i);
+	return 5;
+}
+
+/* The batch's closure: runs every step. */
+static int run(lua_State *L)
+{
+	struct batch *b = lua_touserdata(L, lua_upvalueindex(1));
+	for (int i = 0; i < b->n; i++) /* every object first: a closed one stops it all */
+		if (b->step[i].obj->ptr == NULL)
+			return ibvl_error(L, "step %d: attempt to use a closed %s", i + 1,
+			                  b->step[i].obj->cls->name);
+	int pushed = 0;
+	for (int i = 0; i < b->n; i++) {
+		struct step *st = &b->step[i];
+		if (st->kind != POLL) {
+			int r = post(L, st, i + 1);
+			if (r != 0)
+				return r;
+			continue;
+		}
+		int got = ibvl_cq_poll((struct ibvl_cq *)st->obj, st->wcs->n, st->wcs->wc);
+		if (got < 0) {
+			lua_settop(L, 0);
+			return ibvl_fail(L, "ibv_poll_cq", -got);
+		}
+		st->wcs->count = got;
+		lua_pushinteger(L, got);
+		ibvl_push_first_bad(L, st->wcs->wc, got);
+		pushed += 2;
+	}
+	if (pushed == 0)
+		lua_pushboolean(L, 1), pushed = 1;
+	return pushed;
+}
+
+/* ibv.batch(steps) -> function running them (see the top of this file) */
+static int l_batch(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	int n = (int)lua_rawlen(L, 1);
+	if (n < 1 || n > BATCH_MAX)
+		ibvl_argerror(L, 1, "steps", "1 to %d steps expected, got %d", BATCH_MAX, n);
+	struct batch *b = lua_newuserdatauv(L, sizeof *b, 1); /* 2 */
+	memset(b, 0, sizeof *b);
+	lua_createtable(L, 2 * n, 0); /* 3: what the steps use */
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	for (int i = 0; i < n; i++) {
+		lua_rawgeti(L, 1, i + 1);
+		parse_step(L, 4, 3, &b->step[i], i + 1);
+		lua_pop(L, 1);
+	}
+	ibvl_guard_end(L, &g);
+	b->n = n;
+	lua_setiuservalue(L, 2, 1);
+	lua_pushcclosure(L, run, 1);
+	return 1;
+}
+
+void ibvl_open_batch(lua_State *L)
+{
+	lua_pushcfunction(L, l_batch);
+	lua_setfield(L, -2, "batch");
+}
