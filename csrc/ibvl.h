@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -130,7 +131,13 @@ void ibvl_guard_begin(struct ibvl_guard *g);
 void ibvl_guard_end(lua_State *L, struct ibvl_guard *g);
 void ibvl_guard_log(struct ibvl_obj *o);
 void ibvl_guard_closed(void);
-unsigned long long ibvl_guard_closes(void); /* objects closed so far */
+/* Objects closed so far, counted across every Lua state and thread: a value
+ * that has not moved since a check says nothing checked then was closed. */
+extern _Atomic unsigned long long ibvl_closes;
+static inline unsigned long long ibvl_guard_closes(void)
+{
+	return atomic_load_explicit(&ibvl_closes, memory_order_relaxed);
+}
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_opt(lua_State *L, int idx, const struct ibvl_class *cls);
 int ibvl_ndeps(const struct ibvl_obj *o);
@@ -351,6 +358,8 @@ struct ibvl_qp {
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
 	uint64_t send_ops_flags;     /* what qp:wr_post may build (qp_ex.c) */
 	void *last_list[2];          /* the prepared recv/send lists posted last, anchored */
+	const void *known_attr[4];   /* ibv.qp_attr sets qp:modify took, anchored (qp.c) */
+	unsigned next_attr;          /* the known_attr slot the next new one takes */
 };
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg);

@@ -569,8 +569,9 @@ void ibvl_unuse(lua_State *L, int objidx, int slot)
  * some object was closed at all: a counter says).  After ibvl_guard_end the
  * caller runs no Lua code before the verbs call. */
 #define GUARD_RING 512
+_Atomic unsigned long long ibvl_closes; /* objects closed so far, by any state or thread */
+
 static _Thread_local struct {
-	unsigned long long closes; /* objects closed so far */
 	unsigned long long n;      /* checks logged so far */
 	unsigned long long floor;  /* where the innermost guard's log starts */
 	struct ibvl_obj *ring[GUARD_RING];
@@ -578,12 +579,7 @@ static _Thread_local struct {
 
 void ibvl_guard_closed(void)
 {
-	seen.closes++;
-}
-
-unsigned long long ibvl_guard_closes(void)
-{
-	return seen.closes;
+	atomic_fetch_add_explicit(&ibvl_closes, 1, memory_order_relaxed);
 }
 
 void ibvl_guard_log(struct ibvl_obj *o)
@@ -596,7 +592,7 @@ void ibvl_guard_log(struct ibvl_obj *o)
 void ibvl_guard_begin(struct ibvl_guard *g)
 {
 	ibvl_path_reset();
-	g->closes = seen.closes;
+	g->closes = ibvl_guard_closes();
 	g->start = seen.n;
 	g->floor = seen.floor;
 	seen.floor = seen.n;
@@ -604,7 +600,7 @@ void ibvl_guard_begin(struct ibvl_guard *g)
 
 void ibvl_guard_end(lua_State *L, struct ibvl_guard *g)
 {
-	if (seen.closes != g->closes) {
+	if (ibvl_guard_closes() != g->closes) {
 		if (seen.n - g->start > GUARD_RING)
 			ibvl_error(L, "an object was closed while the arguments were read "
 			              "(by a finalizer); nothing was done");
@@ -617,7 +613,7 @@ void ibvl_guard_end(lua_State *L, struct ibvl_guard *g)
 	}
 	seen.n = g->start; /* a call nested in this one (a finalizer's) is done too */
 	seen.floor = g->floor;
-	g->closes = seen.closes;
+	g->closes = ibvl_guard_closes();
 }
 
 void *ibvl_test_key(lua_State *L, int idx, const void *key)

@@ -563,14 +563,40 @@ static int l_qp_attr(lua_State *L)
 	return 1;
 }
 
+/* The prepared attribute set at idx when qp has taken it before: the QP keeps
+ * the last few alive (anchored), so their addresses name them. */
+static const struct prepared_attr *known_attr(lua_State *L, struct ibvl_qp *qp, int idx)
+{
+	const void *p = lua_touserdata(L, idx);
+	if (qp == NULL || qp->o.ptr == NULL || p == NULL || lua_type(L, idx) != LUA_TUSERDATA)
+		return NULL;
+	for (int i = 0; i < 4; i++)
+		if (qp->known_attr[i] == p)
+			return p;
+	return NULL;
+}
+
+/* The prepared attribute set at idx (checked by its metatable), remembered by qp. */
+static const struct prepared_attr *learn_attr(lua_State *L, struct ibvl_qp *qp, int idx)
+{
+	const struct prepared_attr *p = ibvl_test_key(L, idx, &prepared_key);
+	if (p != NULL && qp != NULL && qp->o.ptr != NULL) {
+		unsigned slot = qp->next_attr++ % 4;
+		ibvl_anchor(L, 1, &qp->known_attr[slot], idx);
+		qp->known_attr[slot] = p;
+	}
+	return p;
+}
+
 static int l_modify(lua_State *L)
 {
-	struct ibvl_qp *qp;
+	struct ibvl_qp *qp = ibvl_self(L);
 	struct ibv_qp_attr a;
 	int mask;
-	const struct prepared_attr *p = ibvl_test_key(L, 2, &prepared_key);
+	const struct prepared_attr *p = known_attr(L, qp, 2);
+	if (p == NULL)
+		p = learn_attr(L, qp, 2);
 	if (p != NULL) { /* nothing to read: no Lua code runs before the call */
-		qp = ibvl_self(L);
 		if (qp == NULL || qp->o.ptr == NULL)
 			qp = ibvl_check_qp(L, 1);
 		a = p->a;

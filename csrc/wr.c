@@ -563,11 +563,19 @@ static int entry_sound(const struct wr_list *l, int i, char *why, size_t n)
  * sound since its last change, with no object closed since, is not checked
  * again, so posting a prepared list costs nothing per WR here.  Runs no Lua
  * code unless it raises. */
-static void check_range(lua_State *L, struct wr_list *l, int first, int count)
+static void check_entries(lua_State *L, struct wr_list *l, int first, int count);
+
+/* A list checked in full since the last close is sound (the FFI may have
+ * written an exposed one): the posting path's common case, inline. */
+static inline void check_range(lua_State *L, struct wr_list *l, int first, int count)
+{
+	if (!(l->checked && !l->exposed && l->checked_at == ibvl_guard_closes()))
+		check_entries(L, l, first, count);
+}
+
+static void check_entries(lua_State *L, struct wr_list *l, int first, int count)
 {
 	unsigned long long closes = ibvl_guard_closes();
-	if (l->checked && !l->exposed && l->checked_at == closes)
-		return;
 	char why[160];
 	int sound = 1;
 	for (int i = 0; i < l->n && sound; i++)

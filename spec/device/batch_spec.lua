@@ -295,6 +295,28 @@ describe("on rxe0, a hot method called on another object than its own", function
     assert.matches("closed ibverbs.qp", err)
   end)
 
+  it("takes prepared attribute sets it took before and new ones alike, more than it remembers", function()
+    local INIT = { qp_state = "init", pkey_index = 0, port_num = 1, qp_access_flags = { "local_write" } }
+    local cycle = {}
+    for _ = 1, 3 do -- 9 sets: more than a QP keeps known
+      for _, t in ipairs({ { qp_state = "err" }, { qp_state = "reset" }, INIT }) do
+        cycle[#cycle + 1] = ibv.qp_attr(t)
+      end
+    end
+    local qp = env.a
+    for round = 1, 3 do
+      for _, set in ipairs(cycle) do assert(qp:modify(set)) end
+      assert.equal("init", qp:query().qp_state)
+      collectgarbage()
+      if round == 2 then cycle = { cycle[1], cycle[2], cycle[3] } end -- the others may go now
+    end
+    assert.has_error(function() qp:modify(ibv.wc_array(1)) end)
+    assert(qp:close())
+    local ok, err = pcall(qp.modify, qp, cycle[1])
+    assert.is_false(ok)
+    assert.matches("closed ibverbs.qp", err)
+  end)
+
   it("modifies and polls the object it is called on", function()
     local err = ibv.qp_attr{ qp_state = "err" }
     assert(env.a.modify(env.b, err))
