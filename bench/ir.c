@@ -8,7 +8,7 @@
  *   recv      COUNT receive WRs in chains of 64 on an RC QP in INIT, the CQ
  *             polled (64 entries, nothing there) after each chain
  *   sendrecv  COUNT 64-byte sends over an RC loopback pair, posted in chains
- *             of 16 (the last one signaled), every completion checked, a ring
+ *             of 64 (the last one signaled), every completion checked, a ring
  *             of 256 receives reposted in chains of 64 as they complete
  *   modify    COUNT/3 rounds of ERR, RESET, INIT (COUNT calls of ibv_modify_qp)
  *   polltab   COUNT receive WRs in chains of 64, each chain flushed (ERR), its

@@ -13,8 +13,9 @@
  * into C and their argument checks each time round; a batch checks its
  * objects once, when it is made (and keeps them alive), and each run costs
  * one call: it checks that every object is still open and every prepared
- * list still sound (what its WRs name still open, as qp:post_* does), then
- * runs the steps in order.  At most 8 steps; the lists' WRs and ranges, the
+ * list still sound (what its WRs name still open, as qp:post_* does), and
+ * only then runs the steps in order (a check that fails raises before any
+ * step ran).  At most 8 steps; the lists' WRs and ranges, the
  * CQs and wc arrays are fixed; what the lists hold may change between runs.
  */
 #include <string.h>
@@ -115,50 +116,55 @@ static void parse_step(lua_State *L, int idx, int bi, struct step *st, int i)
 	lua_settop(L, base);
 }
 
-static int post(lua_State *L, struct step *st, int i)
+/* Posts step i's chain c (checked by run); 0, or the failure's 5 results. */
+static int post(lua_State *L, struct step *st, struct ibvl_chain *c, void *wr, int i)
 {
-	struct ibvl_chain c;
-	void *wr = ibvl_range_chain(L, st->list, st->first, st->count, &c), *bad = NULL;
+	void *bad = NULL;
 	int rc;
 	const char *call;
 	size_t wrsize = sizeof(struct ibv_recv_wr);
+	ibvl_chain_cut(c);
 	if (st->kind == POST_SEND) {
-		ibvl_check_send_chain(L, (struct ibvl_qp *)st->obj, &c);
-		ibvl_chain_cut(&c);
 		rc = ibv_post_send(st->obj->ptr, wr, (struct ibv_send_wr **)&bad);
 		call = "ibv_post_send";
 		wrsize = sizeof(struct ibv_send_wr);
 	} else if (st->kind == POST_RECV) {
-		ibvl_chain_cut(&c);
 		rc = ibv_post_recv(st->obj->ptr, wr, (struct ibv_recv_wr **)&bad);
 		call = "ibv_post_recv";
 	} else {
-		ibvl_chain_cut(&c);
 		rc = ibv_post_srq_recv(st->obj->ptr, wr, (struct ibv_recv_wr **)&bad);
 		call = "ibv_post_srq_recv";
 	}
-	ibvl_chain_done(&c);
+	ibvl_chain_done(c);
 	if (rc == 0)
 		return 0;
 	lua_settop(L, 0); /* what earlier polls pushed */
-	ibvl_post_result(L, call, rc, &c, bad, wrsize, NULL);
+	ibvl_post_result(L, call, rc, c, bad, wrsize, NULL);
 	lua_pushinteger(L, i);
 	return 5;
 }
 
-/* The batch's closure: runs every step. */
+/* The batch's closure: checks every step, then runs them. */
 static int run(lua_State *L)
 {
 	struct batch *b = lua_touserdata(L, lua_upvalueindex(1));
-	for (int i = 0; i < b->n; i++) /* every object first: a closed one stops it all */
-		if (b->step[i].obj->ptr == NULL)
-			return ibvl_error(L, "step %d: attempt to use a closed %s", i + 1,
-			                  b->step[i].obj->cls->name);
-	int pushed = 0;
+	struct ibvl_chain c[BATCH_MAX];
+	void *wr[BATCH_MAX];
+	for (int i = 0; i < b->n; i++) { /* a step that cannot run stops them all */
+		struct step *st = &b->step[i];
+		if (st->obj->ptr == NULL)
+			return ibvl_error(L, "step %d: attempt to use a closed %s", i + 1, st->obj->cls->name);
+		if (st->kind == POLL)
+			continue;
+		wr[i] = ibvl_range_chain(L, st->list, st->first, st->count, &c[i]);
+		if (st->kind == POST_SEND)
+			ibvl_check_send_chain(L, (struct ibvl_qp *)st->obj, &c[i]);
+	}
+	int pushed = 0; /* nothing from here on runs Lua code or raises */
 	for (int i = 0; i < b->n; i++) {
 		struct step *st = &b->step[i];
 		if (st->kind != POLL) {
-			int r = post(L, st, i + 1);
+			int r = post(L, st, &c[i], wr[i], i + 1);
 			if (r != 0)
 				return r;
 			continue;

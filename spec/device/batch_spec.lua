@@ -180,6 +180,21 @@ describe("on rxe0, ibv.batch", function()
     assert.matches("closed ibverbs.mr", err)
   end)
 
+  it("checks every step before it runs one: a later step's closed MR stops the earlier posts too", function()
+    local mr2 = assert(env.pd:reg_mr(64, { "local_write" }))
+    local one = ibv.recv_wrs(1)
+    one:fill{ sge = { mr = mr2, length = 64 } }
+    assert(env.b:post_recv(rl, 1, 4))
+    local cycle = ibv.batch{ { "post_send", env.a, sl }, { "post_recv", env.b, one } }
+    assert(mr2:close())
+    local ok, err = pcall(cycle)
+    assert.is_false(ok)
+    assert.matches("closed ibverbs.mr", err)
+    local deadline, seen = ibv.now() + 0.3, 0
+    while ibv.now() < deadline do seen = seen + env.cq:poll(wcs) end
+    assert.equal(0, seen) -- the sends of step 1 were not posted
+  end)
+
   it("names the argument and the step for every malformed step", function()
     local cases = {
       { nil, "table expected" },
