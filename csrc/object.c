@@ -344,6 +344,12 @@ static void set_own_mt(lua_State *L, const struct ibvl_class *cls)
 	lua_rawsetp(L, ud + 4, &object_key);
 	for (const luaL_Reg *r = cls->per_object; r->name != NULL; r++) {
 		lua_pushstring(L, r->name);
+		lua_rawget(L, ud + 4);
+		int replaced = lua_tocfunction(L, -1) != r->func;
+		lua_pop(L, 1);
+		if (replaced) /* a script's own version (ibv.extend) stays */
+			continue;
+		lua_pushstring(L, r->name);
 		lua_pushvalue(L, ud);
 		lua_pushcclosure(L, r->func, 1); /* ibvl_self */
 		lua_rawset(L, ud + 4);

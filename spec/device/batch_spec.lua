@@ -168,10 +168,16 @@ describe("on rxe0, ibv.batch", function()
     assert.matches("closed ibverbs", err)
   end)
 
-  it("checks a list again at each run: a WR naming a closed MR is refused", function()
+  --- A new MR and a one-WR receive list naming it.
+  local function list_on_new_mr()
     local mr2 = assert(env.pd:reg_mr(64, { "local_write" }))
     local one = ibv.recv_wrs(1)
     one:fill{ sge = { mr = mr2, length = 64 } }
+    return mr2, one
+  end
+
+  it("checks a list again at each run: a WR naming a closed MR is refused", function()
+    local mr2, one = list_on_new_mr()
     local cycle = ibv.batch{ { "post_recv", env.b, one } }
     assert.is_true(cycle())
     assert(mr2:close())
@@ -181,9 +187,7 @@ describe("on rxe0, ibv.batch", function()
   end)
 
   it("checks every step before it runs one: a later step's closed MR stops the earlier posts too", function()
-    local mr2 = assert(env.pd:reg_mr(64, { "local_write" }))
-    local one = ibv.recv_wrs(1)
-    one:fill{ sge = { mr = mr2, length = 64 } }
+    local mr2, one = list_on_new_mr()
     assert(env.b:post_recv(rl, 1, 4))
     local cycle = ibv.batch{ { "post_send", env.a, sl }, { "post_recv", env.b, one } }
     assert(mr2:close())
@@ -330,6 +334,23 @@ describe("on rxe0, a hot method called on another object than its own", function
     local ok, err = pcall(qp.modify, qp, cycle[1])
     assert.is_false(ok)
     assert.matches("closed ibverbs.qp", err)
+  end)
+
+  it("leaves a hot method a script replaced with ibv.extend to the script, on QPs made after", function()
+    local methods = ibv.methods("ibverbs.qp")
+    local original, calls = methods.post_recv, 0
+    ibv.extend("ibverbs.qp", { post_recv = function(qp, ...)
+      calls = calls + 1
+      return original(qp, ...)
+    end })
+    local ok, err = pcall(function()
+      local q = assert(env.pd:create_qp{ qp_type = "rc", send_cq = env.cq, recv_cq = env.cq })
+      assert(q:modify{ qp_state = "init", pkey_index = 0, port_num = 1, qp_access_flags = { "local_write" } })
+      assert(q:post_recv{ wr_id = 1, sge = { mr = mr, length = 64 } })
+    end)
+    methods.post_recv = original
+    assert(ok, err)
+    assert.equal(1, calls)
   end)
 
   it("modifies and polls the object it is called on", function()
