@@ -24,7 +24,7 @@
 
 #define BATCH_MAX 8
 
-enum step_kind { POST_RECV, POST_SEND, POST_SRQ_RECV, POLL };
+enum step_kind { POST_RECV, POST_SEND, POLL, POST_SRQ_RECV }; /* the first three: kinds[] */
 
 struct step {
 	enum step_kind kind;
@@ -97,7 +97,7 @@ static void parse_step(lua_State *L, int idx, int bi, struct step *st, int i)
 		kind++;
 	if (kinds[kind] == NULL)
 		ibvl_error(L, "step %d: its first entry must be post_recv, post_send or poll", i);
-	if (kind == 2) {
+	if (kind == POLL) {
 		st->kind = POLL;
 		st->obj = step_obj(L, base + 2, &ibvl_cq_class, i);
 		st->wcs = luaL_testudata(L, base + 3, IBVL_WC_ARRAY);
@@ -107,7 +107,7 @@ static void parse_step(lua_State *L, int idx, int bi, struct step *st, int i)
 		if (!lua_isnil(L, base + 4))
 			ibvl_error(L, "step %d: poll takes a cq and a wc array only", i);
 	} else {
-		parse_post(L, base, st, kind == 1, i);
+		parse_post(L, base, st, kind == POST_SEND, i);
 	}
 	for (int k = 2; k <= 3; k++) { /* the batch keeps them alive */
 		lua_pushvalue(L, base + k);

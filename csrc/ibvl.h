@@ -71,7 +71,8 @@ struct ibvl_class {
 	/* hot types (qp, cq): non-NULL when each object gets its own metatable
 	 * whose __index is a plain table of the methods (a method call runs no C
 	 * __index); the methods listed here are the object's own closures, the
-	 * object as upvalue 1 (ibvl_self), so a call on it needs no type check */
+	 * object as upvalue 1 (ibvl_self), so a call on it needs no type check
+	 * (unless a script replaced one in the type's methods: its version stays) */
 	const luaL_Reg *per_object;
 };
 
@@ -105,7 +106,7 @@ int ibvl_push_ref(lua_State *L, int objidx, int n);
 void ibvl_swap_use(lua_State *L, int objidx, int slot, int newidx);
 void ibvl_unuse(lua_State *L, int objidx, int slot);
 void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls);
-/* The object a hot method (ibvl_class.hot) was called on, when argument 1 is
+/* The object a hot method (ibvl_class.per_object) was called on, when argument 1 is
  * the very userdata its closure holds: the closure keeps that object alive, so
  * its address names it and no metatable needs a look.  NULL otherwise (the
  * method called on another object, or through the class's table): check it. */
@@ -358,7 +359,8 @@ struct ibvl_qp {
 	uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
 	uint64_t send_ops_flags;     /* what qp:wr_post may build (qp_ex.c) */
 	void *last_list[2];          /* the prepared recv/send lists posted last, anchored */
-	const void *known_attr[4];   /* ibv.qp_attr sets qp:modify took, anchored (qp.c) */
+#define IBVL_KNOWN_ATTRS 4
+	const void *known_attr[IBVL_KNOWN_ATTRS]; /* ibv.qp_attr sets qp:modify took, anchored */
 	unsigned next_attr;          /* the known_attr slot the next new one takes */
 };
 

@@ -570,7 +570,7 @@ static const struct prepared_attr *known_attr(lua_State *L, struct ibvl_qp *qp, 
 	const void *p = lua_touserdata(L, idx);
 	if (qp == NULL || qp->o.ptr == NULL || p == NULL || lua_type(L, idx) != LUA_TUSERDATA)
 		return NULL;
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < IBVL_KNOWN_ATTRS; i++)
 		if (qp->known_attr[i] == p)
 			return p;
 	return NULL;
@@ -581,7 +581,7 @@ static const struct prepared_attr *learn_attr(lua_State *L, struct ibvl_qp *qp, 
 {
 	const struct prepared_attr *p = ibvl_test_key(L, idx, &prepared_key);
 	if (p != NULL && qp != NULL && qp->o.ptr != NULL) {
-		unsigned slot = qp->next_attr++ % 4;
+		unsigned slot = qp->next_attr++ % IBVL_KNOWN_ATTRS;
 		ibvl_anchor(L, 1, &qp->known_attr[slot], idx);
 		qp->known_attr[slot] = p;
 	}

@@ -561,18 +561,8 @@ static int entry_sound(const struct wr_list *l, int i, char *why, size_t n)
 /* Raises when an entry in [first, first+count) no longer holds what set/fill
  * put there.  The whole list is checked once after each change: a list found
  * sound since its last change, with no object closed since, is not checked
- * again, so posting a prepared list costs nothing per WR here.  Runs no Lua
- * code unless it raises. */
-static void check_entries(lua_State *L, struct wr_list *l, int first, int count);
-
-/* A list checked in full since the last close is sound (the FFI may have
- * written an exposed one): the posting path's common case, inline. */
-static inline void check_range(lua_State *L, struct wr_list *l, int first, int count)
-{
-	if (!(l->checked && !l->exposed && l->checked_at == ibvl_guard_closes()))
-		check_entries(L, l, first, count);
-}
-
+ * again (check_range), so posting a prepared list costs nothing per WR here.
+ * Runs no Lua code unless it raises. */
 static void check_entries(lua_State *L, struct wr_list *l, int first, int count)
 {
 	unsigned long long closes = ibvl_guard_closes();
@@ -588,6 +578,14 @@ static void check_entries(lua_State *L, struct wr_list *l, int first, int count)
 	for (int i = first; i < first + count; i++)
 		if (!entry_sound(l, i, why, sizeof why))
 			ibvl_error(L, "%s", why);
+}
+
+/* check_entries unless the list was found sound since the last close (the
+ * FFI may have written an exposed one): the posting path's case, inline. */
+static inline void check_range(lua_State *L, struct wr_list *l, int first, int count)
+{
+	if (!(l->checked && !l->exposed && l->checked_at == ibvl_guard_closes()))
+		check_entries(L, l, first, count);
 }
 
 /* The WR array of the prepared list at idx (send or recv), checked, and its length. */
