@@ -6,12 +6,14 @@
 -- (COUNT = n and 2n); time.txt: the "TIME impl mode seconds count" and
 -- "HEAP impl mode bytes/WR" lines of the wall-clock rounds.
 local GROUPS = { "provider", "binding", "interpreter", "other" }
-local MODES = { "recv", "recvb", "sendrecv", "sendrecvb", "modify", "modprep", "polltab" }
+local MODES = { "recv", "recvb", "sendrecv", "sendrecvb", "sendrecvt", "modify", "modprep", "polltab" }
 -- modprep (the Lua API with ibv.qp_attr sets parsed once) does C's and pyverbs' modify work
--- (and recvb, sendrecvb: recv's and sendrecv's, each round in one ibv.batch call)
-local SAME_WORK = { modprep = "modify", recvb = "recv", sendrecvb = "sendrecv" }
+-- (and recvb, sendrecvb: recv's and sendrecv's, each round in one ibv.batch call;
+-- sendrecvt: sendrecv's whole loop in one ibv.transfer call)
+local SAME_WORK = { modprep = "modify", recvb = "recv", sendrecvb = "sendrecv", sendrecvt = "sendrecv" }
 local counts = { recv = tonumber(os.getenv("RN")), polltab = tonumber(os.getenv("N")),
                  recvb = tonumber(os.getenv("RN")), sendrecvb = tonumber(os.getenv("SN")),
+                 sendrecvt = tonumber(os.getenv("SN")),
                  sendrecv = tonumber(os.getenv("SN")), modify = tonumber(os.getenv("MN")),
                  modprep = tonumber(os.getenv("MN")) }
 local impls = {}

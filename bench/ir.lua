@@ -5,7 +5,8 @@
 --
 -- MODE: recv, sendrecv, modify, polltab (see bench/ir.c); modprep: modify's work
 -- with ibv.qp_attr sets parsed once; recvb, sendrecvb: recv's and sendrecv's
--- work with the post and poll calls of each round in one ibv.batch.  The loops are
+-- work with the post and poll calls of each round in one ibv.batch; sendrecvt:
+-- sendrecv's work as one ibv.transfer call (the loop in C).  The loops are
 -- written as a script would: method calls (qp:post_recv(list)), a prepared
 -- WR list, a wc array, cq:poll's bulk check of the completions (its second
 -- result, the index of the first unsuccessful one).
@@ -15,7 +16,7 @@ local ibv = require "ibverbs"
 
 local CHAIN, SCHAIN, MSG, WINDOW = 64, 64, 64, 256
 -- warm-up units as in bench/ir.c: LuaJIT compiles each loop before the measured run
-local WARM = { recv = 8192, recvb = 8192, sendrecv = 2048, sendrecvb = 2048, modify = 384, modprep = 384,
+local WARM = { recv = 8192, recvb = 8192, sendrecv = 2048, sendrecvb = 2048, sendrecvt = 2048, modify = 384, modprep = 384,
                polltab = 8192 }
 local mode, count = arg[1], tonumber(arg[2])
 local timed, use_ffi = false, false
@@ -187,6 +188,19 @@ function work.sendrecvb(p, n)
   while scomp < sent do scomp = scomp + poll_ok(p.scq, wcs) * SCHAIN end
 end
 
+-- sendrecv's work in one ibv.transfer call: its loop, in C, reposts each
+-- poll's consumed receives as one chain and stops reposting at n, so each
+-- call begins with the ring posted again
+function work.sendrecvt(p, n)
+  if p.drained then
+    for c = 0, WINDOW / CHAIN - 1 do assert(p.b:post_recv(p.rl, c * CHAIN + 1, CHAIN)) end
+  end
+  p.drained = true
+  local st, err = ibv.transfer{ send_qp = p.a, send_cq = p.scq, send_wrs = p.sl, recv = p.b,
+    recv_cq = p.rcq, recv_wrs = p.rl, count = n, window = WINDOW }
+  if not st then error(err) end
+end
+
 -- The same loops through ibverbs.ffi (LuaJIT).
 local function ffi_work(w)
   local xffi = require "ibverbs.ffi"
@@ -232,7 +246,7 @@ end
 if use_ffi then ffi_work(work) end
 local f = assert(work[mode], "MODE: recv, sendrecv, modify, modprep or polltab")
 local env
-if mode == "sendrecv" or mode == "sendrecvb" then
+if mode:match("^sendrecv") then
   env = pair_setup()
 elseif mode == "recv" or mode == "recvb" then
   env = rq_setup(count + WARM.recv)

@@ -28,14 +28,14 @@ enum step_kind { POST_RECV, POST_SEND, POLL, POST_SRQ_RECV }; /* the first three
 
 struct step {
 	enum step_kind kind;
+	int ud;               /* a post_send to a UD QP: each WR needs its AH */
 	struct ibvl_obj *obj; /* the qp, srq or cq */
-	void *list;           /* a prepared list (posts) */
+	struct ibvl_chain chain;   /* posts: the range of the prepared list */
 	struct ibvl_wc_array *wcs; /* polls */
-	int first, count;     /* the list's range, 0-based */
 };
 
 struct batch {
-	int n;
+	int n, polls;
 	struct step step[BATCH_MAX];
 };
 
@@ -50,8 +50,8 @@ static void *step_obj(lua_State *L, int idx, const struct ibvl_class *cls, int i
 	return o;
 }
 
-/* The 0-based range entries 4 and 5 of step i name in a list of n WRs. */
-static void step_range(lua_State *L, int idx, int n, struct step *st, int i)
+/* The chain of the range entries 4 and 5 of step i name in list (n WRs). */
+static void step_range(lua_State *L, int idx, void *list, int n, struct step *st, int i)
 {
 	lua_Integer first = 1, count;
 	if (!lua_isnil(L, idx) && (!ibvl_tointeger(L, idx, &first) || first < 1 || first > n))
@@ -60,8 +60,7 @@ static void step_range(lua_State *L, int idx, int n, struct step *st, int i)
 	if (!lua_isnil(L, idx + 1) &&
 	    (!ibvl_tointeger(L, idx + 1, &count) || count < 1 || count > n - first + 1))
 		ibvl_error(L, "step %d: count must be 1 to %d", i, (int)(n - first + 1));
-	st->first = (int)first - 1;
-	st->count = (int)count;
+	ibvl_range_chain(L, list, (int)first - 1, (int)count, &st->chain);
 }
 
 static void parse_post(lua_State *L, int base, struct step *st, int send, int i)
@@ -75,12 +74,13 @@ static void parse_post(lua_State *L, int base, struct step *st, int send, int i)
 			ibvl_error(L, "step %d: %s", i, why);
 	}
 	st->obj = o;
+	st->ud = send && ((struct ibv_qp *)o->ptr)->qp_type == IBV_QPT_UD;
 	int n;
-	st->list = ibvl_test_list(L, base + 3, send, &n);
-	if (st->list == NULL)
+	void *list = ibvl_test_list(L, base + 3, send, &n);
+	if (list == NULL)
 		ibvl_error(L, "step %d: %s expected, got %s", i,
 		           send ? "ibverbs.send_wrs" : "ibverbs.recv_wrs", luaL_typename(L, base + 3));
-	step_range(L, base + 4, n, st, i);
+	step_range(L, base + 4, list, n, st, i);
 }
 
 /* Step i (1-based) from the table at idx, its objects kept by the batch (bi). */
@@ -116,14 +116,14 @@ static void parse_step(lua_State *L, int idx, int bi, struct step *st, int i)
 	lua_settop(L, base);
 }
 
-/* Posts step i's chain c (checked by run); 0, or the failure's 5 results. */
-static int post(lua_State *L, struct step *st, struct ibvl_chain *c, void *wr, int i)
+/* Posts step i's chain (checked by run); 0, or the failure's 5 results. */
+static int post(lua_State *L, struct step *st, int i)
 {
-	void *bad = NULL;
+	void *bad = NULL, *wr = st->chain.base;
 	int rc;
 	const char *call;
 	size_t wrsize = sizeof(struct ibv_recv_wr);
-	ibvl_chain_cut(c);
+	ibvl_chain_cut(&st->chain);
 	if (st->kind == POST_SEND) {
 		rc = ibv_post_send(st->obj->ptr, wr, (struct ibv_send_wr **)&bad);
 		call = "ibv_post_send";
@@ -135,50 +135,51 @@ static int post(lua_State *L, struct step *st, struct ibvl_chain *c, void *wr, i
 		rc = ibv_post_srq_recv(st->obj->ptr, wr, (struct ibv_recv_wr **)&bad);
 		call = "ibv_post_srq_recv";
 	}
-	ibvl_chain_done(c);
+	ibvl_chain_done(&st->chain);
 	if (rc == 0)
 		return 0;
 	lua_settop(L, 0); /* what earlier polls pushed */
-	ibvl_post_result(L, call, rc, c, bad, wrsize, NULL);
+	ibvl_post_result(L, call, rc, &st->chain, bad, wrsize, NULL);
 	lua_pushinteger(L, i);
 	return 5;
+}
+
+/* Polls step st's CQ into its wc array, pushing the count and the first
+ * unsuccessful one; a failure's results (1: the count of them), or 0. */
+static int poll(lua_State *L, struct step *st)
+{
+	int got = ibvl_cq_poll((struct ibvl_cq *)st->obj, st->wcs->n, st->wcs->wc);
+	if (got < 0) {
+		lua_settop(L, 0);
+		return ibvl_fail(L, "ibv_poll_cq", -got);
+	}
+	st->wcs->count = got;
+	lua_pushinteger(L, got);
+	ibvl_push_first_bad(L, st->wcs->wc, got);
+	return 0;
 }
 
 /* The batch's closure: checks every step, then runs them. */
 static int run(lua_State *L)
 {
 	struct batch *b = lua_touserdata(L, lua_upvalueindex(1));
-	struct ibvl_chain c[BATCH_MAX];
-	void *wr[BATCH_MAX];
-	for (int i = 0; i < b->n; i++) { /* a step that cannot run stops them all */
-		struct step *st = &b->step[i];
+	struct step *end = b->step + b->n;
+	for (struct step *st = b->step; st < end; st++) { /* a step that cannot run stops them all */
 		if (st->obj->ptr == NULL)
-			return ibvl_error(L, "step %d: attempt to use a closed %s", i + 1, st->obj->cls->name);
-		if (st->kind == POLL)
-			continue;
-		wr[i] = ibvl_range_chain(L, st->list, st->first, st->count, &c[i]);
-		if (st->kind == POST_SEND)
-			ibvl_check_send_chain(L, (struct ibvl_qp *)st->obj, &c[i]);
+			return ibvl_error(L, "step %d: attempt to use a closed %s", (int)(st - b->step) + 1,
+			                  st->obj->cls->name);
+		if (st->kind != POLL)
+			ibvl_chain_check(L, &st->chain);
+		if (st->ud)
+			ibvl_check_send_chain(L, (struct ibvl_qp *)st->obj, &st->chain);
 	}
-	int pushed = 0; /* nothing from here on runs Lua code or raises */
-	for (int i = 0; i < b->n; i++) {
-		struct step *st = &b->step[i];
-		if (st->kind != POLL) {
-			int r = post(L, st, &c[i], wr[i], i + 1);
-			if (r != 0)
-				return r;
-			continue;
-		}
-		int got = ibvl_cq_poll((struct ibvl_cq *)st->obj, st->wcs->n, st->wcs->wc);
-		if (got < 0) {
-			lua_settop(L, 0);
-			return ibvl_fail(L, "ibv_poll_cq", -got);
-		}
-		st->wcs->count = got;
-		lua_pushinteger(L, got);
-		ibvl_push_first_bad(L, st->wcs->wc, got);
-		pushed += 2;
+	/* nothing from here on runs Lua code or raises */
+	for (struct step *st = b->step; st < end; st++) {
+		int r = st->kind == POLL ? poll(L, st) : post(L, st, (int)(st - b->step) + 1);
+		if (r != 0)
+			return r;
 	}
+	int pushed = 2 * b->polls;
 	if (pushed == 0)
 		lua_pushboolean(L, 1), pushed = 1;
 	return pushed;
@@ -200,6 +201,7 @@ static int l_batch(lua_State *L)
 		lua_rawgeti(L, 1, i + 1);
 		parse_step(L, 4, 3, &b->step[i], i + 1);
 		lua_pop(L, 1);
+		b->polls += b->step[i].kind == POLL;
 	}
 	ibvl_guard_end(L, &g);
 	b->n = n;

@@ -144,14 +144,12 @@ static void read_wc_ex(struct ibvl_cq *cq, struct ibv_wc *wc)
 		wc->dlid_path_bits = ibv_wc_read_dlid_path_bits(x);
 }
 
-/* Polls up to n completions into wc; returns the count or a negative errno.
- * A cq_ex is read one ibv_start_poll/ibv_end_poll round per completion: rxe
+/* Polls up to n completions of the cq_ex into wc (ibvl_cq_poll); returns
+ * the count or a negative errno.  A cq_ex is read one ibv_start_poll/ibv_end_poll round per completion: rxe
  * (rdma-core 44) moves past a free slot when ibv_end_poll follows an
  * ibv_next_poll that returned ENOENT, and then reports stale entries. */
-int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
+int ibvl_cq_poll_ex(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
 {
-	if (cq->cqx == NULL)
-		return ibv_poll_cq(cq->o.ptr, n, wc);
 	struct ibv_poll_cq_attr attr = {0};
 	int got = 0;
 	while (got < n) {
@@ -164,19 +162,6 @@ int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
 		ibv_end_poll(cq->cqx);
 	}
 	return got;
-}
-
-/* Pushes the 1-based index of the first unsuccessful completion of wc[0..n),
- * or nil: a loop checks a whole poll at once. */
-void ibvl_push_first_bad(lua_State *L, const struct ibv_wc *wc, int n)
-{
-	for (int i = 0; i < n; i++) {
-		if (wc[i].status != IBV_WC_SUCCESS) {
-			lua_pushinteger(L, i + 1);
-			return;
-		}
-	}
-	lua_pushnil(L);
 }
 
 /* cq:poll(wcs) -> count filled in the wc array, first_bad;

@@ -346,9 +346,27 @@ struct ibvl_wc_array {
 };
 
 #define IBVL_WC_ARRAY "ibverbs.wc_array"
-int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc);
+int ibvl_cq_poll_ex(struct ibvl_cq *cq, int n, struct ibv_wc *wc);
+
+/* Polls up to n completions into wc (a cq_ex too); the count or -errno. */
+static inline int ibvl_cq_poll(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
+{
+	return cq->cqx == NULL ? ibv_poll_cq(cq->o.ptr, n, wc) : ibvl_cq_poll_ex(cq, n, wc);
+}
+
+/* Pushes the 1-based index of the first unsuccessful completion of wc[0..n),
+ * or nil: a loop checks a whole poll at once. */
+static inline void ibvl_push_first_bad(lua_State *L, const struct ibv_wc *wc, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (wc[i].status != IBV_WC_SUCCESS) {
+			lua_pushinteger(L, i + 1);
+			return;
+		}
+	}
+	lua_pushnil(L);
+}
 void ibvl_push_wc(lua_State *L, const struct ibv_wc *wc);
-void ibvl_push_first_bad(lua_State *L, const struct ibv_wc *wc, int n);
 struct ibvl_wc_array *ibvl_check_wcs(lua_State *L, int arg);
 
 /* ---- queue pairs (qp.c) ------------------------------------------------- */
@@ -407,6 +425,9 @@ struct ibvl_wr_slot {
 	struct ibvl_obj *ah; /* objects a prepared WR points to, checked at post time */
 	struct ibvl_obj *mw;
 	struct ibvl_obj *mr; /* a bind_mw WR's bind_info.mr */
+	const void *hdr;     /* a tso WR's header, hdr_sz bytes */
+	int opcode;          /* the WR's opcode, as set: what its union holds */
+	int hdr_sz;
 };
 
 int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, struct ibvl_sge_src *src,
@@ -433,10 +454,22 @@ struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c)
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
 void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c); /* known list */
 void *ibvl_range_chain(lua_State *L, void *list, int first, int count, struct ibvl_chain *c);
+void ibvl_chain_check(lua_State *L, const struct ibvl_chain *c); /* its list still sound */
 void *ibvl_test_list(lua_State *L, int idx, int send, int *n);
 const char *ibvl_no_queue(const struct ibv_qp *q, int send); /* qp.c: why q cannot post, or NULL */
-void ibvl_chain_cut(struct ibvl_chain *c);
-void ibvl_chain_done(struct ibvl_chain *c);
+
+/* Cuts the list after the chain's last WR, for a post; ibvl_chain_done
+ * restores the link. */
+static inline void ibvl_chain_cut(struct ibvl_chain *c)
+{
+	c->saved = *c->next_slot;
+	*c->next_slot = NULL;
+}
+
+static inline void ibvl_chain_done(struct ibvl_chain *c)
+{
+	*c->next_slot = c->saved;
+}
 void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c);
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
 void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,

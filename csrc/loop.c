@@ -145,20 +145,47 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 		ibvl_error(L, "give a send side, a receive side or both");
 }
 
-/* Reposts the receives the completions consumed, as one chain. */
-static int repost(struct xfer *x, const struct ibv_wc *wc, int n)
+static int post_chain(struct xfer *x, struct ibv_recv_wr *head)
 {
-	struct ibv_recv_wr *head = NULL, **tail = &head, *saved[64], *bad;
-	int idx[64];
+	struct ibv_recv_wr *bad;
+	return x->rqp ? ibv_post_recv(x->rqp, head, &bad) : ibv_post_srq_recv(x->rsrq, head, &bad);
+}
+
+/* Posts the list's WRs [first, first+n) as they are linked, cut after the last. */
+static int post_range(struct xfer *x, int first, int n)
+{
+	struct ibv_recv_wr *last = &x->rwr[first + n - 1], *saved = last->next;
+	last->next = NULL;
+	int rc = post_chain(x, &x->rwr[first]);
+	last->next = saved;
+	return rc;
+}
+
+/* Reposts the n receives the completions consumed (list indexes idx[]).  A
+ * receive queue completes in order, so they are mostly one run of the list,
+ * or two where it wraps: posted as the list's own ranges.  Otherwise (an SRQ
+ * that other QPs consume too) as one chain linked for the call. */
+static int repost(struct xfer *x, const int *idx, int n)
+{
+	int brk = 1;
+	while (brk < n && idx[brk] == idx[brk - 1] + 1)
+		brk++;
+	int end = brk + (brk < n);
+	while (end < n && idx[end] == idx[end - 1] + 1)
+		end++;
+	if (end == n) { /* the runs from idx[0] and from idx[brk] */
+		int rc = post_range(x, idx[0], brk);
+		return rc != 0 || brk == n ? rc : post_range(x, idx[brk], n - brk);
+	}
+	struct ibv_recv_wr *head = NULL, **tail = &head, *saved[64];
 	for (int i = 0; i < n; i++) {
-		idx[i] = (int)(wc[i].wr_id % (uint64_t)x->nrecv);
 		struct ibv_recv_wr *w = &x->rwr[idx[i]];
 		saved[i] = w->next;
 		*tail = w;
 		tail = &w->next;
 	}
 	*tail = NULL;
-	int rc = x->rqp ? ibv_post_recv(x->rqp, head, &bad) : ibv_post_srq_recv(x->rsrq, head, &bad);
+	int rc = post_chain(x, head);
 	for (int i = n - 1; i >= 0; i--) /* restore the list's own links */
 		x->rwr[idx[i]].next = saved[i];
 	return rc;
@@ -175,13 +202,13 @@ struct progress {
  * error (the batch is gone from the CQ): p->errors, p->first_error. */
 static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc *wc, int n)
 {
-	int nr = 0;
+	int nr = 0, idx[64];
 	for (int i = 0; i < n; i++) {
 		if (wc[i].status != IBV_WC_SUCCESS) {
 			if (p->errors++ == 0)
 				p->first_error = wc[i];
 		} else if (wc[i].opcode & IBV_WC_RECV) {
-			wc[nr++] = wc[i]; /* receives gather at the front */
+			idx[nr++] = (int)(wc[i].wr_id % (uint64_t)x->nrecv);
 		} else {
 			p->completed += x->nsend;
 		}
@@ -191,7 +218,7 @@ static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_
 		return wc_error(L, &p->first_error);
 	int k = p->posted + nr <= x->count ? nr : (int)(x->count - p->posted);
 	if (k > 0) {
-		int rc = repost(x, wc, k);
+		int rc = repost(x, idx, k);
 		if (rc != 0)
 			return ibvl_fail(L, "ibv_post_recv", rc);
 		p->posted += k;

@@ -250,6 +250,34 @@ void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ib
 	parse_send_union(L, idx, wr, slot);
 	if (wr->opcode == IBV_WR_TSO)
 		ibvl_parse_tso(L, idx, wr);
+	slot->opcode = wr->opcode;
+	slot->hdr = wr->tso.hdr;
+	slot->hdr_sz = wr->tso.hdr_sz;
+}
+
+/* Does the prepared send WR still hold the pointers set put there (what a
+ * provider follows: the AH of a UD WR, a bind's MW and MR, a TSO header),
+ * under the opcode that says which?  Those it names are checked open. */
+static int send_entry_sound(const struct ibv_send_wr *wr, const struct ibvl_wr_slot *s, int i,
+                            char *why, size_t n)
+{
+	const struct ibvl_obj *objs[] = {s->ah, s->mw, s->mr};
+	for (int k = 0; k < 3; k++)
+		if (objs[k] != NULL && objs[k]->ptr == NULL)
+			return snprintf(why, n, "WR %d: attempt to use a closed %s", i + 1,
+			                objs[k]->cls->name), 0;
+	const char *what = NULL;
+	if ((int)wr->opcode != s->opcode)
+		what = "opcode";
+	else if (s->ah != NULL && wr->wr.ud.ah != s->ah->ptr)
+		what = "wr.ud.ah";
+	else if (s->mw != NULL && (wr->bind_mw.mw != s->mw->ptr || wr->bind_mw.bind_info.mr != s->mr->ptr))
+		what = "bind_mw";
+	else if (s->opcode == IBV_WR_TSO && (wr->tso.hdr != s->hdr || wr->tso.hdr_sz != s->hdr_sz))
+		what = "tso header";
+	if (what != NULL)
+		return snprintf(why, n, "WR %d: its %s was changed (through the FFI)", i + 1, what), 0;
+	return 1;
 }
 
 /* ---- prepared lists ------------------------------------------------------ */
@@ -532,23 +560,25 @@ static int sge_sound(const struct wr_list *l, int i, int j, int cpu_reads, char 
  * for sends, the AH, MW and bind MR it names open? */
 static int entry_sound(const struct wr_list *l, int i, char *why, size_t n)
 {
-	int nsge, cpu_reads = 0;
-	const void *sg_list;
+	int nsge, cpu_reads = 0, last = i + 1 == l->n;
+	const void *sg_list, *next, *link;
 	if (l->send) {
 		const struct ibv_send_wr *wr = &l->wr.snd[i];
 		nsge = wr->num_sge;
 		sg_list = wr->sg_list;
+		next = wr->next;
+		link = last ? NULL : wr + 1;
 		cpu_reads = (wr->send_flags & IBV_SEND_INLINE) != 0;
-		const struct ibvl_wr_slot *s = &l->slot[i];
-		const struct ibvl_obj *objs[] = {s->ah, s->mw, s->mr};
-		for (int k = 0; k < 3; k++)
-			if (objs[k] != NULL && objs[k]->ptr == NULL)
-				return snprintf(why, n, "WR %d: attempt to use a closed %s", i + 1,
-				                objs[k]->cls->name), 0;
+		if (!send_entry_sound(wr, &l->slot[i], i, why, n))
+			return 0;
 	} else {
 		nsge = l->wr.recv[i].num_sge;
 		sg_list = l->wr.recv[i].sg_list;
+		next = l->wr.recv[i].next;
+		link = last ? NULL : &l->wr.recv[i + 1];
 	}
+	if (next != link) /* a post follows it */
+		return snprintf(why, n, "WR %d: its next was changed (through the FFI)", i + 1), 0;
 	if (nsge < 0 || nsge > l->max_sge || sg_list != &l->sge[i * l->max_sge])
 		return snprintf(why, n, "WR %d: its sg_list or num_sge was changed (through the FFI)",
 		                i + 1), 0;
@@ -674,6 +704,13 @@ void *ibvl_range_chain(lua_State *L, void *list, int first, int count, struct ib
 	return c->base;
 }
 
+/* Raises unless the prepared list of the chain c (made by ibvl_range_chain)
+ * is still sound where c lies: what a later post of the same chain checks. */
+void ibvl_chain_check(lua_State *L, const struct ibvl_chain *c)
+{
+	check_range(L, c->list, c->index0 - 1, c->count);
+}
+
 /* The chain of the prepared list at arg (with optional first, count after
  * it), which the caller knows to be one: list is its address. */
 void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c)
@@ -725,15 +762,6 @@ struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 
 /* Ends the chain after its last WR, right before the verbs call (a list is
  * never left cut by an error), and restores the list's link after it. */
-void ibvl_chain_cut(struct ibvl_chain *c)
-{
-	*c->next_slot = NULL;
-}
-
-void ibvl_chain_done(struct ibvl_chain *c)
-{
-	*c->next_slot = c->saved;
-}
 
 /* Raises when a send chain cannot go to qp: a WR on a UD QP needs an address
  * handle, which verbs would dereference. */

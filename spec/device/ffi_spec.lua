@@ -162,6 +162,31 @@ describe("ibverbs.ffi on " .. support.DEVICE, function()
     assert.has_error(function() xffi.post_recv(qb, rw, 1, 2) end, "WRs 1..2 outside the span of 2")
   end)
 
+  it("refuses through the core a prepared list whose links, opcode or AH FFI code changed", function()
+    local rl = ibv.recv_wrs(4)
+    rl:fill{ sge = { mr = mrb, length = 64 }, stride = 64 }
+    local rw = xffi.recv_wrs(rl)
+    rw.p[1].next = rw.p + 3 -- the provider would follow it
+    assert.has_error(function() env.b:post_recv(rl) end, "post_recv: WR 2: its next was changed (through the FFI)")
+    rw.p[1].next = rw.p + 2
+    assert(env.b:post_recv(rl))
+    local sl = ibv.send_wrs(2)
+    sl:fill{ opcode = "send", sge = { mr = mra, length = 8 } }
+    local cycle = ibv.batch{ { "post_send", env.a, sl } }
+    local sw = xffi.send_wrs(sl)
+    sw.p[0].opcode = C.IBV_WR_BIND_MW -- its bind_mw.mw is no MW the binding set
+    assert.has_error(function() env.a:post_send(sl) end, "post_send: WR 1: its opcode was changed (through the FFI)")
+    assert.has_error(cycle, "WR 1: its opcode was changed (through the FFI)")
+    sw.p[0].opcode = C.IBV_WR_SEND
+    assert.is_true(cycle())
+    local ud = support.pair{ qp_type = "ud" }
+    local ah = assert(ud.pd:create_ah{ port_num = 1, grh = { dgid = ud.gid, sgid_index = support.GID_INDEX } })
+    local ul = ibv.send_wrs(1)
+    ul:set(1, { opcode = "send", inline = "x", ah = ah, remote_qpn = ud.b.qp_num, remote_qkey = 1 })
+    xffi.send_wrs(ul).p[0].wr.ud.ah = ffi.cast("struct ibv_ah *", sw.p) -- not an AH
+    assert.has_error(function() ud.a:post_send(ul) end, "post_send: WR 1: its wr.ud.ah was changed (through the FFI)")
+  end)
+
   it("arms the CQ for an event", function()
     assert.is_true(xffi.req_notify_cq(c))
     assert.is_true(xffi.req_notify_cq(c, true))

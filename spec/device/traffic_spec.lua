@@ -149,6 +149,24 @@ describe("on rxe0, an RC loopback pair", function()
     assert.equal(1000, st.sent)
     assert.equal(1000, st.received)
   end)
+
+  it("transfer reposts receives posted out of list order and leaves the list's links as they were", function()
+    local rl = ibv.recv_wrs(32)
+    rl:fill{ sge = { mr = mrb, length = 64 }, stride = 64 }
+    for i = 1, 32, 2 do assert(env.b:post_recv(rl, i, 1)) end -- completions 0, 2, .., 1, 3, ..
+    for i = 2, 32, 2 do assert(env.b:post_recv(rl, i, 1)) end
+    local sl = ibv.send_wrs(8)
+    sl:fill{ opcode = "send", sge = { mr = mra, length = 64 } }
+    sl:set(8, { opcode = "send", sge = { mr = mra, length = 64 }, send_flags = { "signaled" } })
+    local xfer = { send_qp = env.a, send_cq = env.cq, send_wrs = sl, recv = env.b, recv_cq = env.cq,
+                   recv_wrs = rl, count = 200, window = 32, timeout = 2 }
+    local st = assert(ibv.transfer(xfer))
+    assert.same({ 200, 200 }, { st.sent, st.received })
+    assert(env.b:post_recv(rl)) -- all 32 again only if every link is back
+    xfer.count = 32
+    st = assert(ibv.transfer(xfer))
+    assert.same({ 32, 32 }, { st.sent, st.received })
+  end)
 end)
 
 describe("on rxe0, a UC loopback pair", function()
