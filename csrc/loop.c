@@ -161,32 +161,59 @@ static int post_range(struct xfer *x, int first, int n)
 	return rc;
 }
 
-/* Reposts the n receives the completions consumed (list indexes idx[]).  A
- * receive queue completes in order, so they are mostly one run of the list,
- * or two where it wraps: posted as the list's own ranges.  Otherwise (an SRQ
- * that other QPs consume too) as one chain linked for the call. */
-static int repost(struct xfer *x, const int *idx, int n)
+/* The receives a poll consumed: how many, the runs of consecutive list
+ * indexes they make, the first index of the first two runs and the length
+ * of the first. */
+struct consumed {
+	int n, runs, first, len, second;
+};
+
+static inline int recv_index(const struct xfer *x, const struct ibv_wc *wc)
 {
-	int brk = 1;
-	while (brk < n && idx[brk] == idx[brk - 1] + 1)
-		brk++;
-	int end = brk + (brk < n);
-	while (end < n && idx[end] == idx[end - 1] + 1)
-		end++;
-	if (end == n) { /* the runs from idx[0] and from idx[brk] */
-		int rc = post_range(x, idx[0], brk);
-		return rc != 0 || brk == n ? rc : post_range(x, idx[brk], n - brk);
+	uint64_t id = wc->wr_id, n = (uint64_t)x->nrecv;
+	return (int)(id < n ? id : id % n);
+}
+
+/* How many of wc[0..n) are successful receives of consecutive list entries
+ * from wc[0]'s on, without wrapping: the common case, read in one pass. */
+static int in_order(const struct xfer *x, const struct ibv_wc *wc, int n)
+{
+	uint64_t id = n > 0 ? wc[0].wr_id : UINT64_MAX;
+	if (id >= (uint64_t)x->nrecv)
+		return 0;
+	int limit = (uint64_t)n < x->nrecv - id ? n : (int)(x->nrecv - id), i = 0;
+	while (i < limit && wc[i].status == IBV_WC_SUCCESS && (wc[i].opcode & IBV_WC_RECV) &&
+	       wc[i].wr_id == id + (uint64_t)i)
+		i++;
+	return i;
+}
+
+/* Reposts the first n receives of c, consumed by the completions wc[0..nwc).
+ * A receive queue completes in order, so they are mostly one run of the
+ * list, or two where it wraps: posted as the list's own ranges.  Otherwise
+ * (an SRQ that other QPs consume too) as one chain linked for the call. */
+static int repost(struct xfer *x, const struct consumed *c, int n, const struct ibv_wc *wc,
+                  int nwc)
+{
+	if (c->runs <= 2) {
+		int len = c->len < n ? c->len : n;
+		int rc = post_range(x, c->first, len);
+		return rc != 0 || len == n ? rc : post_range(x, c->second, n - len);
 	}
 	struct ibv_recv_wr *head = NULL, **tail = &head, *saved[64];
-	for (int i = 0; i < n; i++) {
-		struct ibv_recv_wr *w = &x->rwr[idx[i]];
-		saved[i] = w->next;
+	int idx[64], k = 0;
+	for (int i = 0; i < nwc && k < n; i++) {
+		if (!(wc[i].opcode & IBV_WC_RECV))
+			continue;
+		idx[k] = recv_index(x, &wc[i]);
+		struct ibv_recv_wr *w = &x->rwr[idx[k]];
+		saved[k++] = w->next;
 		*tail = w;
 		tail = &w->next;
 	}
 	*tail = NULL;
 	int rc = post_chain(x, head);
-	for (int i = n - 1; i >= 0; i--) /* restore the list's own links */
+	for (int i = k - 1; i >= 0; i--) /* restore the list's own links */
 		x->rwr[idx[i]].next = saved[i];
 	return rc;
 }
@@ -202,23 +229,36 @@ struct progress {
  * error (the batch is gone from the CQ): p->errors, p->first_error. */
 static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc *wc, int n)
 {
-	int nr = 0, idx[64];
-	for (int i = 0; i < n; i++) {
+	int i0 = in_order(x, wc, n);
+	struct consumed c = {i0, i0 > 0, i0 > 0 ? (int)wc[0].wr_id : 0, 0, 0};
+	int prev = i0 > 0 ? c.first + i0 - 1 : -2;
+	for (int i = i0; i < n; i++) {
 		if (wc[i].status != IBV_WC_SUCCESS) {
 			if (p->errors++ == 0)
 				p->first_error = wc[i];
 		} else if (wc[i].opcode & IBV_WC_RECV) {
-			idx[nr++] = (int)(wc[i].wr_id % (uint64_t)x->nrecv);
+			int k = recv_index(x, &wc[i]);
+			if (k != prev + 1) {
+				if (++c.runs == 1)
+					c.first = k;
+				else if (c.runs == 2)
+					c.len = c.n, c.second = k;
+			}
+			prev = k;
+			c.n++;
 		} else {
 			p->completed += x->nsend;
 		}
 	}
+	if (c.runs == 1)
+		c.len = c.n;
+	int nr = c.n;
 	p->received += nr;
 	if (p->errors > 0)
 		return wc_error(L, &p->first_error);
 	int k = p->posted + nr <= x->count ? nr : (int)(x->count - p->posted);
 	if (k > 0) {
-		int rc = repost(x, idx, k);
+		int rc = repost(x, &c, k, wc, n);
 		if (rc != 0)
 			return ibvl_fail(L, "ibv_post_recv", rc);
 		p->posted += k;
