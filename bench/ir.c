@@ -273,6 +273,25 @@ static void sendrecv_work(struct pair *p, long count)
 		scomp += (long)poll_ok(p->scq, p->wc) * SCHAIN;
 }
 
+void ir_measured(void (*fn)(void *), void *arg); /* bench/measure.c */
+
+/* The measured run: COUNT units of one mode's work. */
+struct job {
+	void (*rq_work)(struct rq *, long);
+	struct rq *r;
+	struct pair *p;
+	long count;
+};
+
+static void run_job(void *arg)
+{
+	struct job *j = arg;
+	if (j->rq_work != NULL)
+		j->rq_work(j->r, j->count);
+	else
+		sendrecv_work(j->p, j->count);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -293,8 +312,9 @@ int main(int argc, char **argv)
 		for (int c = 0; c < WINDOW / CHAIN; c++)
 			post_ring(&p, c * CHAIN);
 		sendrecv_work(&p, WARM_SEND);
+		struct job j = {NULL, NULL, &p, count};
 		t0 = now();
-		sendrecv_work(&p, count);
+		ir_measured(run_job, &j);
 		t1 = now();
 	} else {
 		int rq = strcmp(mode, "recv") == 0 ? (int)count + WARM_RECV : CHAIN;
@@ -306,8 +326,9 @@ int main(int argc, char **argv)
 			die(mode, EINVAL);
 		work(&r, work == recv_work ? WARM_RECV : work == modify_work ? WARM_MODIFY
 		                                                      : WARM_POLLTAB);
+		struct job j = {work, &r, NULL, count};
 		t0 = now();
-		work(&r, count);
+		ir_measured(run_job, &j);
 		t1 = now();
 	}
 	if (timed)
