@@ -11,13 +11,13 @@
 -- WR list, a wc array, cq:poll's bulk check of the completions (its second
 -- result, the index of the first unsuccessful one).
 -- With -t: "TIME <impl> MODE seconds COUNT", and "HEAP <impl> MODE bytes/WR"
--- (collectgarbage("count") around the work, collector stopped).
+-- (collectgarbage("count") around a second run of the work, collector stopped).
 local ibv = require "ibverbs"
 
 local CHAIN, SCHAIN, MSG, WINDOW = 64, 64, 64, 256
 -- warm-up units as in bench/ir.c: LuaJIT compiles each loop before the measured run
-local WARM = { recv = 8192, recvb = 8192, sendrecv = 2048, sendrecvb = 2048, sendrecvt = 2048, modify = 384, modprep = 384,
-               polltab = 8192 }
+local WARM = { recv = 8192, recvb = 8192, sendrecv = 2048, sendrecvb = 2048, sendrecvt = 2048,
+               modify = 384, modprep = 384, polltab = 8192 }
 local mode, count = arg[1], tonumber(arg[2])
 local timed, use_ffi = false, false
 for i = 3, #arg do
@@ -60,9 +60,10 @@ function work.recv(r, n)
   end
 end
 
--- recv's work, each chain's post and poll one ibv.batch call
+-- recv's work, each chain's post and poll one ibv.batch call (made once)
 function work.recvb(r, n)
-  local cycle = ibv.batch{ { "post_recv", r.qp, r.rl }, { "poll", r.cq, r.wcs } }
+  r.cycle = r.cycle or ibv.batch{ { "post_recv", r.qp, r.rl }, { "poll", r.cq, r.wcs } }
+  local cycle = r.cycle
   for _ = 1, n / CHAIN do
     local got, bad = cycle()
     if got ~= 0 then error(got and "completions on an idle QP" or bad) end
@@ -164,11 +165,13 @@ function work.sendrecv(p, n)
   while scomp < sent do scomp = scomp + poll_ok(scq, wcs) * SCHAIN end
 end
 
--- sendrecv's work, each round's post_send and polls one ibv.batch call
+-- sendrecv's work, each round's post_send and polls one ibv.batch call (made once)
 function work.sendrecvb(p, n)
   local b, rl, wcs = p.b, p.rl, p.wcs
-  local send_poll = ibv.batch{ { "post_send", p.a, p.sl }, { "poll", p.scq, wcs }, { "poll", p.rcq, wcs } }
-  local poll = ibv.batch{ { "poll", p.scq, wcs }, { "poll", p.rcq, wcs } }
+  p.batches = p.batches or {
+    ibv.batch{ { "post_send", p.a, p.sl }, { "poll", p.scq, wcs }, { "poll", p.rcq, wcs } },
+    ibv.batch{ { "poll", p.scq, wcs }, { "poll", p.rcq, wcs } } }
+  local send_poll, poll = p.batches[1], p.batches[2]
   local sent, scomp, recvd, reposted, rposted = 0, 0, 0, 0, WINDOW
   local deadline = ibv.now() + 600
   while recvd < n do
@@ -196,8 +199,10 @@ function work.sendrecvt(p, n)
     for c = 0, WINDOW / CHAIN - 1 do assert(p.b:post_recv(p.rl, c * CHAIN + 1, CHAIN)) end
   end
   p.drained = true
-  local st, err = ibv.transfer{ send_qp = p.a, send_cq = p.scq, send_wrs = p.sl, recv = p.b,
-    recv_cq = p.rcq, recv_wrs = p.rl, count = n, window = WINDOW }
+  p.transfer = p.transfer or { send_qp = p.a, send_cq = p.scq, send_wrs = p.sl, recv = p.b,
+    recv_cq = p.rcq, recv_wrs = p.rl, window = WINDOW }
+  p.transfer.count = n
+  local st, err = ibv.transfer(p.transfer) -- its result: one table a call
   if not st then error(err) end
 end
 
@@ -245,26 +250,30 @@ end
 
 if use_ffi then ffi_work(work) end
 local f = assert(work[mode], "MODE: recv, sendrecv, modify, modprep or polltab")
+local runs = timed and 2 or 1 -- with -t, a second run measures the heap
 local env
 if mode:match("^sendrecv") then
   env = pair_setup()
 elseif mode == "recv" or mode == "recvb" then
-  env = rq_setup(count + WARM.recv)
+  env = rq_setup(runs * count + WARM.recv) -- the receives stay posted: room for every run
 else
   env = rq_setup(CHAIN)
 end
 f(env, WARM[mode])
-collectgarbage("collect")
-collectgarbage("stop")
-local kib = collectgarbage("count")
 -- under bench/run-ir's callgrind runs, only what runs inside measure.run counts
 local have_measure, measure = pcall(require, "measure")
 local t0 = ibv.now()
 if have_measure then measure.run(f, env, count) else f(env, count) end
 local s = ibv.now() - t0
-local grown = (collectgarbage("count") - kib) * 1024
-collectgarbage("restart")
 if timed then
+  -- the steady state's heap growth: a run after the measured one (LuaJIT's
+  -- traces are made, every table the loop keeps is grown), collector stopped
+  collectgarbage("collect")
+  collectgarbage("stop")
+  local kib = collectgarbage("count")
+  f(env, count)
+  local grown = (collectgarbage("count") - kib) * 1024
+  collectgarbage("restart")
   print(("TIME %s %s %.6f %d"):format(IMPL, mode, s, count))
   print(("HEAP %s %s %.4f"):format(IMPL, mode, grown / count))
 end

@@ -181,11 +181,10 @@ static int in_order(const struct xfer *x, const struct ibv_wc *wc, int n)
 	uint64_t id = n > 0 ? wc[0].wr_id : UINT64_MAX;
 	if (id >= (uint64_t)x->nrecv)
 		return 0;
-	int limit = (uint64_t)n < x->nrecv - id ? n : (int)(x->nrecv - id), i = 0;
-	while (i < limit && wc[i].status == IBV_WC_SUCCESS && (wc[i].opcode & IBV_WC_RECV) &&
-	       wc[i].wr_id == id + (uint64_t)i)
-		i++;
-	return i;
+	const struct ibv_wc *w = wc, *end = wc + ((uint64_t)n < x->nrecv - id ? n : (int)(x->nrecv - id));
+	while (w < end && w->status == IBV_WC_SUCCESS && (w->opcode & IBV_WC_RECV) && w->wr_id == id)
+		w++, id++;
+	return (int)(w - wc);
 }
 
 /* Reposts the first n receives of c, consumed by the completions wc[0..nwc).

@@ -76,6 +76,9 @@ function ibv.wc_array(n) end
 -- last WR of the list), and reposts each consumed receive of `recv_wrs` on `recv` (a QP or an SRQ)
 -- until `count` messages went each way.  Either side may be left out.  Receive `wr_ids` must be
 -- their 0-based index in `recv_wrs` (what `fill` gives); the script posts `recv_wrs` once before.
+-- Receives that complete in list order (an RC QP, or an SRQ with one consumer) go back as the
+-- list's own ranges, one post per run of completions (two where it wraps); any other order is
+-- reposted in completion order and the list's links are restored after the post.
 -- @tparam table t `send_qp`, `send_cq`, `send_wrs`, `recv`, `recv_cq`, `recv_wrs`, `count`,
 -- `window`, `timeout` (seconds)
 -- @treturn table `sent`, `received`, `seconds`
