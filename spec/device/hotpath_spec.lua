@@ -256,4 +256,43 @@ describe("on rxe0, the hot path's shortcuts", function()
     end
     assert.equal(0, grown)
   end)
+
+  it("an ibv.batch cycle allocates nothing, and what ibv.transfer allocates does not grow with its count",
+  function()
+    local rl = ibv.recv_wrs(64)
+    rl:fill{ sge = { mr = mr, length = 64 }, stride = 64 }
+    local sl = ibv.send_wrs(16)
+    sl:fill{ opcode = "send", sge = { mr = mr, length = 64 } }
+    sl:set(16, { opcode = "send", sge = { mr = mr, length = 64 }, send_flags = ibv.SEND_SIGNALED })
+    local wcs = ibv.wc_array(64)
+    local a, b, cq = env.a, env.b, env.cq
+    local cycle = ibv.batch{ { "post_recv", b, rl, 1, 16 }, { "post_send", a, sl }, { "poll", cq, wcs } }
+    local poll = ibv.batch{ { "poll", cq, wcs } }
+    local done = 0
+    local function loop(rounds)
+      for _ = 1, rounds do
+        local got, bad = cycle()
+        while true do
+          if bad then error("completion " .. bad .. ": " .. wcs:status(bad)) end
+          done = done + got
+          if done % 17 == 0 then break end
+          got, bad = poll()
+        end
+      end
+    end
+    loop(100) -- warm-up
+    assert.equal(0, steady_growth(loop, 200))
+    assert.is_true(done >= 300 * 17) -- every round's 17 completions came
+
+    local t = { send_qp = a, send_cq = cq, send_wrs = sl, recv = b, recv_cq = cq, recv_wrs = rl, window = 64 }
+    local function transfer(count)
+      assert(b:post_recv(rl)) -- transfer stops reposting at count: each call starts with the ring posted
+      t.count = count
+      local st = assert(ibv.transfer(t))
+      assert.equal(count, st.received)
+    end
+    transfer(640) -- warm-up
+    local small, large = heap_growth(transfer, 640), heap_growth(transfer, 6400)
+    assert.equal(small, large) -- its result table, once a call
+  end)
 end)
