@@ -145,9 +145,10 @@ static void read_wc_ex(struct ibvl_cq *cq, struct ibv_wc *wc)
 }
 
 /* Polls up to n completions of the cq_ex into wc (ibvl_cq_poll); returns
- * the count or a negative errno.  A cq_ex is read one ibv_start_poll/ibv_end_poll round per completion: rxe
- * (rdma-core 44) moves past a free slot when ibv_end_poll follows an
- * ibv_next_poll that returned ENOENT, and then reports stale entries. */
+ * the count or a negative errno.  A cq_ex is read one ibv_start_poll/
+ * ibv_end_poll round per completion: rxe (rdma-core 44) moves past a free
+ * slot when ibv_end_poll follows an ibv_next_poll that returned ENOENT, and
+ * then reports stale entries. */
 int ibvl_cq_poll_ex(struct ibvl_cq *cq, int n, struct ibv_wc *wc)
 {
 	struct ibv_poll_cq_attr attr = {0};

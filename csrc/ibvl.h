@@ -458,8 +458,8 @@ void ibvl_chain_check(lua_State *L, const struct ibvl_chain *c); /* its list sti
 void *ibvl_test_list(lua_State *L, int idx, int send, int *n);
 const char *ibvl_no_queue(const struct ibv_qp *q, int send); /* qp.c: why q cannot post, or NULL */
 
-/* Cuts the list after the chain's last WR, for a post; ibvl_chain_done
- * restores the link. */
+/* Cuts the list after the chain's last WR, right before the verbs call (a
+ * list is never left cut by an error); ibvl_chain_done restores the link. */
 static inline void ibvl_chain_cut(struct ibvl_chain *c)
 {
 	c->saved = *c->next_slot;

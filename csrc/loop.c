@@ -181,7 +181,8 @@ static int in_order(const struct xfer *x, const struct ibv_wc *wc, int n)
 	uint64_t id = n > 0 ? wc[0].wr_id : UINT64_MAX;
 	if (id >= (uint64_t)x->nrecv)
 		return 0;
-	const struct ibv_wc *w = wc, *end = wc + ((uint64_t)n < x->nrecv - id ? n : (int)(x->nrecv - id));
+	uint64_t left = (uint64_t)x->nrecv - id; /* entries from id's to the list's end */
+	const struct ibv_wc *w = wc, *end = wc + ((uint64_t)n < left ? n : (int)left);
 	while (w < end && w->status == IBV_WC_SUCCESS && (w->opcode & IBV_WC_RECV) && w->wr_id == id)
 		w++, id++;
 	return (int)(w - wc);

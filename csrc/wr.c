@@ -760,9 +760,6 @@ struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 	return chain(L, arg, c, 1);
 }
 
-/* Ends the chain after its last WR, right before the verbs call (a list is
- * never left cut by an error), and restores the list's link after it. */
-
 /* Raises when a send chain cannot go to qp: a WR on a UD QP needs an address
  * handle, which verbs would dereference. */
 void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c)
