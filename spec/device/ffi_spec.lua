@@ -168,6 +168,9 @@ describe("ibverbs.ffi on " .. support.DEVICE, function()
     local rw = xffi.recv_wrs(rl)
     rw.p[1].next = rw.p + 3 -- the provider would follow it
     assert.has_error(function() env.b:post_recv(rl) end, "post_recv: WR 2: its next was changed (through the FFI)")
+    local ok, err = pcall(ibv.transfer, { recv = env.b, recv_cq = env.cq, recv_wrs = rl, count = 4 })
+    assert.is_false(ok) -- its reposts would follow the list's links
+    assert.matches("WR 2: its next was changed (through the FFI)", err, 1, true)
     rw.p[1].next = rw.p + 2
     assert(env.b:post_recv(rl))
     local sl = ibv.send_wrs(2)
