@@ -8,6 +8,8 @@
 #   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
 #   make bench-ir     instructions per WR under callgrind: C, Lua 5.4, LuaJIT, LuaJIT FFI, pyverbs
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
+#   make spec SPEC=spec/device/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
+#                     one spec file: host specs here, the others in the soft-RoCE VM
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
 #   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
 #   make install      ibvlua, the module, the Lua files, the embedding header and library
@@ -136,6 +138,22 @@ test: all embed
 	$(MAKE) SAN=address,undefined all embed
 	tools/run-tests
 
+# one spec file, where it belongs: spec/host/ on this machine, every other
+# directory (device, faults) inside the soft-RoCE VM; SAN= runs it under the
+# ASan/UBSan build with libasan preloaded, as the fuzzer's "san" runs do
+SPEC_RUN = $(if $(filter spec/host/%,$(SPEC)),host,$(if $(filter spec/nodes/%,$(SPEC)),nodes,device))
+SPEC_ENV = $(ENV)$(if $(SAN), ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LD_PRELOAD=$$($(CC) -print-file-name=libasan.so))
+spec: all
+	@test -n "$(SPEC)" || { echo "usage: make spec SPEC=spec/device/qp_spec.lua" >&2; exit 2; }
+	@test -f "$(SPEC)" || { echo "make spec: no such file: $(SPEC)" >&2; exit 2; }
+ifeq ($(SPEC_RUN),host)
+	$(SPEC_ENV) $(LUA) /usr/bin/busted --run=host $(SPEC)
+else ifeq ($(SPEC_RUN),nodes)
+	tools/rxe-vm --nodes 2 --timeout 600 env $(SPEC_ENV) $(LUA) /usr/bin/busted --run=nodes $(SPEC)
+else
+	tools/rxe-vm --timeout 900 env $(SPEC_ENV) $(LUA) /usr/bin/busted --run=device $(SPEC)
+endif
+
 check-host: all
 	$(ENV) $(LUA) /usr/bin/busted --run=host
 
@@ -181,4 +199,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: all embed install deps test check-host check-ffi bench bench-ir demo doc fuzz soak lint clean
+.PHONY: all embed install deps test spec check-host check-ffi bench bench-ir demo doc fuzz soak lint clean
