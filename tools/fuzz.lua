@@ -198,6 +198,8 @@ local SIGNALS = { [4] = "SIGILL", [6] = "SIGABRT", [7] = "SIGBUS", [8] = "SIGFPE
 --- What an exit status means: nil for success, else a short class name.
 local function classify(rc, stderr)
   if rc == 0 then return nil end
+  local asan = stderr:match("ERROR: AddressSanitizer: ([%w%-]+)")
+  if asan then return "ASan " .. asan end -- also when killed while it symbolized its report
   if rc == 124 or rc == 137 then return "hang (timeout)" end
   if rc == SAN_EXIT then
     local what = stderr:match("ERROR: AddressSanitizer: ([%w%-]+)") or "report"

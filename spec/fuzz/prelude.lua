@@ -304,8 +304,8 @@ end
 -- whose SGEs to point at), "wr_id".
 function F.ffi_edit(list, i, what, v)
   local x = require "ibverbs.ffi"
-  local send = getmetatable(list).__name == "ibverbs.send_wrs"
-  local s = send and x.send_wrs(list) or x.recv_wrs(list)
+  local send, s = pcall(x.send_wrs, list)
+  if not send then s = x.recv_wrs(list) end
   local w = s:at(i)
   if what == "num_sge" then w.num_sge = v
   elseif what == "next" then w.next = v and (s.p + v % s.n) or nil
