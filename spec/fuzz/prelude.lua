@@ -154,8 +154,8 @@ end
 
 --- Finalizer timing: garbage whose finalizers close the victims at the
 -- after-th finalizer run (each run before that leaves new finalizable
--- garbage behind, so one runs in nearly every cycle), then
--- collectgarbage("step", k) and a collector that steps at every allocation:
+-- garbage behind, so one runs in nearly every cycle), a collector that
+-- steps at every allocation, then collectgarbage("step", k):
 -- the victims close at some allocation inside the call that follows.
 function F.arm(k, after, ...)
   local victims, n = { ... }, select("#", ...)
@@ -170,8 +170,8 @@ function F.arm(k, after, ...)
     finalizable(fin)
   end
   for _ = 1, 3 do finalizable(fin) end
+  aggressive() -- first: the step leaves the collector due at the very next allocation
   collectgarbage("step", k)
-  aggressive()
 end
 
 --- A table whose values are weak (an object only it holds may be collected
