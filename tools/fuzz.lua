@@ -16,7 +16,11 @@
 -- N failed"; it exits 1 when a run failed.
 --
 -- --skip 'pat;pat' leaves out generated calls matching a Lua pattern (to set a
--- known crash aside and look for others).
+-- known crash aside and look for others).  --attacks a,b keeps only those
+-- attack classes (spec/fuzz/gen.lua's gen.attacks: finalizer_timing,
+-- weak_tables, shifting_fields, replaced_gc, shared_cq, ffi_edits,
+-- batch_held_lists, plain_collection; "none": only random calls and
+-- scenarios); --attack-rate P makes P% of the steps attacks (default 18).
 -- Interpreters: lua5.4 and luajit use build/<interp>; "ibvlua" is the scripting
 -- host (build/lua5.4/ibvlua, everything built in); "san" is lua5.4 with the
 -- ASan/UBSan build (make SAN=address,undefined: build/lua5.4-san) and libasan
@@ -63,7 +67,8 @@ local function child()
     end
     return load(src, "=fuzz", "t", env)
   end
-  local g = gen.new(seed, F.O, gen.discover(ibv), gen.functions(ibv, cm))
+  local g = gen.new(seed, F.O, gen.discover(ibv), gen.functions(ibv, cm),
+    { jit = rawget(_G, "jit") ~= nil, attacks = opts.attacks, attack_rate = tonumber(opts["attack-rate"]) })
   local start = ibv.now()
   local n = 0
   local port = 20000 + (seed * 97) % 20000
@@ -193,6 +198,8 @@ local SIGNALS = { [4] = "SIGILL", [6] = "SIGABRT", [7] = "SIGBUS", [8] = "SIGFPE
 --- What an exit status means: nil for success, else a short class name.
 local function classify(rc, stderr)
   if rc == 0 then return nil end
+  local asan = stderr:match("ERROR: AddressSanitizer: ([%w%-]+)")
+  if asan then return "ASan " .. asan end -- also when killed while it symbolized its report
   if rc == 124 or rc == 137 then return "hang (timeout)" end
   if rc == SAN_EXIT then
     local what = stderr:match("ERROR: AddressSanitizer: ([%w%-]+)") or "report"
@@ -360,7 +367,9 @@ for _, interp in ipairs(interps) do
       local rc = shell(("cd %s && timeout -k 3 %d %s tools/fuzz.lua --child --seed %d --calls %d --time %s "
         .. "--log %s%s > %s.out 2> %s.err")
         :format(sh_quote(ROOT), limit, cmd, seed, calls, budget, logf,
-          opts.skip and (" --skip " .. sh_quote(opts.skip)) or "", base, base))
+          (opts.skip and (" --skip " .. sh_quote(opts.skip)) or "")
+          .. (opts.attacks and (" --attacks " .. sh_quote(opts.attacks)) or "")
+          .. (opts["attack-rate"] and (" --attack-rate " .. sh_quote(opts["attack-rate"])) or ""), base, base))
       local stderr = slurp(base .. ".err") or ""
       local lines, ended = parse_log(slurp(logf))
       local st = { calls = #lines, errors = 0, nils = 0 }

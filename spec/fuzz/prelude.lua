@@ -131,6 +131,193 @@ function F.gc_reset()
   end
 end
 
+-- ------------------------------------------------------------------ attacks (docs/verification.md)
+
+local function aggressive()
+  if IS_54 then
+    collectgarbage("incremental", 1, 1000, 0)
+  else
+    collectgarbage("setpause", 1)
+    collectgarbage("setstepmul", 1000)
+  end
+  F.gc_tuned = true
+end
+
+local function finalizable(fn)
+  if newproxy then
+    local p = newproxy(true)
+    getmetatable(p).__gc = fn
+  else
+    setmetatable({}, { __gc = fn })
+  end
+end
+
+--- Finalizer timing: garbage whose finalizers close the victims at the
+-- after-th finalizer run (each run before that leaves new finalizable
+-- garbage behind, so one runs in nearly every cycle), a collector that
+-- steps at every allocation, then collectgarbage("step", k):
+-- the victims close at some allocation inside the call that follows.
+function F.arm(k, after, ...)
+  local victims, n = { ... }, select("#", ...)
+  local left = after or 0
+  local function fin()
+    if left <= 0 then
+      if left == 0 then F.kill(unpack_(victims, 1, n)) end
+      left = -1
+      return
+    end
+    left = left - 1
+    finalizable(fin)
+  end
+  for _ = 1, 3 do finalizable(fin) end
+  aggressive() -- first: the step leaves the collector due at the very next allocation
+  collectgarbage("step", k)
+end
+
+--- A table whose values are weak (an object only it holds may be collected
+-- while the C code reads it); how: nil, "collect" or "step": a lookup of a
+-- key the table lacks (every optional field) runs the collector.
+function F.weak(t, how)
+  local mt = { __mode = "v" }
+  if how == "collect" then
+    mt.__index = function() collectgarbage() end
+  elseif how == "step" then
+    mt.__index = function() collectgarbage("step", 1) end
+  end
+  return setmetatable(t, mt)
+end
+
+--- n WRs (send or receive), each a weak table with a weak SGE on an MR of
+-- pd that nothing else holds.
+function F.weak_wrs(n, pd, how, send)
+  local t = {}
+  for i = 1, n do
+    local sge = F.weak({ mr = pd:reg_mr(64, F.ACCESS), length = 8 }, how)
+    t[i] = F.weak(send and { opcode = "send", sge = sge } or { sge = sge }, how)
+  end
+  return t
+end
+
+--- obj, closed.
+function F.closed(obj)
+  pcall(function() return obj:close() end)
+  return obj
+end
+
+--- A value an F.shifty table computes at each read (a fresh object each time).
+function F.fresh(f) return { [F] = f } end
+
+--- t whose (absent) field key reads as the next of the choices at each read:
+-- different objects, closed ones, nil, F.fresh(...) made anew at each read.
+function F.shifty(t, key, ...)
+  local choices, n, i = { ... }, select("#", ...), 0
+  return setmetatable(t, { __index = function(_, k)
+    if k ~= key or n == 0 then return nil end
+    i = i + 1
+    local v = choices[(i - 1) % n + 1]
+    if type(v) == "table" and rawget(v, F) then v = v[F]() end
+    return v
+  end })
+end
+
+F.stripped = {}
+
+--- Replaces (how "noop", "error") or removes (how "nil") the __gc of obj's
+-- metatable (the class's, or a per-object copy); F.restore_gc puts them back.
+function F.strip_gc(obj, how)
+  local mt = getmetatable(obj)
+  if type(mt) ~= "table" then return nil, "no metatable" end
+  F.stripped[#F.stripped + 1] = { mt, rawget(mt, "__gc") }
+  if how == "nil" then
+    mt.__gc = nil
+  elseif how == "error" then
+    mt.__gc = function() error("replaced __gc") end
+  else
+    mt.__gc = function() end
+  end
+  return true
+end
+
+function F.restore_gc()
+  for i = #F.stripped, 1, -1 do
+    local e = F.stripped[i]
+    e[1].__gc = e[2]
+    F.stripped[i] = nil
+  end
+  return true
+end
+
+--- Objects kept to the end of the script: lua_close collects them all at once.
+F.live = {}
+function F.keep(...)
+  for i = 1, select("#", ...) do F.live[#F.live + 1] = (select(i, ...)) end
+  return true
+end
+
+--- A whole object graph on a new context (and a cm channel with ids whose
+-- events nobody takes), dropped (or kept to the end when keep): what a
+-- script leaves to the collector.  which: a string of letters choosing the
+-- parts (c: CQ and QPs, l: lists, a: AH, s: SRQ, m: cm, w: wc array, x: close some first).
+function F.graph(which, keep, p)
+  local g = {}
+  local function has(ch) return which:find(ch, 1, true) ~= nil end
+  g.ctx = assert(ibv.open(F.DEVICE))
+  g.pd = assert(g.ctx:alloc_pd())
+  g.mr = assert(g.pd:reg_mr(256, F.ACCESS))
+  if has("c") then
+    g.cq = assert(g.ctx:create_cq(16))
+    g.qa = F.qp(g.ctx, g.pd, g.cq, "rc")
+    g.qb = F.qp(g.ctx, g.pd, g.cq, "rc")
+    pcall(F.connect, g.qa, g.qb, g.ctx)
+  end
+  if has("l") then
+    g.sl = F.send_list(g.mr)
+    g.rl = F.recv_list(g.mr)
+    if g.qb then pcall(g.qb.post_recv, g.qb, g.rl) end
+    if g.qa then pcall(g.qa.post_send, g.qa, g.sl, 1, 2) end
+  end
+  if has("a") then
+    g.ah = F.ah(g.pd, g.ctx)
+    g.ul = ibv.send_wrs(2)
+    g.ul:set(1, { ah = g.ah, opcode = "send", inline = "x", remote_qpn = 1, remote_qkey = 1 })
+  end
+  if has("s") then g.srq = assert(g.pd:create_srq{ max_wr = 8, max_sge = 1 }) end
+  if has("w") then g.wcs = ibv.wc_array(8) end
+  if has("m") then
+    g.ch = assert(cm.event_channel())
+    g.lid = g.ch:create_id{ ps = "tcp" }
+    if p then pcall(function() assert(g.lid:bind_addr(F.ADDR .. ":" .. p)); assert(g.lid:listen(4)) end) end
+    g.cid = g.ch:create_id{ ps = "tcp" }
+    pcall(g.cid.resolve_addr, g.cid, nil, F.ADDR .. ":" .. (p or 7471), 1000) -- its event stays unread
+    g.uid = g.ch:create_id{ ps = "udp" }
+  end
+  if has("x") then F.kill(g.ah, g.mr, g.cq) end
+  if keep then
+    for _, v in pairs(g) do F.keep(v) end
+  end
+  return true
+end
+
+--- LuaJIT: an FFI write into entry i (0-based) of a prepared list: field
+-- "num_sge", "next" (v: nil, or the index of an entry), "opcode", "addr",
+-- "length", "lkey" (of the first SGE), "sg_list" (v: nil, or an entry index
+-- whose SGEs to point at), "wr_id".
+function F.ffi_edit(list, i, what, v)
+  local x = require "ibverbs.ffi"
+  local send, s = pcall(x.send_wrs, list)
+  if not send then s = x.recv_wrs(list) end
+  local w = s:at(i)
+  if what == "num_sge" then w.num_sge = v
+  elseif what == "next" then w.next = v and (s.p + v % s.n) or nil
+  elseif what == "opcode" then
+    if send then w.opcode = v end
+  elseif what == "sg_list" then w.sg_list = v and s.p[v % s.n].sg_list or nil
+  elseif what == "wr_id" then w.wr_id = v
+  elseif w.sg_list ~= nil then w.sg_list[0][what] = v
+  end
+  return true
+end
+
 --- A userdata of no ibverbs type.
 function F.alien()
   return newproxy and newproxy(false) or io.stdout
