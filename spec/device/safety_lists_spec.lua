@@ -5,19 +5,10 @@
 -- interpreter, so a crash fails the case instead of ending the run.
 local INTERP = rawget(_G, "jit") and "luajit" or "lua5.4"
 
--- The child's prelude: a connected RC pair on one CQ (support.pair) and a
--- collector that runs a step at every allocation.
+-- The child's prelude: the module and the specs' helpers (support.pair).
 local PRELUDE = [[
 local ibv = require "ibverbs"
 local support = require "support"
-local function eager_gc()
-  if jit then collectgarbage("setpause", 1); collectgarbage("setstepmul", 1000)
-  else collectgarbage("incremental", 1, 1000, 0) end
-end
-local function normal_gc()
-  if jit then collectgarbage("setpause", 200); collectgarbage("setstepmul", 200)
-  else collectgarbage("incremental", 200, 100, 13) end
-end
 ]]
 
 local function run_child(body)
@@ -37,69 +28,22 @@ local function done(out)
 end
 
 describe("on rxe0, WR tables read once (child " .. INTERP .. ")", function()
+  -- The collector advanced a little before each call, so that its atomic
+  -- phase (which clears weak tables) falls in the middle of the reading.
   it("64 WRs whose SGE tables hold their only reference to the MR weakly post, or fail cleanly", function()
     done(run_child([[
       local env = support.pair{ cap = { max_send_wr = 64, max_recv_wr = 64, max_send_sge = 1, max_recv_sge = 1 } }
-      local posted = 0
-      for round = 1, 12 do
-        local wrs = {}
-        for i = 1, 64 do
-          local mr = assert(env.pd:reg_mr(4096, 1))
-          wrs[i] = { wr_id = i, sg_list = { setmetatable({ mr = mr, length = 8 }, { __mode = "v" }) } }
-        end
-        eager_gc()
-        local ok, r = pcall(env.b.post_recv, env.b, wrs)
-        normal_gc()
-        if ok and r then posted = posted + 1 end
-        -- whatever was posted is flushed and forgotten
-        assert(env.b:modify{ qp_state = "reset" })
-        while env.cq:poll(env.wcs) > 0 do end
-        assert(env.b:modify{ qp_state = "init", pkey_index = 0, port_num = 1, qp_access_flags = 1 })
-        collectgarbage()
+      local wrs = {}
+      for i = 1, 64 do
+        local mr = assert(env.pd:reg_mr(4096, 1))
+        wrs[i] = { wr_id = i, sg_list = { setmetatable({ mr = mr, length = 8 }, { __mode = "v" }) } }
       end
-      print("posted", posted)]]))
-  end)
-
-  it("a send WR's AH and a bind's MR and MW held weakly are read once: a post or a clean error", function()
-    done(run_child([[
-      local ud = support.pair{ qp_type = "ud" }
-      for round = 1, 40 do
-        local ah = assert(ud.pd:create_ah{ port_num = 1, grh = { dgid = ud.gid, sgid_index = 1 } })
-        local wr = setmetatable({ ah = ah, opcode = "send", inline = "x", remote_qpn = ud.b.qp_num,
-          remote_qkey = 1, wr_id = round }, { __mode = "v" })
-        ah = nil
-        eager_gc()
-        pcall(ud.a.post_send, ud.a, wr)
-        normal_gc()
-        collectgarbage()
-        while ud.cq:poll(ud.wcs) > 0 do end
+      for _ = 1, 20 do
+        collectgarbage("step", 0)
+        pcall(env.b.post_recv, env.b, wrs)
       end]]))
   end)
 
-  it("ibv.transfer keeps the QP and CQs it reads from a weak argument table until its loop ends", function()
-    done(run_child([[
-      local env = support.pair()
-      local mr = assert(env.pd:reg_mr(4096, 1))
-      for round = 1, 8 do
-        local sl = ibv.send_wrs(1)
-        sl:set(1, { opcode = "send", inline = "x", send_flags = { "signaled" } })
-        local rl = ibv.recv_wrs(4)
-        rl:fill{ sge = { mr = mr, length = 64 } }
-        assert(env.b:post_recv(rl))
-        local cq = assert(env.ctx:create_cq(16))
-        local t = setmetatable({ send_qp = env.a, send_cq = cq, send_wrs = sl, recv = env.b,
-          recv_cq = cq, recv_wrs = rl, count = 1, timeout = 0.2 }, { __mode = "v" })
-        cq = nil
-        eager_gc()
-        pcall(ibv.transfer, t)
-        normal_gc()
-        collectgarbage()
-        assert(env.a:modify{ qp_state = "err" }); assert(env.b:modify{ qp_state = "err" })
-        while env.cq:poll(env.wcs) > 0 do end
-        env = support.pair()
-        mr = assert(env.pd:reg_mr(4096, 1))
-      end]]))
-  end)
 end)
 
 describe("on rxe0, ibv.transfer and completions of other QPs (child " .. INTERP .. ")", function()
@@ -137,68 +81,29 @@ describe("on rxe0, ibv.transfer and completions of other QPs (child " .. INTERP 
   end)
 end)
 
-describe("on rxe0, prepared lists forget what an entry no longer uses (child " .. INTERP .. ")", function()
-  it("an entry set with two SGEs, then one, drops the second's MR and its C SGE", function()
-    done(run_child([[
-      local env = support.pair()
-      local rl = ibv.recv_wrs(1, 2)
-      do
-        local m1, m2 = assert(env.pd:reg_mr(4096, 1)), assert(env.pd:reg_mr(4096, 1))
-        rl:set(1, { sg_list = { { mr = m1, length = 8 }, { mr = m2, length = 8 } } })
-        rl:set(1, { sge = { mr = m1, length = 8 } })
-      end
-      collectgarbage(); collectgarbage() -- the second MR is no longer held: it is gone
-      local ok, err = pcall(env.b.post_recv, env.b, rl)
-      assert(ok, err)
-      if jit then
+-- FFI code is what can raise a prepared entry's num_sge: LuaJIT only.
+if INTERP == "luajit" then
+  describe("on rxe0, prepared lists forget what an entry no longer uses (child luajit)", function()
+    it("an entry set with two SGEs, then one, drops the second's MR and clears its C SGE: "
+      .. "num_sge raised back through the FFI is refused by name", function()
+      done(run_child([[
         local xffi = require "ibverbs.ffi"
-        local ffi = require "ffi"
+        local env = support.pair()
+        local rl = ibv.recv_wrs(1, 2)
+        do
+          local m1, m2 = assert(env.pd:reg_mr(4096, 1)), assert(env.pd:reg_mr(4096, 1))
+          rl:set(1, { sg_list = { { mr = m1, length = 8 }, { mr = m2, length = 8 } } })
+          rl:set(1, { sge = { mr = m1, length = 8 } })
+        end
+        collectgarbage(); collectgarbage() -- the second MR is held no longer: it is gone
+        assert(env.b:post_recv(rl))
         local rw, sges = xffi.recv_wrs(rl), xffi.sges(rl)
         assert(sges.p[1].length == 0 and sges.p[1].lkey == 0 and sges.p[1].addr == 0, "stale C SGE kept")
         rw.p[0].num_sge = 2 -- FFI code raises num_sge back
-        local ok2, err2 = pcall(env.b.post_recv, env.b, rl)
-        assert(not ok2 and err2:find("WR 1: SGE 2: not set by set or fill", 1, true), tostring(err2))
+        local ok, err = pcall(env.b.post_recv, env.b, rl)
+        assert(not ok and err:find("WR 1: SGE 2: not set by set or fill", 1, true), tostring(err))
         rw.p[0].num_sge = 1
-        assert(env.b:post_recv(rl))
-        local _ = ffi
-      end]]))
+        assert(env.b:post_recv(rl))]]))
+    end)
   end)
-
-  it("an inline send entry with an AH, the AH closed and collected, collects and posts cleanly", function()
-    done(run_child([[
-      local ud = support.pair{ qp_type = "ud" }
-      local list = ibv.send_wrs(2)
-      do
-        local ah = assert(ud.pd:create_ah{ port_num = 1, grh = { dgid = ud.gid, sgid_index = 1 } })
-        list:set(1, { ah = ah, opcode = "send", inline = "x", remote_qpn = ud.b.qp_num, remote_qkey = 1 })
-        assert(ah:close())
-      end
-      pcall(list.length, list, 0)
-      list:length(1, 0)
-      collectgarbage(); collectgarbage()
-      local ok, err = pcall(ud.a.post_send, ud.a, list, 1, 1)
-      assert(not ok and err:find("WR 1: attempt to use a closed ibverbs.ah", 1, true), tostring(err))
-      list:set(1, { opcode = "send", inline = "x", ah = assert(ud.pd:create_ah{ port_num = 1,
-        grh = { dgid = ud.gid, sgid_index = 1 } }), remote_qpn = ud.b.qp_num, remote_qkey = 1 })
-      collectgarbage(); collectgarbage()
-      assert(ud.a:post_send(list, 1, 1))]]))
-  end)
-
-  it("a batch's list edited with wr_id, then everything dropped and collected in any order", function()
-    done(run_child([[
-      for round = 1, 6 do
-        local env = support.pair()
-        local mr = assert(env.pd:reg_mr(4096, 1))
-        local rl = ibv.recv_wrs(4)
-        rl:fill{ sge = { mr = mr, length = 64 } }
-        local cycle = ibv.batch{ { "post_recv", env.b, rl }, { "poll", env.cq, env.wcs } }
-        assert(cycle())
-        for i = 1, 4 do rl:wr_id(i, i * round) end
-        collectgarbage()
-        if round % 2 == 0 then env.ctx = nil end
-        if round % 3 == 0 then rl = nil end
-        env, mr, cycle = nil, nil, nil
-        collectgarbage(); collectgarbage()
-      end]]))
-  end)
-end)
+end
