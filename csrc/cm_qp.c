@@ -600,8 +600,8 @@ static struct ibvl_qp *vpost_args(lua_State *L, struct vpost *v, int send, int r
 		v->remote_addr = ibvl_check_u64(L, 5);
 		v->rkey = (uint32_t)ibvl_check_range(L, 6, 0, UINT32_MAX);
 	}
-	lua_createtable(L, 0, 1); /* {sg_list = arg 3}, as a WR table */
-	lua_pushvalue(L, 3);
+	lua_createtable(L, 0, 1); /* {sg_list = a private copy of arg 3}, as a WR table */
+	ibvl_copy_arg(L, 3, 1);  /* it keeps the MRs until the post */
 	lua_setfield(L, -2, "sg_list");
 	v->nsge = ibvl_parse_sges(L, lua_gettop(L), v->sge, v->src, CM_MAX_SGE);
 	ibvl_guard_end(L, &g);

@@ -530,9 +530,80 @@ void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
 	return o;
 }
 
-/* Returns the object in field (or NULL when absent) and leaves nothing on the stack. */
+/* ---- private copies of argument tables --------------------------------------
+ * A table a script passes may hold its objects weakly (__mode = "v"), so an
+ * object read from it and popped may be collected by the next allocation;
+ * and a field read twice may change in between.  A call that reads objects
+ * from argument tables and pops them first copies each table once
+ * (ibvl_copy_arg: every value read once, raw), parses the copy, and keeps the
+ * copy on its stack (or in a user value) until the verbs call: the copy, a
+ * plain table no script can reach, holds every object the call uses.  The
+ * copies carry a private metatable, so ibvl_obj_field can tell one. */
+static const char private_key; /* the registry key of the copies' metatable */
+
+static void push_private_mt(lua_State *L)
+{
+	lua_pushlightuserdata(L, (void *)&private_key);
+	lua_rawget(L, LUA_REGISTRYINDEX);
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		lua_createtable(L, 0, 1);
+		lua_pushliteral(L, "ibverbs.private");
+		lua_setfield(L, -2, "__metatable");
+		lua_pushlightuserdata(L, (void *)&private_key);
+		lua_pushvalue(L, -2);
+		lua_rawset(L, LUA_REGISTRYINDEX);
+	}
+}
+
+static int copy_level(lua_State *L, int idx, int depth, int mt)
+{
+	idx = lua_absindex(L, idx);
+	luaL_checkstack(L, 6, "argument tables nested too deeply");
+	lua_newtable(L);
+	int t = lua_gettop(L);
+	lua_pushnil(L);
+	while (lua_next(L, idx)) { /* key and value stay on the stack until stored */
+		if (depth > 0 && lua_type(L, -1) == LUA_TTABLE) {
+			copy_level(L, -1, depth - 1, mt);
+			lua_remove(L, -2);
+		}
+		lua_pushvalue(L, -2);
+		lua_insert(L, -2);
+		lua_rawset(L, t);
+	}
+	lua_pushvalue(L, mt);
+	lua_setmetatable(L, t);
+	return t;
+}
+
+int ibvl_copy_arg(lua_State *L, int idx, int depth)
+{
+	idx = lua_absindex(L, idx);
+	push_private_mt(L);
+	int mt = lua_gettop(L);
+	copy_level(L, idx, depth, mt);
+	lua_remove(L, mt);
+	return lua_gettop(L);
+}
+
+int ibvl_is_copy(lua_State *L, int idx)
+{
+	if (!lua_getmetatable(L, idx))
+		return 0;
+	push_private_mt(L);
+	int is = lua_rawequal(L, -1, -2);
+	lua_pop(L, 2);
+	return is;
+}
+
+/* Returns the object in field (or NULL when absent) and leaves nothing on the
+ * stack: only for a private copy (ibvl_copy_arg), which keeps the object. */
 void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls)
 {
+	if (!ibvl_is_copy(L, idx))
+		luaL_error(L, "ibverbs: internal error: field '%s' read from a table the call "
+		              "does not own", field);
 	void *o = ibvl_obj_field_keep(L, idx, field, cls);
 	lua_pop(L, 1);
 	return o;

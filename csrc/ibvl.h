@@ -179,9 +179,16 @@ lua_Integer ibvl_int_value(lua_State *L, int idx, const char *field, lua_Integer
                            lua_Integer max);
 lua_Integer ibvl_enum_value(lua_State *L, int idx, const char *field, const struct ibvl_enum *e);
 lua_Integer ibvl_flags_value(lua_State *L, int idx, const char *field, const struct ibvl_enum *e);
+/* Objects in argument tables: ibvl_obj_field_keep leaves the value pushed
+ * (it keeps the object for the caller); ibvl_obj_field pops it, and so reads
+ * only private copies (ibvl_copy_arg), which hold what they name.  A copy
+ * reads every value of the table at idx once, raw, tables depth levels down
+ * copied too; it is pushed, and its index returned. */
 void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls);
 void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
                           const struct ibvl_class *cls); /* the value stays pushed */
+int ibvl_copy_arg(lua_State *L, int idx, int depth);
+int ibvl_is_copy(lua_State *L, int idx);
 void ibvl_gid_field(lua_State *L, int idx, const char *field, union ibv_gid *gid);
 
 lua_Integer ibvl_check_range(lua_State *L, int arg, lua_Integer min, lua_Integer max);
@@ -419,6 +426,7 @@ struct ibvl_sge_src {
 	struct ibvl_obj *mr; /* an SGE given with mr= */
 	const char *data;    /* the 'inline' string (kept alive by the list) */
 	size_t size;
+	int held;            /* a prepared list's SGE set by set/fill (wr.c) */
 };
 
 struct ibvl_wr_slot {

@@ -13,7 +13,11 @@
  * index in recv_wrs (what fill does);
  * only the last send WR of the list needs to be signaled: each completion on
  * send_cq counts #send_wrs WRs.  A completion with an error stops the loop:
- * nil, "wc status: <status> (wr_id n)", EIO.
+ * nil, "wc status: <status> (wr_id n)", EIO.  A CQ may be shared with other
+ * QPs: a completion that is not of send_qp or recv (by its qp_num; a
+ * cq_ex reports it when made with wc_flags "qp_num"), a receive whose wr_id
+ * is no index of recv_wrs, a send or receive of a side the loop lacks, is
+ * skipped and counted in st.foreign, never taken for one of the loop's.
  */
 #include <string.h>
 #include <time.h>
@@ -92,11 +96,21 @@ struct xfer {
 	long long count, window;
 	double timeout;
 	int sidx, ridx; /* the lists, kept on the stack */
+	uint32_t sqpn, rqpn; /* the QPs' numbers, what a completion names */
+	int any_rqp;         /* receives of any QP are the loop's (an SRQ's) */
+	int qpn[2];          /* send_cq, recv_cq report qp_num */
 };
 
+/* The object in field, kept on the stack (a weak argument table may hold
+ * the only reference) until the loop ends. */
 static void *field_obj(lua_State *L, const char *field, const struct ibvl_class *cls)
 {
-	return ibvl_obj_field(L, 1, field, cls);
+	return ibvl_obj_field_keep(L, 1, field, cls);
+}
+
+static int reports_qpn(const struct ibvl_cq *cq)
+{
+	return cq != NULL && (cq->cqx == NULL || (cq->wc_flags & IBV_WC_EX_WITH_QP_NUM));
 }
 
 static const char *const xfer_fields[] = {"send_qp", "send_cq", "send_wrs", "recv", "recv_cq",
@@ -143,6 +157,11 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 	}
 	if (x->sqp == NULL && x->rwr == NULL)
 		ibvl_error(L, "give a send side, a receive side or both");
+	x->sqpn = x->sqp ? x->sqp->qp_num : 0;
+	x->rqpn = x->rqp ? x->rqp->qp_num : 0;
+	x->any_rqp = x->rqp == NULL;
+	x->qpn[0] = reports_qpn(x->scq);
+	x->qpn[1] = reports_qpn(x->rcq);
 }
 
 static int post_chain(struct xfer *x, struct ibv_recv_wr *head)
@@ -163,27 +182,44 @@ static int post_range(struct xfer *x, int first, int n)
 
 /* The receives a poll consumed: how many, the runs of consecutive list
  * indexes they make, the first index of the first two runs and the length
- * of the first. */
+ * of the first; the list index of each (idx[i0..n): those after the
+ * in-order prefix of i0, which starts at first0). */
 struct consumed {
 	int n, runs, first, len, second;
+	int i0, first0;
+	int idx[64];
 };
 
-static inline int recv_index(const struct xfer *x, const struct ibv_wc *wc)
+enum { FOREIGN, OURS_SEND, OURS_RECV, OURS_ERROR };
+
+/* Whose is the completion w, polled from a CQ that reports qp_num when
+ * byqpn?  Nothing in it is trusted before this says it is the loop's: a
+ * receive's wr_id is then an index into recv_wrs. */
+static int owner(const struct xfer *x, const struct ibv_wc *w, int byqpn)
 {
-	uint64_t id = wc->wr_id, n = (uint64_t)x->nrecv;
-	return (int)(id < n ? id : id % n);
+	if (w->status != IBV_WC_SUCCESS) /* its opcode is undefined: by qp_num alone */
+		return !byqpn || (x->sqp && w->qp_num == x->sqpn) ||
+		       (x->rwr && (x->any_rqp || w->qp_num == x->rqpn)) ? OURS_ERROR : FOREIGN;
+	if (w->opcode & IBV_WC_RECV)
+		return x->rwr && w->wr_id < (uint64_t)x->nrecv &&
+		       (!byqpn || x->any_rqp || w->qp_num == x->rqpn) ? OURS_RECV : FOREIGN;
+	return x->sqp && (!byqpn || w->qp_num == x->sqpn) ? OURS_SEND : FOREIGN;
 }
 
-/* How many of wc[0..n) are successful receives of consecutive list entries
- * from wc[0]'s on, without wrapping: the common case, read in one pass. */
-static int in_order(const struct xfer *x, const struct ibv_wc *wc, int n)
+/* How many of wc[0..n) are successful receives of the loop's QP (any QP for
+ * an SRQ, or a CQ without qp_num) of consecutive list entries from wc[0]'s
+ * on, without wrapping: the common case, read in one pass. */
+static int in_order(const struct xfer *x, const struct ibv_wc *wc, int n, int byqpn)
 {
 	uint64_t id = n > 0 ? wc[0].wr_id : UINT64_MAX;
 	if (id >= (uint64_t)x->nrecv)
 		return 0;
 	uint64_t left = (uint64_t)x->nrecv - id; /* entries from id's to the list's end */
 	const struct ibv_wc *w = wc, *end = wc + ((uint64_t)n < left ? n : (int)left);
-	while (w < end && w->status == IBV_WC_SUCCESS && (w->opcode & IBV_WC_RECV) && w->wr_id == id)
+	int anyq = !byqpn || x->any_rqp;
+	uint32_t qpn = x->rqpn;
+	while (w < end && w->status == IBV_WC_SUCCESS && (w->opcode & IBV_WC_RECV) &&
+	       w->wr_id == id && (anyq || w->qp_num == qpn))
 		w++, id++;
 	return (int)(w - wc);
 }
@@ -192,8 +228,7 @@ static int in_order(const struct xfer *x, const struct ibv_wc *wc, int n)
  * A receive queue completes in order, so they are mostly one run of the
  * list, or two where it wraps: posted as the list's own ranges.  Otherwise
  * (an SRQ that other QPs consume too) as one chain linked for the call. */
-static int repost(struct xfer *x, const struct consumed *c, int n, const struct ibv_wc *wc,
-                  int nwc)
+static int repost(struct xfer *x, struct consumed *c, int n)
 {
 	if (c->runs <= 2) {
 		int len = c->len < n ? c->len : n;
@@ -201,25 +236,23 @@ static int repost(struct xfer *x, const struct consumed *c, int n, const struct 
 		return rc != 0 || len == n ? rc : post_range(x, c->second, n - len);
 	}
 	struct ibv_recv_wr *head = NULL, **tail = &head, *saved[64];
-	int idx[64], k = 0;
-	for (int i = 0; i < nwc && k < n; i++) {
-		if (!(wc[i].opcode & IBV_WC_RECV))
-			continue;
-		idx[k] = recv_index(x, &wc[i]);
-		struct ibv_recv_wr *w = &x->rwr[idx[k]];
-		saved[k++] = w->next;
+	for (int k = 0; k < c->i0; k++)
+		c->idx[k] = c->first0 + k;
+	for (int k = 0; k < n; k++) {
+		struct ibv_recv_wr *w = &x->rwr[c->idx[k]];
+		saved[k] = w->next;
 		*tail = w;
 		tail = &w->next;
 	}
 	*tail = NULL;
 	int rc = post_chain(x, head);
-	for (int i = k - 1; i >= 0; i--) /* restore the list's own links */
-		x->rwr[idx[i]].next = saved[i];
+	for (int k = n - 1; k >= 0; k--) /* restore the list's own links */
+		x->rwr[c->idx[k]].next = saved[k];
 	return rc;
 }
 
 struct progress {
-	long long sent, completed, received, posted, errors;
+	long long sent, completed, received, posted, errors, foreign;
 	struct ibv_wc first_error;
 };
 
@@ -227,17 +260,24 @@ struct progress {
  * reposts the consumed receives; returns 0, or pushes an error and returns
  * its result count.  Every completion of the batch is counted, also after an
  * error (the batch is gone from the CQ): p->errors, p->first_error. */
-static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc *wc, int n)
+static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc *wc, int n,
+                   int byqpn)
 {
-	int i0 = in_order(x, wc, n);
-	struct consumed c = {i0, i0 > 0, i0 > 0 ? (int)wc[0].wr_id : 0, 0, 0};
+	struct consumed c;
+	int i0 = in_order(x, wc, n, byqpn);
+	c.n = i0, c.runs = i0 > 0, c.first = i0 > 0 ? (int)wc[0].wr_id : 0, c.len = c.second = 0;
+	c.i0 = i0, c.first0 = c.first;
 	int prev = i0 > 0 ? c.first + i0 - 1 : -2;
 	for (int i = i0; i < n; i++) {
-		if (wc[i].status != IBV_WC_SUCCESS) {
+		int whose = owner(x, &wc[i], byqpn);
+		if (whose == FOREIGN) {
+			p->foreign++;
+		} else if (whose == OURS_ERROR) {
 			if (p->errors++ == 0)
 				p->first_error = wc[i];
-		} else if (wc[i].opcode & IBV_WC_RECV) {
-			int k = recv_index(x, &wc[i]);
+		} else if (whose == OURS_RECV) {
+			int k = (int)wc[i].wr_id; /* an index of the list (owner) */
+			c.idx[c.n] = k;
 			if (k != prev + 1) {
 				if (++c.runs == 1)
 					c.first = k;
@@ -258,7 +298,7 @@ static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_
 		return wc_error(L, &p->first_error);
 	int k = p->posted + nr <= x->count ? nr : (int)(x->count - p->posted);
 	if (k > 0) {
-		int rc = repost(x, &c, k, wc, n);
+		int rc = repost(x, &c, k);
 		if (rc != 0)
 			return ibvl_fail(L, "ibv_post_recv", rc);
 		p->posted += k;
@@ -269,7 +309,7 @@ static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_
 /* The counts as a table at the top of the stack. */
 static void push_stats(lua_State *L, const struct progress *p, double seconds)
 {
-	lua_createtable(L, 0, 6);
+	lua_createtable(L, 0, 7);
 	lua_pushinteger(L, (lua_Integer)p->completed);
 	lua_setfield(L, -2, "sent");
 	lua_pushinteger(L, (lua_Integer)p->received);
@@ -280,6 +320,8 @@ static void push_stats(lua_State *L, const struct progress *p, double seconds)
 	lua_setfield(L, -2, "recv_posted");
 	lua_pushinteger(L, (lua_Integer)p->errors);
 	lua_setfield(L, -2, "errors");
+	lua_pushinteger(L, (lua_Integer)p->foreign);
+	lua_setfield(L, -2, "foreign");
 	lua_pushnumber(L, seconds);
 	lua_setfield(L, -2, "seconds");
 }
@@ -303,7 +345,7 @@ static int step(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc 
 		int n = cqs[c] ? ibvl_cq_poll(cqs[c], 64, wc) : 0;
 		if (n < 0)
 			return -ibvl_fail(L, "ibv_poll_cq", -n);
-		int err = consume(L, x, p, wc, n);
+		int err = consume(L, x, p, wc, n, x->qpn[c]);
 		if (err)
 			return -err;
 		busy |= n > 0;
@@ -327,7 +369,7 @@ static int l_transfer(lua_State *L)
 	if (x.rwr != NULL)
 		ibvl_wr_list(L, x.ridx, 0, &nwr);
 	struct ibv_wc wc[64];
-	struct progress p = {0, 0, 0, x.nrecv, 0, {0}};
+	struct progress p = {0, 0, 0, x.nrecv, 0, 0, {0}};
 	double start = now(), deadline = start + x.timeout;
 	int progressed = 0, fail = 0;
 	struct ibvl_sigint s;

@@ -246,13 +246,14 @@ static int l_advise_mr(lua_State *L)
 	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	luaL_checktype(L, 2, LUA_TTABLE);
-	ibvl_check_fields(L, 2, "attr", advise_fields);
+	int t = ibvl_copy_arg(L, 2, 2); /* read once; it keeps the MRs until the call */
+	ibvl_check_fields(L, t, "attr", advise_fields);
 	enum ibv_advise_mr_advice advice = (enum ibv_advise_mr_advice)ibvl_enum_field(
-		L, 2, "advice", advices, IBV_ADVISE_MR_ADVICE_PREFETCH);
-	uint32_t flags = (uint32_t)ibvl_flags_field(L, 2, "flags", advise_flags, 0);
+		L, t, "advice", advices, IBV_ADVISE_MR_ADVICE_PREFETCH);
+	uint32_t flags = (uint32_t)ibvl_flags_field(L, t, "flags", advise_flags, 0);
 	struct ibv_sge sge[16];
 	struct ibvl_sge_src src[16];
-	int n = ibvl_parse_sges(L, 2, sge, src, 16);
+	int n = ibvl_parse_sges(L, t, sge, src, 16);
 	if (n == 0)
 		ibvl_error(L, "attr: give the ranges in 'sge' or 'sg_list'");
 	ibvl_guard_end(L, &g);

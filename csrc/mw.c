@@ -65,6 +65,10 @@ static int l_bind(lua_State *L)
 		b.send_flags = (unsigned int)ibvl_flags_field(L, 4, "send_flags", ibvl_send_flags,
 		                                              IBV_SEND_SIGNALED);
 	}
+	if (lua_type(L, 3) == LUA_TTABLE) { /* read once; the copy keeps the MR until the call */
+		ibvl_copy_arg(L, 3, 1);
+		lua_replace(L, 3);
+	}
 	ibvl_parse_bind_info(L, 3, &b.bind_info);
 	ibvl_guard_end(L, &g);
 	int rc = ibv_bind_mw(qp->o.ptr, mw->ptr, &b);

@@ -341,14 +341,16 @@ static int l_post_srq_ops(lua_State *L)
 	int n = single ? 1 : (int)lua_rawlen(L, 2);
 	if (n > MAX_OPS)
 		return luaL_argerror(L, 2, "at most 16 ops a call");
+	/* the ops read once, from a private copy that keeps their MRs until the call */
+	int t = ibvl_copy_arg(L, 2, single ? 2 : 3);
 	struct ibv_ops_wr ops[MAX_OPS];
 	struct ibv_sge sge[MAX_OPS][OPS_SGE];
 	struct ibvl_sge_src src[MAX_OPS][OPS_SGE];
 	for (int i = 0; i < n; i++) {
 		int saved = ibvl_path_push("#op", i + 1);
-		if (!single && (lua_rawgeti(L, 2, i + 1), lua_type(L, -1)) != LUA_TTABLE)
+		if (!single && (lua_rawgeti(L, t, i + 1), lua_type(L, -1)) != LUA_TTABLE)
 			ibvl_error(L, "op table expected, got %s", luaL_typename(L, -1));
-		parse_op(L, single ? 2 : lua_gettop(L), &ops[i], sge[i], src[i]);
+		parse_op(L, single ? t : lua_gettop(L), &ops[i], sge[i], src[i]);
 		if (!single)
 			lua_pop(L, 1);
 		ops[i].next = i + 1 < n ? &ops[i + 1] : NULL;

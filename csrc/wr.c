@@ -401,41 +401,31 @@ static void parse_entry(lua_State *L, struct wr_list *l, int i, int idx)
 		l->wr.recv[i] = wr;
 	}
 	ibvl_path_pop(saved);
+	/* the entry holds its nsge SGEs and nothing else: SGEs an earlier set
+	 * gave it beyond those are cleared, their sources forgotten (the MR they
+	 * name may go with the entry's old copy), so a num_sge raised through
+	 * the FFI finds SGEs not set (sge_sound), never a stale source */
+	struct ibvl_sge_src *held = &l->src[i * l->max_sge];
+	for (int j = 0; j < nsge; j++)
+		src[j].held = 1;
 	memcpy(dst, sge, (size_t)nsge * sizeof *sge);
-	memcpy(&l->src[i * l->max_sge], src, (size_t)nsge * sizeof *src);
+	memcpy(held, src, (size_t)nsge * sizeof *src);
+	memset(dst + nsge, 0, (size_t)(l->max_sge - nsge) * sizeof *sge);
+	memset(held + nsge, 0, (size_t)(l->max_sge - nsge) * sizeof *src);
 	l->checked = 0;
 }
 
-/* Pushes a copy of the table at idx (raw keys and values); with deep, its
- * table values are copied the same way (one level down: an SGE array's SGEs). */
-static int copy_table(lua_State *L, int idx, int deep)
-{
-	idx = lua_absindex(L, idx);
-	lua_newtable(L);
-	int t = lua_gettop(L);
-	lua_pushnil(L);
-	while (lua_next(L, idx)) {
-		if (deep > 0 && lua_type(L, -1) == LUA_TTABLE) {
-			copy_table(L, -1, deep - 1);
-			lua_remove(L, -2);
-		}
-		lua_pushvalue(L, -2);
-		lua_insert(L, -2);
-		lua_rawset(L, t);
-	}
-	return t;
-}
-
-/* Pushes a private copy of the WR table at idx, its tables (bind_info, sge,
- * sg_list and the SGEs in it) copied too: what a list entry points to (ah,
- * mw, MRs, the inline string) stays alive in it whatever the script does to
- * its own tables later. */
+/* Pushes a private copy of the WR table at idx (ibvl_copy_arg), its tables
+ * (bind_info, sge, sg_list and the SGEs in it) copied too: every field is
+ * read once, and what a list entry points to (ah, mw, MRs, the inline
+ * string) stays alive in the copy whatever the script does to its own
+ * tables (a weak table, a field changed) during the call or later. */
 static int copy_wr(lua_State *L, int idx)
 {
 	if (lua_type(L, idx) != LUA_TTABLE)
 		luaL_argerror(L, idx, lua_pushfstring(L, "WR table expected, got %s",
 		                                      luaL_typename(L, idx)));
-	return copy_table(L, idx, 2);
+	return ibvl_copy_arg(L, idx, 2);
 }
 
 /* Parses the private WR table at idx (from copy_wr) into entry i, and keeps it. */
@@ -466,8 +456,9 @@ static int l_fill(lua_State *L)
 	int tmpl = copy_wr(L, 2); /* the template without 'stride' */
 	ibvl_path_reset();
 	lua_Integer stride = ibvl_int_field(L, tmpl, "stride", 0, INT32_MIN, INT32_MAX);
+	lua_pushliteral(L, "stride");
 	lua_pushnil(L);
-	lua_setfield(L, tmpl, "stride");
+	lua_rawset(L, tmpl);
 	for (int i = 0; i < l->n; i++) {
 		set_entry(L, l, i, tmpl);
 		uint64_t id0 = l->send ? l->wr.snd[i].wr_id : l->wr.recv[i].wr_id;
@@ -535,6 +526,9 @@ static int sge_sound(const struct wr_list *l, int i, int j, int cpu_reads, char 
 {
 	const struct ibv_sge *sge = &l->sge[i * l->max_sge + j];
 	const struct ibvl_sge_src *src = &l->src[i * l->max_sge + j];
+	if (!src->held) /* beyond what set/fill gave the entry: its source is none of ours */
+		return snprintf(why, n, "WR %d: SGE %d: not set by set or fill (num_sge was changed "
+		                "through the FFI)", i + 1, j + 1), 0;
 	if (src->mr != NULL) {
 		if (src->mr->ptr == NULL)
 			return snprintf(why, n, "WR %d: SGE %d: attempt to use a closed ibverbs.mr",
@@ -730,8 +724,9 @@ void *ibvl_test_list(lua_State *L, int idx, int send, int *n)
 	return l;
 }
 
-/* A prepared list's range, or a temporary list made from WR tables (the
- * argument table keeps what they point into alive during the call). */
+/* A prepared list's range, or a temporary list made from WR tables (their
+ * private copies, left on the stack, keep what they name alive during the
+ * call). */
 static void *chain(lua_State *L, int arg, struct ibvl_chain *c, int send)
 {
 	struct wr_list *l = test_list(L, arg, send);
@@ -739,10 +734,14 @@ static void *chain(lua_State *L, int arg, struct ibvl_chain *c, int send)
 		return ibvl_list_chain(L, l, arg, c);
 	int n = table_count(L, arg), single = n == 0, count = n + single;
 	l = alloc_list(L, count, 16, send);
+	lua_createtable(L, count, 0); /* the WRs' private copies: they keep what the WRs name */
+	int copies = lua_gettop(L);
 	for (int i = 0; i < count; i++) {
 		if (!single && (lua_rawgeti(L, arg, i + 1), lua_type(L, -1) != LUA_TTABLE))
 			ibvl_error(L, "WR %d: WR table expected, got %s", i + 1, luaL_typename(L, -1));
-		parse_entry(L, l, i, single ? arg : lua_gettop(L));
+		int w = ibvl_copy_arg(L, single ? arg : -1, 2);
+		parse_entry(L, l, i, w);
+		lua_rawseti(L, copies, i + 1);
 		if (!single)
 			lua_pop(L, 1);
 	}

@@ -79,9 +79,12 @@ function ibv.wc_array(n) end
 -- Receives that complete in list order (an RC QP, or an SRQ with one consumer) go back as the
 -- list's own ranges, one post per run of completions (two where it wraps); any other order is
 -- reposted in completion order and the list's links are restored after the post.
+-- The CQs may be shared with other QPs: a completion of another QP (by its `qp_num`; a cq_ex
+-- reports it when made with `wc_flags` "qp_num"), a receive whose `wr_id` is no index of
+-- `recv_wrs`, or a send or receive of a side the loop lacks is skipped and counted in `foreign`.
 -- @tparam table t `send_qp`, `send_cq`, `send_wrs`, `recv`, `recv_cq`, `recv_wrs`, `count`,
 -- `window`, `timeout` (seconds)
--- @treturn table `sent`, `received`, `seconds`
+-- @treturn table `sent`, `received`, `send_posted`, `recv_posted`, `errors`, `foreign`, `seconds`
 -- @return[2] nil, message, errno
 -- @errno EIO a completion with an error status (`"wc status: <status> (wr_id n)"`); ETIMEDOUT;
 -- EINTR (SIGINT); a post's errno

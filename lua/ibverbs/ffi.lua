@@ -20,7 +20,9 @@
 -- calls fail with EBADF, while pointers into its memory become invalid, as
 -- they would in C.  What FFI code writes into WRs is not checked: SGE
 -- addresses and keys are the device's to check, and an AH or MW a send WR
--- names must stay open while it is posted.  tools/ffi-layout.lua checks
+-- names must stay open while it is posted.  A prepared list posted later
+-- through the core is checked: an entry's SGEs beyond those its last set or
+-- fill gave it (num_sge raised here) are refused there.  tools/ffi-layout.lua checks
 -- every struct, field and constant below against the C headers.
 if type(jit) ~= "table" then
   error("ibverbs.ffi needs LuaJIT (it uses the ffi library); this interpreter is " .. _VERSION, 2)
