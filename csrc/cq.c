@@ -81,8 +81,7 @@ static int create_cq(lua_State *L, int ex)
 	}
 	if (!ex && a.cqe > INT32_MAX)
 		ibvl_error(L, "cqe: %d at most for ibv_create_cq (its cqe is an int)", INT32_MAX);
-	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq);
-	ibvl_guard_end(L, &g);
+	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq, &g);
 	a.channel = ch ? ch->ptr : NULL;
 	a.parent_domain = pad ? pad->ptr : NULL;
 	a.comp_mask |= pad ? IBV_CQ_INIT_ATTR_MASK_PD : 0;

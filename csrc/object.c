@@ -453,19 +453,47 @@ void ibvl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods)
 	lua_pop(L, 2);
 }
 
-void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size)
+/* Makes the new object's userdata (closed), then ends the caller's guard g:
+ * every allocation here may run a finalizer, and a finalizer may close the
+ * objects the caller checked (its parent, a channel), so the guard's end,
+ * after the last allocation, raises when one was closed.  From here to the
+ * verbs call and its ibvl_use links, the caller allocates nothing (no Lua
+ * value pushed, no error message built unless it returns at once), and it
+ * takes the C pointers of what it uses only now or after a check made under
+ * g.  g is NULL only for an object that uses no other. */
+void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size, struct ibvl_guard *g)
 {
 	struct ibvl_obj *o = lua_newuserdatauv(L, size, 1);
 	memset(o, 0, size);
 	o->cls = cls;
 	list_init(&o->deps);
-	lua_createtable(L, IBVL_MAXREFS + 2, 0);
+	lua_createtable(L, IBVL_MAXREFS + 2, 0); /* ibvl_use's slots: it allocates nothing */
 	lua_setiuservalue(L, -2, 1);
 	if (cls->per_object)
 		set_own_mt(L, cls);
 	else
 		luaL_setmetatable(L, cls->name);
+	if (g != NULL)
+		ibvl_guard_end(L, g);
 	return o;
+}
+
+/* Holds the collector (when it runs) from a verbs call that made several C
+ * objects to the last of their links, where a finalizer closing one of them
+ * (or their parent) would leave the others dangling: the cm's QPs, CQs and
+ * channels of an id.  Nothing between may raise.  Returns whether it held. */
+int ibvl_gc_hold(lua_State *L)
+{
+	if (!lua_gc(L, LUA_GCISRUNNING, 0))
+		return 0;
+	lua_gc(L, LUA_GCSTOP, 0);
+	return 1;
+}
+
+void ibvl_gc_release(lua_State *L, int held)
+{
+	if (held)
+		lua_gc(L, LUA_GCRESTART, 0);
 }
 
 /* Stores the value at validx in the user value table of the object at objidx. */
