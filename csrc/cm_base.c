@@ -15,6 +15,7 @@
  * cm_base.c uses only the core (helpers.c, object.c, ah.c, enums.c, wait.c).
  */
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rdma/rdma_cma.h>
@@ -154,6 +155,27 @@ static void push_event(lua_State *L, const struct rdma_cm_event *e, int kind, in
 		set_conn_param(L, &e->param.conn);
 	else if (kind == PARAM_UD || kind == PARAM_UD_NODATA)
 		set_ud_param(L, &e->param.ud, kind == PARAM_UD);
+}
+
+struct ibvl_cm_request {
+	struct rdma_cm_event ev;
+	uint8_t data[IBVL_CM_DATA_MAX];
+	int kind;
+};
+
+/* Copies e (NULL when out of memory) and acknowledges it. */
+struct ibvl_cm_request *ibvl_cm_take_request(struct rdma_cm_event *e)
+{
+	struct ibvl_cm_request *r = malloc(sizeof *r);
+	if (r != NULL)
+		r->kind = ibvl_cm_copy_event(&r->ev, r->data, e);
+	rdma_ack_cm_event(e);
+	return r;
+}
+
+void ibvl_cm_push_request(lua_State *L, const struct ibvl_cm_request *r)
+{
+	push_event(L, &r->ev, r->kind, 0);
 }
 
 /* Pushes c, a copy ibvl_cm_copy_event made (which said its kind), as a

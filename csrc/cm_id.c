@@ -21,6 +21,7 @@
  * wrapped without taking ownership: closing them destroys nothing.
  */
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -31,6 +32,8 @@
 static int destroy_id(struct ibvl_obj *o, void *ptr)
 {
 	struct ibvl_cm_id *id = (struct ibvl_cm_id *)o;
+	free(id->request);
+	id->request = NULL;
 	for (int i = 0; i < 6; i++) /* the QP first: the rest are its users' */
 		if (id->owned[i] != NULL)
 			ibvl_close_forced(id->owned[i]);
@@ -117,6 +120,8 @@ static int id_field(lua_State *L, void *obj, const char *key)
 		uint8_t data[IBVL_CM_DATA_MAX];
 		int kind = ibvl_cm_copy_event(&c, data, cid->event);
 		ibvl_cm_push_copy(L, &c, kind, 0);
+	} else if (strcmp(key, "event") == 0 && ((struct ibvl_cm_id *)obj)->request != NULL) {
+		ibvl_cm_push_request(L, ((struct ibvl_cm_id *)obj)->request);
 	}
 	else {
 		for (int i = 0; owned_keys[i] != NULL; i++) {

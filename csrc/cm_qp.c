@@ -438,6 +438,11 @@ static int l_get_request(lua_State *L)
 		if (errno != EAGAIN) /* EAGAIN: librdmacm consumed an event of its own */
 			return ibvl_fail(L, "rdma_get_request", errno);
 	}
+	struct ibvl_cm_id *id = lua_touserdata(L, idx);
+	if (nid->event != NULL) { /* the request: acknowledged now, id.event reads a copy */
+		id->request = ibvl_cm_take_request(nid->event);
+		nid->event = NULL;
+	}
 	int held = ibvl_gc_hold(L); /* to the last link of the id and its QP */
 	ibvl_cm_adopt_id(L, idx, nid, 0);
 	ibvl_cm_adopt_owned(L, idx, 1);

@@ -214,6 +214,10 @@ static int l_get_async_event(lua_State *L)
 	fcntl(ctx->async_fd, F_SETFL, fl);
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_get_async_event", err == EAGAIN ? ETIMEDOUT : err);
+	/* Acknowledged before anything allocates: a finalizer that a collector
+	 * step runs may destroy the event's QP, CQ or SRQ, whose destroy call
+	 * waits until its events are acknowledged.  Its address only names it. */
+	ibv_ack_async_event(&ev);
 	lua_createtable(L, 0, 3);
 	ibvl_set_enum(L, "type", ibvl_event_types, ev.event_type);
 	switch (ev.event_type) {
@@ -242,7 +246,6 @@ static int l_get_async_event(lua_State *L)
 		push_event_object(L, "qp", ev.element.qp);
 		break;
 	}
-	ibv_ack_async_event(&ev);
 	return 1;
 }
 

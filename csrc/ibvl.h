@@ -498,7 +498,14 @@ struct ibvl_cm_id {
 	 * (user value) and closes with it; librdmacm's pointers to all but the QP
 	 * and SRQ are cleared, so rdma_destroy_qp/srq/ep never free them twice */
 	struct ibvl_obj *owned[6]; /* qp, srq, send_cq, recv_cq, send/recv channels */
+	/* a copy of the connection request that made it (rdma_get_request), for
+	 * id.event: the request itself is acknowledged at once, for until it is,
+	 * rdma_destroy_id of the listener waits (a finalizer must never block) */
+	struct ibvl_cm_request *request;
 };
+struct ibvl_cm_request; /* cm_base.c */
+struct ibvl_cm_request *ibvl_cm_take_request(struct rdma_cm_event *e);
+void ibvl_cm_push_request(lua_State *L, const struct ibvl_cm_request *r);
 
 /* cm_base.c: what the cm files share */
 #define IBVL_CM_DATA_MAX 256 /* private data an event carries, at most */

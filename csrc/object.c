@@ -225,9 +225,16 @@ static int m_close(lua_State *L)
 	return n;
 }
 
+/* The last call on the object before its memory goes: whatever its state
+ * (closed or not, in whatever order the collector finalizes a parent and its
+ * users), no list keeps a link into it afterwards. */
 static int m_gc(lua_State *L)
 {
-	destroy(upvalue_obj(L), 1);
+	struct ibvl_obj *o = upvalue_obj(L);
+	destroy(o, 1);
+	while (o->deps.next != &o->deps) /* users linked while it was closed: orphans now */
+		list_remove(o->deps.next);
+	drop_refs(o);
 	return 0;
 }
 
@@ -273,9 +280,9 @@ static int m_index(lua_State *L)
  * table holding the class's methods, copied at creation: a method call is
  * two table reads, no C __index.  That table's own __index (fields_index)
  * finds what the copy lacks (a method added to the class later) and the
- * fields, through the object it keeps under &object_key.  The copy's
- * __metatable is the class's metatable, so scripts never reach the copy
- * (getmetatable(qp) is the class's), and the copy's own metatable is the
+ * fields, through the object it keeps under &object_key.  The copy keeps
+ * the class's __metatable (see protect), so scripts never reach the copy
+ * nor the class's metatable, and the copy's own metatable is the
  * class's tag table, kept in the registry only: a userdata is of the class
  * when the metatable of its metatable is that tag, which no script can set. */
 static const char object_key;
@@ -361,9 +368,6 @@ static void set_own_mt(lua_State *L, const struct ibvl_class *cls)
 	lua_pushliteral(L, "__index");
 	lua_pushvalue(L, ud + 4);
 	lua_rawset(L, ud + 6);
-	lua_pushliteral(L, "__metatable");       /* getmetatable(obj): the class's */
-	lua_pushvalue(L, ud + 5);
-	lua_rawset(L, ud + 6);
 	push_keyed(L, tag_key(cls));
 	lua_setmetatable(L, ud + 6);
 	lua_pushvalue(L, ud + 6);
@@ -389,6 +393,19 @@ static void keep_own_tables(lua_State *L, const struct ibvl_class *cls, int meth
 		lua_pop(L, 1);
 	}
 	lua_pop(L, 1);
+}
+
+/* The metatable at the top of the stack gets a __metatable: what
+ * getmetatable(obj) gives scripts is a copy of it (the same __name, __index
+ * and methods), never the table itself.  Lifetimes rest on its __gc (and on
+ * per-object metatables copied from it): a script that removed or replaced
+ * it would have objects freed without being unlinked from their parents.
+ * Methods are added and replaced through the methods table (ibv.extend),
+ * which the copy shares. */
+static void protect(lua_State *L)
+{
+	copy_table(L, -1, NULL);
+	lua_setfield(L, -2, "__metatable");
 }
 
 void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *methods)
@@ -422,6 +439,7 @@ void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *m
 	lua_setfield(L, -2, "__index");
 	lua_pushstring(L, cls->name);
 	lua_setfield(L, -2, "__name");
+	protect(L);
 	lua_pop(L, 1);
 }
 
