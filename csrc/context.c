@@ -166,9 +166,10 @@ static int l_query_gid_ex(lua_State *L)
 /* ctx:query_gid_table([max_entries]): every valid GID of every port. */
 static int l_query_gid_table(lua_State *L)
 {
-	struct ibv_context *ctx = check_ctx(L);
+	check_ctx(L);
 	size_t max = (size_t)ibvl_opt_range(L, 2, 1024, 1, 1 << 20);
 	struct ibv_gid_entry *e = lua_newuserdatauv(L, max * sizeof *e, 0);
+	struct ibv_context *ctx = check_ctx(L); /* again: the buffer may have run a finalizer */
 	ssize_t n = ibv_query_gid_table(ctx, e, max, 0);
 	if (n < 0)
 		return ibvl_fail(L, "ibv_query_gid_table", (int)-n);

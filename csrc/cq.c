@@ -191,6 +191,8 @@ static int l_poll(lua_State *L)
 	}
 	int n = (int)ibvl_opt_range(L, 2, 16, 1, 4096);
 	struct ibv_wc *wc = lua_newuserdatauv(L, (size_t)n * sizeof *wc, 0);
+	if (cq->o.ptr == NULL) /* closed by a finalizer the buffer's allocation ran */
+		check_cq(L);
 	int got = ibvl_cq_poll(cq, n, wc);
 	if (got < 0)
 		return ibvl_fail(L, "ibv_poll_cq", -got);
