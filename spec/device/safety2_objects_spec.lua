@@ -167,6 +167,34 @@ io.write("child done")
 ]], 30)
   end)
 
+  it("get_async_event acknowledges the event before a finalizer can destroy its CQ (which waits for it)", function()
+    passes(PRELUDE .. [[
+local ctx = assert(ibv.open("rxe0"))
+local pd = assert(ctx:alloc_pd())
+local closed = 0
+for _ = 1, 20 do
+  local cq = assert(ctx:create_cq(1))
+  local qp = assert(pd:create_qp{ qp_type = "ud", send_cq = cq, recv_cq = cq, cap = { max_send_wr = 16 } })
+  assert(qp:to_init{}); assert(qp:to_rtr{}); assert(qp:to_rts{})
+  local ah = assert(pd:create_ah{ port_num = 1, grh = { dgid = ctx:query_gid(1, 1), sgid_index = 1 } })
+  for i = 1, 4 do
+    assert(qp:post_send{ wr_id = i, inline = "x", send_flags = { "signaled" }, ah = ah, remote_qpn = 1,
+                         remote_qkey = 1 })
+  end
+  local armed = false
+  bomb(function() if armed then qp:close(); cq:close() end end)
+  armed = true
+  local ev = ctx:get_async_event(2)       -- the cq_err of the overrun
+  armed = false
+  assert(ev and ev.type == "cq_err", "no cq_err")
+  if cq:is_closed() then closed = closed + 1 end
+  qp:close(); ah:close(); cq:close()
+end
+assert(closed > 0, "the finalizer never ran inside the call")
+io.write("child done")
+]], 60)
+  end)
+
   it("objects of every kind dropped together, collected in one cycle and at exit, in any order", function()
     passes([[
 local ibv = require "ibverbs"
