@@ -28,8 +28,7 @@ static int l_create_ah(lua_State *L)
 	struct ibv_ah_attr a;
 	memset(&a, 0, sizeof a);
 	ibvl_parse_ah_attr(L, 2, &a);
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_ah_class, sizeof *o);
-	ibvl_guard_end(L, &g);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_ah_class, sizeof *o, &g);
 	o->ptr = ibv_create_ah(pd->ptr, &a);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_create_ah", errno);
@@ -146,8 +145,7 @@ static int l_create_ah_from_wc(lua_State *L)
 	check_wc(L, 2, &wc, &next);
 	const struct ibv_grh *grh = check_grh(L, next);
 	uint8_t port = (uint8_t)ibvl_check_range(L, next + 1, 1, 255);
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_ah_class, sizeof *o);
-	ibvl_guard_end(L, &g);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_ah_class, sizeof *o, &g);
 	o->ptr = ibv_create_ah_from_wc(pd->ptr, &wc, (struct ibv_grh *)grh, port);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_create_ah_from_wc", errno);

@@ -111,7 +111,7 @@ static struct buffer *check_buffer(lua_State *L)
 static int l_buffer(lua_State *L)
 {
 	size_t size = (size_t)ibvl_check_range(L, 1, 0, (lua_Integer)1 << 40);
-	struct buffer *b = ibvl_new(L, &ibvl_buffer_class, sizeof *b);
+	struct buffer *b = ibvl_new(L, &ibvl_buffer_class, sizeof *b, NULL);
 	b->o.ptr = ibvl_alloc_pages(size);
 	if (b->o.ptr == NULL)
 		return ibvl_fail(L, "posix_memalign", ENOMEM);

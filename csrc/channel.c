@@ -33,8 +33,10 @@ const struct ibvl_class ibvl_channel_class = {"ibverbs.comp_channel", destroy_ch
 
 static int l_create_comp_channel(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_channel_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_channel_class, sizeof *o, &g);
 	o->ptr = ibv_create_comp_channel(ctx->ptr);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_create_comp_channel", errno);

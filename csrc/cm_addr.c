@@ -204,7 +204,7 @@ static int l_getaddrinfo(lua_State *L)
 	memset(&hints, 0, sizeof hints);
 	if (!lua_isnoneornil(L, 3))
 		check_hints(L, 3, &hints, &src, &dst);
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_cm_addrinfo_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_cm_addrinfo_class, sizeof *o, NULL);
 	int rc = rdma_getaddrinfo(node, service, lua_isnoneornil(L, 3) ? NULL : &hints, &res);
 	if (rc == -1)
 		return ibvl_fail(L, "rdma_getaddrinfo", errno);

@@ -5,7 +5,7 @@
  *   ibvl_cm_functions(L, fns)        -- adds cm.event_channel, cm.create_id, ... to core.cm
  *   ibvl_cm_channel_class            -- the event channel (cm_channel.c has its calls)
  *   ibvl_cm_wait(L, fd, 2, "rdma_get_cm_event")  -- bounded wait on a cm fd
- *   ibvl_cm_copy_event(&c, data, e); rdma_ack_cm_event(e); ibvl_cm_push_event(L, &c, 0)
+ *   k = ibvl_cm_copy_event(&c, data, e); rdma_ack_cm_event(e); ibvl_cm_push_copy(L, &c, k, 0)
  *
  * The cm files and what each uses (an arrow: "calls into"); no cycles:
  *   cm_addr.c    -> cm_base.c                    addresses, rdma_getaddrinfo
@@ -15,6 +15,7 @@
  * cm_base.c uses only the core (helpers.c, object.c, ah.c, enums.c, wait.c).
  */
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rdma/rdma_cma.h>
@@ -75,7 +76,7 @@ static int param_kind(const struct rdma_cm_event *e)
 
 /* e copied into c, its private data into data (IBVL_CM_DATA_MAX bytes), so
  * that librdmacm's event can be acknowledged at once. */
-void ibvl_cm_copy_event(struct rdma_cm_event *c, uint8_t *data, const struct rdma_cm_event *e)
+int ibvl_cm_copy_event(struct rdma_cm_event *c, uint8_t *data, const struct rdma_cm_event *e)
 {
 	*c = *e;
 	int kind = param_kind(e);
@@ -86,6 +87,7 @@ void ibvl_cm_copy_event(struct rdma_cm_event *c, uint8_t *data, const struct rdm
 		memcpy(data, e->param.ud.private_data, e->param.ud.private_data_len);
 		c->param.ud.private_data = data;
 	}
+	return kind;
 }
 
 static void set_private_data(lua_State *L, const void *data, uint8_t len)
@@ -155,9 +157,31 @@ static void push_event(lua_State *L, const struct rdma_cm_event *e, int kind, in
 		set_ud_param(L, &e->param.ud, kind == PARAM_UD);
 }
 
-/* Pushes e (a copy, or an event librdmacm still holds: a synchronous id's
- * last one) as a table. */
-void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx)
+struct ibvl_cm_request {
+	struct rdma_cm_event ev;
+	uint8_t data[IBVL_CM_DATA_MAX];
+	int kind;
+};
+
+/* Copies e (NULL when out of memory) and acknowledges it. */
+struct ibvl_cm_request *ibvl_cm_take_request(struct rdma_cm_event *e)
 {
-	push_event(L, e, param_kind(e), new_id_idx);
+	struct ibvl_cm_request *r = malloc(sizeof *r);
+	if (r != NULL)
+		r->kind = ibvl_cm_copy_event(&r->ev, r->data, e);
+	rdma_ack_cm_event(e);
+	return r;
+}
+
+void ibvl_cm_push_request(lua_State *L, const struct ibvl_cm_request *r)
+{
+	push_event(L, &r->ev, r->kind, 0);
+}
+
+/* Pushes c, a copy ibvl_cm_copy_event made (which said its kind), as a
+ * table: pushing allocates, and a finalizer that runs then may close the
+ * event's id, so nothing of librdmacm's is read any more. */
+void ibvl_cm_push_copy(lua_State *L, const struct rdma_cm_event *c, int kind, int new_id_idx)
+{
+	push_event(L, c, kind, new_id_idx);
 }

@@ -23,11 +23,14 @@
 /* ch:get_event([timeout_s]) */
 static int l_get_event(lua_State *L)
 {
-	struct rdma_event_channel *ch = ((struct ibvl_obj *)ibvl_check(L, 1,
-	                                                               &ibvl_cm_channel_class))->ptr;
-	lua_settop(L, 2); /* the timeout stays argument 2 */
-	ibvl_cm_new_id(L); /* a request's id: made before the event is taken */
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_obj *cho = ibvl_check(L, 1, &ibvl_cm_channel_class);
+	ibvl_opt_timeout(L, 2, 0); /* checked before anything is pushed */
+	lua_settop(L, 2);          /* the timeout stays argument 2 */
+	ibvl_cm_new_id(L, &g);     /* a request's id: made before the event is taken */
 	int nid_idx = lua_gettop(L);
+	struct rdma_event_channel *ch = cho->ptr; /* open: the guard ended after the last allocation */
 	struct rdma_cm_event *e;
 	for (;;) {
 		int n = ibvl_cm_wait(L, ch->fd, 2, "rdma_get_cm_event");
@@ -38,14 +41,16 @@ static int l_get_event(lua_State *L)
 		if (errno != EAGAIN) /* EAGAIN: librdmacm discarded the event (fd is non-blocking) */
 			return ibvl_fail(L, "rdma_get_cm_event", errno);
 	}
+	/* Nothing allocates from here to the adoption: a finalizer could close
+	 * the channel (or the event's id) under the event. */
 	struct rdma_cm_event c;
 	uint8_t data[IBVL_CM_DATA_MAX];
-	ibvl_cm_copy_event(&c, data, e);
+	int kind = ibvl_cm_copy_event(&c, data, e);
 	int request = e->event == RDMA_CM_EVENT_CONNECT_REQUEST;
 	rdma_ack_cm_event(e);
 	if (request)
 		ibvl_cm_adopt_id(L, nid_idx, c.id, 1);
-	ibvl_cm_push_event(L, &c, request ? nid_idx : 0);
+	ibvl_cm_push_copy(L, &c, kind, request ? nid_idx : 0);
 	return 1;
 }
 
@@ -60,7 +65,7 @@ static int l_fd(lua_State *L)
 /* cm.event_channel() */
 static int l_event_channel(lua_State *L)
 {
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_cm_channel_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_cm_channel_class, sizeof *o, NULL);
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	if (ch == NULL)
 		return ibvl_fail(L, "rdma_create_event_channel", errno);

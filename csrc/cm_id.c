@@ -21,6 +21,7 @@
  * wrapped without taking ownership: closing them destroys nothing.
  */
 #include <netinet/in.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -31,6 +32,8 @@
 static int destroy_id(struct ibvl_obj *o, void *ptr)
 {
 	struct ibvl_cm_id *id = (struct ibvl_cm_id *)o;
+	free(id->request);
+	id->request = NULL;
 	for (int i = 0; i < 6; i++) /* the QP first: the rest are its users' */
 		if (id->owned[i] != NULL)
 			ibvl_close_forced(id->owned[i]);
@@ -68,7 +71,7 @@ static void push_borrowed(lua_State *L, const struct ibvl_class *cls, void *cptr
 	if (ibvl_push_tracked(L, cptr))
 		return;
 	lua_pop(L, 1);
-	struct ibvl_obj *o = ibvl_new(L, cls, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, cls, sizeof *o, NULL); /* borrowed: uses nothing */
 	o->ptr = cptr;
 	ibvl_track(L, -1);
 }
@@ -77,18 +80,23 @@ static void push_borrowed(lua_State *L, const struct ibvl_class *cls, void *cptr
  * lives while an id on its device does: the wrapper uses this id). */
 static void push_pd(lua_State *L, struct rdma_cm_id *cid)
 {
+	struct ibv_pd *cpd = cid->pd; /* read before anything allocates (a finalizer */
+	struct ibv_context *verbs = cid->verbs; /* may destroy the id meanwhile) */
 	lua_getiuservalue(L, 1, 1);
 	lua_getfield(L, -1, "pd");
 	struct ibvl_obj *user = lua_touserdata(L, -1);
-	if (user != NULL && user->ptr == cid->pd)
+	if (user != NULL && user->ptr == cpd)
 		return;
 	lua_pop(L, 2);
-	if (ibvl_push_tracked(L, cid->pd))
+	if (ibvl_push_tracked(L, cpd))
 		return;
 	lua_pop(L, 1);
-	push_borrowed(L, &borrowed_context, cid->verbs);
-	struct ibvl_obj *pd = ibvl_new(L, &borrowed_pd, sizeof *pd);
-	pd->ptr = cid->pd;
+	push_borrowed(L, &borrowed_context, verbs);
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	ibvl_check(L, 1, &ibvl_cm_id_class); /* the id: closed meanwhile, its PD is gone */
+	struct ibvl_obj *pd = ibvl_new(L, &borrowed_pd, sizeof *pd, &g);
+	pd->ptr = cpd;
 	ibvl_use(L, -1, -2); /* pd:context() is its first used object */
 	ibvl_use(L, -1, 1);
 	ibvl_track(L, -1);
@@ -107,8 +115,14 @@ static int id_field(lua_State *L, void *obj, const char *key)
 		push_borrowed(L, &borrowed_context, cid->verbs);
 	else if (strcmp(key, "pd") == 0 && cid->pd != NULL)
 		push_pd(L, cid);
-	else if (strcmp(key, "event") == 0 && cid->event != NULL)
-		ibvl_cm_push_event(L, cid->event, 0);
+	else if (strcmp(key, "event") == 0 && cid->event != NULL) {
+		struct rdma_cm_event c; /* a copy: pushing may run a finalizer that closes the id */
+		uint8_t data[IBVL_CM_DATA_MAX];
+		int kind = ibvl_cm_copy_event(&c, data, cid->event);
+		ibvl_cm_push_copy(L, &c, kind, 0);
+	} else if (strcmp(key, "event") == 0 && ((struct ibvl_cm_id *)obj)->request != NULL) {
+		ibvl_cm_push_request(L, ((struct ibvl_cm_id *)obj)->request);
+	}
 	else {
 		for (int i = 0; owned_keys[i] != NULL; i++) {
 			struct ibvl_obj *o = ((struct ibvl_cm_id *)obj)->owned[i];
@@ -132,9 +146,9 @@ static struct rdma_cm_id *check_id(lua_State *L)
 }
 
 /* A closed id userdata, for an id librdmacm is about to hand over. */
-struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L)
+struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L, struct ibvl_guard *g)
 {
-	struct ibvl_cm_id *id = ibvl_new(L, &ibvl_cm_id_class, sizeof *id);
+	struct ibvl_cm_id *id = ibvl_new(L, &ibvl_cm_id_class, sizeof *id, g);
 	id->chan_slot = -1;
 	id->pd_slot = -1;
 	return id;
@@ -158,6 +172,8 @@ static const char *const id_fields[] = {"ps", NULL};
 /* cm.create_id([channel,] [{ps = "tcp"}]), ch:create_id([{ps = "udp"}]) */
 static int l_create_id(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ch = ibvl_test(L, 1, &ibvl_cm_channel_class);
 	int attr = ch != NULL ? 2 : 1;
 	if (ch == NULL && lua_isnil(L, 1))
@@ -167,7 +183,7 @@ static int l_create_id(lua_State *L)
 		ibvl_check_fields(L, attr, "attr", id_fields);
 		ps = (int)ibvl_enum_field(L, attr, "ps", ibvl_cm_port_spaces, RDMA_PS_TCP);
 	}
-	ibvl_cm_new_id(L);
+	ibvl_cm_new_id(L, &g);
 	struct rdma_cm_id *cid;
 	if (rdma_create_id(ch ? ch->ptr : NULL, &cid, NULL, (enum rdma_port_space)ps) != 0)
 		return ibvl_fail(L, "rdma_create_id", errno);

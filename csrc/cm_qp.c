@@ -58,7 +58,7 @@ static void adopt_channel(lua_State *L, int idx, int ctx_idx, struct ibv_comp_ch
 {
 	if (*ch == NULL)
 		return;
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_channel_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_channel_class, sizeof *o, NULL); /* gc held */
 	o->ptr = *ch;
 	*ch = NULL;
 	ibvl_use(L, -1, ctx_idx);
@@ -72,7 +72,7 @@ static void adopt_cq(lua_State *L, int idx, int ctx_idx, struct ibv_cq **cq, int
 	if (*cq == NULL)
 		return;
 	struct ibvl_cm_id *id = lua_touserdata(L, idx);
-	struct ibvl_cq *c = ibvl_new(L, &ibvl_cq_class, sizeof *c);
+	struct ibvl_cq *c = ibvl_new(L, &ibvl_cq_class, sizeof *c, NULL); /* gc held */
 	c->o.ptr = *cq;
 	*cq = NULL;
 	ibvl_use(L, -1, ctx_idx);
@@ -133,7 +133,9 @@ void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx)
 	lua_pop(L, 1);
 }
 
-/* Wraps the id's new QP: it uses the objects ibvl_parse_qp_init_attr pushed
+/* (adopt_channel, adopt_cq, adopt_qp: their callers hold the collector from
+ * the cm call to the last link, ibvl_gc_hold.)
+ * Wraps the id's new QP: it uses the objects ibvl_parse_qp_init_attr pushed
  * at used (pd, cqs, srq: nil where not given), and the CQs and SRQ the cm
  * made. Pushes it. */
 static void adopt_qp(lua_State *L, int idx, int used, struct ibv_qp_init_attr_ex *a)
@@ -145,7 +147,7 @@ static void adopt_qp(lua_State *L, int idx, int used, struct ibv_qp_init_attr_ex
 	struct ibv_qp_init_attr init;
 	if (ibv_query_qp(cid->qp, &qa, IBV_QP_CAP, &init) == 0)
 		a->cap = init.cap;
-	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
+	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp, NULL); /* gc held */
 	qp->o.ptr = cid->qp;
 	qp->cm_id = cid;
 	ibvl_qp_adopt(L, used, 0, a);
@@ -236,20 +238,23 @@ static int create_qp(lua_State *L, int ex)
 	struct ibvl_obj *srq = owned(id, OWN_SRQ);
 	if (a.srq == NULL && srq != NULL) /* as librdmacm does with id->srq */
 		a.srq = srq->ptr;
-	int rc;
+	if (!ex && (a.comp_mask & ~(unsigned)IBV_QP_INIT_ATTR_PD))
+		return luaL_argerror(L, 2, "extended fields given: use create_qp_ex");
+	int held = ibvl_gc_hold(L), rc;
 	if (ex) {
 		rc = rdma_create_qp_ex(cid, &a);
 	} else {
-		if (a.comp_mask & ~(unsigned)IBV_QP_INIT_ATTR_PD)
-			return luaL_argerror(L, 2, "extended fields given: use create_qp_ex");
 		struct ibv_qp_init_attr b;
 		memcpy(&b, &a, sizeof b);
 		rc = rdma_create_qp(cid, a.pd, &b);
 		a.cap = b.cap;
 	}
+	int err = errno;
+	if (rc == 0)
+		adopt_qp(L, 1, used, &a);
+	ibvl_gc_release(L, held);
 	if (rc != 0)
-		return ibvl_fail(L, ex ? "rdma_create_qp_ex" : "rdma_create_qp", errno);
-	adopt_qp(L, 1, used, &a);
+		return ibvl_fail(L, ex ? "rdma_create_qp_ex" : "rdma_create_qp", err);
 	return 1;
 }
 
@@ -309,15 +314,18 @@ static int create_srq(lua_State *L, int ex)
 	int pdi = lua_gettop(L);
 	a.pd = pd ? pd->ptr : NULL;
 	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
-	ibvl_guard_end(L, &g);
+	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s, &g);
 	ibvl_cm_need_device(L, cid);
 	if (owned(id, OWN_SRQ) != NULL)
 		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", EEXIST);
+	int held = ibvl_gc_hold(L);
 	int rc = ex ? rdma_create_srq_ex(cid, &a)
 	            : rdma_create_srq(cid, a.pd, (struct ibv_srq_init_attr *)&a);
-	if (rc != 0)
-		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", errno);
+	if (rc != 0) {
+		int err = errno;
+		ibvl_gc_release(L, held);
+		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", err);
+	}
 	s->o.ptr = cid->srq; /* cid->srq stays: rdma_destroy_srq frees it */
 	s->cm_id = cid;
 	if (pd != NULL)
@@ -325,6 +333,7 @@ static int create_srq(lua_State *L, int ex)
 	ibvl_srq_adopt(L, &a.attr, a.srq_type);
 	set_owned(L, 1, OWN_SRQ);
 	adopt_cqs(L, 1); /* an XRC SRQ's CQ */
+	ibvl_gc_release(L, held);
 	return 1;
 }
 
@@ -365,33 +374,38 @@ static int l_create_ep(lua_State *L)
 		pd = ibvl_obj_field_keep(L, 2, "pd", &ibvl_pd_class);
 		pdi = lua_gettop(L);
 	}
-	struct ibvl_cm_id *id = ibvl_cm_new_id(L);
+	struct ibvl_cm_id *id = ibvl_cm_new_id(L, &g);
 	int idx = lua_gettop(L);
-	ibvl_guard_end(L, &g);
 	struct rdma_addrinfo *ai = aio->ptr;
+	size_t connect_len = ai->ai_connect_len;
 	struct rdma_cm_id *cid;
 	struct ibv_qp_init_attr b;
 	memcpy(&b, &a, sizeof b);
 	/* it resolves inside librdmacm (2 s limits each); SIGINT makes its read EINTR */
 	struct ibvl_sigint s;
 	ibvl_sigint_begin(&s);
+	int held = ibvl_gc_hold(L); /* to the last link of what the cm made */
 	int rc = rdma_create_ep(&cid, ai, pd ? pd->ptr : NULL, attr ? &b : NULL);
 	int err = errno;
 	if (ibvl_sigint_end(&s)) {
 		if (rc == 0)
 			rdma_destroy_ep(cid);
+		ibvl_gc_release(L, held);
 		return ibvl_interrupted(L, "rdma_create_ep");
 	}
-	if (rc != 0)
+	if (rc != 0) {
+		ibvl_gc_release(L, held);
 		return ibvl_fail(L, "rdma_create_ep", err);
+	}
+	id->ep = 1; /* before the first link: a failing one closes it whole */
+	id->connect_len = connect_len;
 	ibvl_cm_adopt_id(L, idx, cid, 0);
-	id->ep = 1;
-	id->connect_len = ai->ai_connect_len;
 	if (pd != NULL) /* the id (and QPs get_request makes) use it */
 		ibvl_cm_use_pd(L, idx, pdi);
 	if (cid->qp != NULL) {
 		ibvl_cm_adopt_owned(L, idx, idx);
 	}
+	ibvl_gc_release(L, held);
 	lua_settop(L, idx);
 	return 1;
 }
@@ -401,15 +415,19 @@ static int l_create_ep(lua_State *L)
  * listener, as a new id (with its QP when the listener came from create_ep). */
 static int l_get_request(lua_State *L)
 {
-	struct rdma_cm_id *cid = check_cm_id(L)->o.ptr;
-	ibvl_cm_sync_prepare(lua_touserdata(L, 1));
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_cm_id *lid = check_cm_id(L);
+	ibvl_opt_timeout(L, 2, 0); /* checked before anything is pushed */
 	lua_settop(L, 2); /* the timeout stays argument 2 */
 	if (lua_isnil(L, 2)) { /* a synchronous call: finite by default, as connect's */
 		lua_pushnumber(L, IBVL_CM_SYNC_TIMEOUT);
 		lua_replace(L, 2);
 	}
-	ibvl_cm_new_id(L);
+	ibvl_cm_new_id(L, &g); /* the listener is open: the guard ended after it */
 	int idx = lua_gettop(L);
+	struct rdma_cm_id *cid = lid->o.ptr;
+	ibvl_cm_sync_prepare(lid);
 	struct rdma_cm_id *nid;
 	for (;;) {
 		int n = ibvl_cm_wait(L, cid->channel->fd, 2, "rdma_get_request");
@@ -420,8 +438,15 @@ static int l_get_request(lua_State *L)
 		if (errno != EAGAIN) /* EAGAIN: librdmacm consumed an event of its own */
 			return ibvl_fail(L, "rdma_get_request", errno);
 	}
+	struct ibvl_cm_id *id = lua_touserdata(L, idx);
+	if (nid->event != NULL) { /* the request: acknowledged now, id.event reads a copy */
+		id->request = ibvl_cm_take_request(nid->event);
+		nid->event = NULL;
+	}
+	int held = ibvl_gc_hold(L); /* to the last link of the id and its QP */
 	ibvl_cm_adopt_id(L, idx, nid, 0);
 	ibvl_cm_adopt_owned(L, idx, 1);
+	ibvl_gc_release(L, held);
 	return 1;
 }
 

@@ -166,9 +166,10 @@ static int l_query_gid_ex(lua_State *L)
 /* ctx:query_gid_table([max_entries]): every valid GID of every port. */
 static int l_query_gid_table(lua_State *L)
 {
-	struct ibv_context *ctx = check_ctx(L);
+	check_ctx(L);
 	size_t max = (size_t)ibvl_opt_range(L, 2, 1024, 1, 1 << 20);
 	struct ibv_gid_entry *e = lua_newuserdatauv(L, max * sizeof *e, 0);
+	struct ibv_context *ctx = check_ctx(L); /* again: the buffer may have run a finalizer */
 	ssize_t n = ibv_query_gid_table(ctx, e, max, 0);
 	if (n < 0)
 		return ibvl_fail(L, "ibv_query_gid_table", (int)-n);
@@ -214,6 +215,10 @@ static int l_get_async_event(lua_State *L)
 	fcntl(ctx->async_fd, F_SETFL, fl);
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_get_async_event", err == EAGAIN ? ETIMEDOUT : err);
+	/* Acknowledged before anything allocates: a finalizer that a collector
+	 * step runs may destroy the event's QP, CQ or SRQ, whose destroy call
+	 * waits until its events are acknowledged.  Its address only names it. */
+	ibv_ack_async_event(&ev);
 	lua_createtable(L, 0, 3);
 	ibvl_set_enum(L, "type", ibvl_event_types, ev.event_type);
 	switch (ev.event_type) {
@@ -242,7 +247,6 @@ static int l_get_async_event(lua_State *L)
 		push_event_object(L, "qp", ev.element.qp);
 		break;
 	}
-	ibv_ack_async_event(&ev);
 	return 1;
 }
 

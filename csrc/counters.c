@@ -23,9 +23,10 @@ const struct ibvl_class ibvl_counters_class = {"ibverbs.counters", destroy_count
 /* ctx:create_counters() */
 static int l_create_counters(lua_State *L)
 {
-	ibvl_check(L, 1, &ibvl_context_class);
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_counters_class, sizeof *o);
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_counters_class, sizeof *o, &g);
 	struct ibv_counters_init_attr a = {0};
 	o->ptr = ibv_create_counters(ctx->ptr, &a);
 	if (o->ptr == NULL)

@@ -81,8 +81,7 @@ static int create_cq(lua_State *L, int ex)
 	}
 	if (!ex && a.cqe > INT32_MAX)
 		ibvl_error(L, "cqe: %d at most for ibv_create_cq (its cqe is an int)", INT32_MAX);
-	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq);
-	ibvl_guard_end(L, &g);
+	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq, &g);
 	a.channel = ch ? ch->ptr : NULL;
 	a.parent_domain = pad ? pad->ptr : NULL;
 	a.comp_mask |= pad ? IBV_CQ_INIT_ATTR_MASK_PD : 0;
@@ -192,6 +191,8 @@ static int l_poll(lua_State *L)
 	}
 	int n = (int)ibvl_opt_range(L, 2, 16, 1, 4096);
 	struct ibv_wc *wc = lua_newuserdatauv(L, (size_t)n * sizeof *wc, 0);
+	if (cq->o.ptr == NULL) /* closed by a finalizer the buffer's allocation ran */
+		check_cq(L);
 	int got = ibvl_cq_poll(cq, n, wc);
 	if (got < 0)
 		return ibvl_fail(L, "ibv_poll_cq", -got);

@@ -48,7 +48,7 @@ static int l_open(lua_State *L)
 	int byname = lua_type(L, 1) == LUA_TSTRING;
 	lua_Integer want = byname ? 0 : ibvl_opt_range(L, 1, 1, 1, INT32_MAX);
 	const char *name = byname ? lua_tostring(L, 1) : NULL;
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_context_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_context_class, sizeof *o, NULL);
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	if (list == NULL)
@@ -95,7 +95,7 @@ static int l_is_fork_initialized(lua_State *L)
 static int l_import_device(lua_State *L)
 {
 	int fd = (int)ibvl_check_range(L, 1, 0, INT32_MAX);
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_context_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_context_class, sizeof *o, NULL);
 	int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (dupfd < 0)
 		return ibvl_fail(L, "ibv_import_device", errno);

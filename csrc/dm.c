@@ -46,6 +46,8 @@ static const char *const dm_fields[] = {"length", "log_align_req", NULL};
 /* ctx:alloc_dm(length | {length=, log_align_req=}) */
 static int l_alloc_dm(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_alloc_dm_attr a = {0};
 	if (lua_istable(L, 2)) {
@@ -55,8 +57,7 @@ static int l_alloc_dm(lua_State *L)
 	} else {
 		a.length = (size_t)ibvl_check_range(L, 2, 1, (lua_Integer)1 << 40);
 	}
-	struct dm *d = ibvl_new(L, &ibvl_dm_class, sizeof *d);
-	ctx = ibvl_check(L, 1, &ibvl_context_class); /* again: ibvl_new may run a finalizer */
+	struct dm *d = ibvl_new(L, &ibvl_dm_class, sizeof *d, &g);
 	d->o.ptr = ibv_alloc_dm(ctx->ptr, &a);
 	if (d->o.ptr == NULL)
 		return ibvl_fail(L, "ibv_alloc_dm", errno);
@@ -82,11 +83,12 @@ static const struct ibvl_class imported_dm = {"ibverbs.dm", unimport_dm, "ibv_un
  * copies. */
 static int l_import_dm(lua_State *L)
 {
-	ibvl_check(L, 1, &ibvl_context_class);
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	uint32_t handle = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
 	size_t length = (size_t)ibvl_check_range(L, 3, 1, (lua_Integer)1 << 40);
-	struct dm *d = ibvl_new(L, &imported_dm, sizeof *d);
-	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class); /* again: new may collect */
+	struct dm *d = ibvl_new(L, &imported_dm, sizeof *d, &g);
 	d->o.ptr = ibv_import_dm(ctx->ptr, handle);
 	if (d->o.ptr == NULL)
 		return ibvl_fail(L, "ibv_import_dm", errno);
@@ -134,16 +136,16 @@ static int l_memcpy_from(lua_State *L)
 /* pd:reg_dm_mr(dm, offset, length [, access]) */
 static int l_reg_dm_mr(lua_State *L)
 {
-	ibvl_check(L, 1, &ibvl_pd_class);
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	size_t off = (size_t)ibvl_check_range(L, 3, 0, (lua_Integer)1 << 40);
 	size_t len = (size_t)ibvl_check_range(L, 4, 0, (lua_Integer)1 << 40);
 	unsigned int access = (unsigned int)ibvl_opt_flags(L, 5, ibvl_access_flags,
 	                                                   IBV_ACCESS_LOCAL_WRITE |
 	                                                   IBV_ACCESS_ZERO_BASED);
-	check_range(L, 2, off, len);
-	struct ibvl_obj *m = ibvl_dev_mr_new(L);
-	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class); /* again: new may collect */
 	struct dm *d = check_range(L, 2, off, len);
+	struct ibvl_obj *m = ibvl_dev_mr_new(L, &g);
 	m->ptr = ibv_reg_dm_mr(pd->ptr, d->o.ptr, off, len, access);
 	if (m->ptr == NULL)
 		return ibvl_fail(L, "ibv_reg_dm_mr", errno);

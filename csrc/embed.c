@@ -85,7 +85,7 @@ static struct ibvl_obj *push(lua_State *L, const struct ibvl_class *cls, size_t 
 	struct ibvl_obj *o = find(L, cptr, cls);
 	*fresh = o == NULL;
 	if (o == NULL) {
-		o = ibvl_new(L, cls, size);
+		o = ibvl_new(L, cls, size, NULL); /* lent or given: no verbs call follows */
 		o->ptr = cptr;
 		o->detach = detach_plain;
 		if (cls == &ibvl_cq_class)

@@ -300,9 +300,8 @@ static int l_create_flow(lua_State *L)
 	int ncounters;
 	struct ibv_flow_attr *a = parse_attr(L, 2, &ncounters);
 	int first = lua_gettop(L) - ncounters + 1;
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_flow_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_flow_class, sizeof *o, &g);
 	int self = lua_gettop(L);
-	ibvl_guard_end(L, &g);
 	o->ptr = ibv_create_flow(qp->o.ptr, a);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_create_flow", errno);

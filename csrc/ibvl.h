@@ -3,8 +3,10 @@
  *
  *   struct my { struct ibvl_obj o; ... };             -- header first
  *   static const struct ibvl_class my_class = { "ibverbs.my", my_destroy };
- *   struct my *m = ibvl_new(L, &my_class, sizeof *m); -- closed userdata
- *   m->o.ptr = ibv_create_my(...);                    -- then the C call
+ *   struct ibvl_guard g; ibvl_guard_begin(&g);        -- then check, parse
+ *   struct my *m = ibvl_new(L, &my_class, sizeof *m, &g); -- closed userdata,
+ *                                                     -- the guard's end
+ *   m->o.ptr = ibv_create_my(parent->ptr, ...);       -- then the C call
  *   ibvl_use(L, -1, 1);                               -- m uses arg 1 (its parent)
  *   struct my *m = ibvl_check(L, 1, &my_class);       -- raises when closed
  *
@@ -96,8 +98,9 @@ void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *m
 void ibvl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);
 void ibvl_register_plain(lua_State *L, const char *tname, const luaL_Reg *methods,
                          lua_CFunction len);
-void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size);
 void ibvl_use(lua_State *L, int objidx, int usedidx);
+int ibvl_gc_hold(lua_State *L);               /* no finalizer runs until the release */
+void ibvl_gc_release(lua_State *L, int held);
 void ibvl_keep(lua_State *L, int objidx, int validx);
 /* Keeps the value at validx alive as long as the object at objidx, under key
  * (one value per key): a full userdata kept so is known by its address. */
@@ -129,6 +132,8 @@ struct ibvl_guard {
 	unsigned long long closes, start, floor;
 };
 void ibvl_guard_begin(struct ibvl_guard *g);
+/* A new, closed object of cls at the top of the stack; ends g (object.c). */
+void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size, struct ibvl_guard *g);
 void ibvl_guard_end(lua_State *L, struct ibvl_guard *g);
 void ibvl_guard_log(struct ibvl_obj *o);
 void ibvl_guard_closed(void);
@@ -501,19 +506,26 @@ struct ibvl_cm_id {
 	 * (user value) and closes with it; librdmacm's pointers to all but the QP
 	 * and SRQ are cleared, so rdma_destroy_qp/srq/ep never free them twice */
 	struct ibvl_obj *owned[6]; /* qp, srq, send_cq, recv_cq, send/recv channels */
+	/* a copy of the connection request that made it (rdma_get_request), for
+	 * id.event: the request itself is acknowledged at once, for until it is,
+	 * rdma_destroy_id of the listener waits (a finalizer must never block) */
+	struct ibvl_cm_request *request;
 };
+struct ibvl_cm_request; /* cm_base.c */
+struct ibvl_cm_request *ibvl_cm_take_request(struct rdma_cm_event *e);
+void ibvl_cm_push_request(lua_State *L, const struct ibvl_cm_request *r);
 
 /* cm_base.c: what the cm files share */
 #define IBVL_CM_DATA_MAX 256 /* private data an event carries, at most */
 void ibvl_cm_functions(lua_State *L, const luaL_Reg *fns);
 int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
-void ibvl_cm_copy_event(struct rdma_cm_event *c, uint8_t *data, const struct rdma_cm_event *e);
-void ibvl_cm_push_event(lua_State *L, const struct rdma_cm_event *e, int new_id_idx);
+int ibvl_cm_copy_event(struct rdma_cm_event *c, uint8_t *data, const struct rdma_cm_event *e);
+void ibvl_cm_push_copy(lua_State *L, const struct rdma_cm_event *c, int kind, int new_id_idx);
 
 void ibvl_open_cm_channel(lua_State *L);
 void ibvl_open_cm_id(lua_State *L);
 void ibvl_open_cm_addr(lua_State *L);
-struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L);
+struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L, struct ibvl_guard *g);
 void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_idx);
 void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
 void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx);
@@ -535,7 +547,7 @@ extern const struct ibvl_class ibvl_cm_channel_class, ibvl_cm_id_class, ibvl_cm_
  * flow.c, counters.c) and what they add to older types ---------------------- */
 extern const struct ibvl_class ibvl_dev_mr_class, ibvl_dm_class, ibvl_td_class,
 	ibvl_wq_class, ibvl_rwq_ind_tbl_class, ibvl_flow_class, ibvl_counters_class;
-void *ibvl_dev_mr_new(lua_State *L); /* mr.c: an ibverbs.dev_mr, closed */
+void *ibvl_dev_mr_new(lua_State *L, struct ibvl_guard *g); /* mr.c: an ibverbs.dev_mr, closed */
 void ibvl_open_dm(lua_State *L);
 void ibvl_open_td(lua_State *L);
 void ibvl_open_wq(lua_State *L);

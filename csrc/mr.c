@@ -91,8 +91,7 @@ static int reg(lua_State *L, int with_iova)
 	} else {
 		len = (size_t)ibvl_check_range(L, a, 0, (lua_Integer)1 << 40);
 	}
-	struct mr *m = ibvl_new(L, &ibvl_mr_class, sizeof *m);
-	ibvl_guard_end(L, &g); /* pd and buf are open, and stay so until the call */
+	struct mr *m = ibvl_new(L, &ibvl_mr_class, sizeof *m, &g); /* pd and buf are open, and stay so until the call */
 	char *addr = buf != NULL ? (char *)buf->ptr + off : NULL;
 	if (addr == NULL) {
 		m->owned = ibvl_alloc_pages(len);
@@ -181,9 +180,9 @@ static int l_len(lua_State *L)
 const struct ibvl_class ibvl_dev_mr_class = {"ibverbs.dev_mr", destroy_mr, "ibv_dereg_mr",
                                              mr_field, 0};
 
-void *ibvl_dev_mr_new(lua_State *L)
+void *ibvl_dev_mr_new(lua_State *L, struct ibvl_guard *g)
 {
-	return ibvl_new(L, &ibvl_dev_mr_class, sizeof(struct mr));
+	return ibvl_new(L, &ibvl_dev_mr_class, sizeof(struct mr), g);
 }
 
 /* pd:reg_mr_iova(iova, length | buffer, access [, offset, length]) */
@@ -195,8 +194,10 @@ static int l_reg_mr_iova(lua_State *L)
 /* pd:alloc_null_mr() */
 static int l_alloc_null_mr(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
-	struct ibvl_obj *m = ibvl_dev_mr_new(L);
+	struct ibvl_obj *m = ibvl_dev_mr_new(L, &g);
 	m->ptr = ibv_alloc_null_mr(pd->ptr);
 	if (m->ptr == NULL)
 		return ibvl_fail(L, "ibv_alloc_null_mr", errno);
@@ -222,8 +223,7 @@ static int l_reg_dmabuf_mr(lua_State *L)
 	uint64_t iova = ibvl_u64_field(L, 2, "iova", off);
 	int access = (int)ibvl_flags_field(L, 2, "access", ibvl_access_flags,
 	                                   IBV_ACCESS_LOCAL_WRITE);
-	struct ibvl_obj *m = ibvl_dev_mr_new(L);
-	ibvl_guard_end(L, &g);
+	struct ibvl_obj *m = ibvl_dev_mr_new(L, &g);
 	m->ptr = ibv_reg_dmabuf_mr(pd->ptr, off, len, iova, fd, access);
 	if (m->ptr == NULL)
 		return ibvl_fail(L, "ibv_reg_dmabuf_mr", errno);
@@ -303,9 +303,11 @@ static struct ibv_mr *mem_mr(lua_State *L)
  * context that made it */
 static int l_import_mr(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	uint32_t handle = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
-	struct mr *m = ibvl_new(L, &imported_mr, sizeof *m);
+	struct mr *m = ibvl_new(L, &imported_mr, sizeof *m, &g);
 	m->o.ptr = ibv_import_mr(pd->ptr, handle);
 	if (m->o.ptr == NULL)
 		return ibvl_fail(L, "ibv_import_mr", errno);

@@ -35,11 +35,13 @@ const struct ibvl_class ibvl_mw_class = {"ibverbs.mw", destroy_mw, "ibv_dealloc_
 
 static int l_alloc_mw(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
 	enum ibv_mw_type type = (enum ibv_mw_type)ibvl_opt_enum(L, 2, ibvl_mw_types, IBV_MW_TYPE_1);
 	if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)
 		return luaL_argerror(L, 2, "memory window type 1 or 2 expected");
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_mw_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_mw_class, sizeof *o, &g);
 	o->ptr = ibv_alloc_mw(pd->ptr, type);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_alloc_mw", errno);

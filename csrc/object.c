@@ -225,9 +225,16 @@ static int m_close(lua_State *L)
 	return n;
 }
 
+/* The last call on the object before its memory goes: whatever its state
+ * (closed or not, in whatever order the collector finalizes a parent and its
+ * users), no list keeps a link into it afterwards. */
 static int m_gc(lua_State *L)
 {
-	destroy(upvalue_obj(L), 1);
+	struct ibvl_obj *o = upvalue_obj(L);
+	destroy(o, 1);
+	while (o->deps.next != &o->deps) /* users linked while it was closed: orphans now */
+		list_remove(o->deps.next);
+	drop_refs(o);
 	return 0;
 }
 
@@ -273,9 +280,9 @@ static int m_index(lua_State *L)
  * table holding the class's methods, copied at creation: a method call is
  * two table reads, no C __index.  That table's own __index (fields_index)
  * finds what the copy lacks (a method added to the class later) and the
- * fields, through the object it keeps under &object_key.  The copy's
- * __metatable is the class's metatable, so scripts never reach the copy
- * (getmetatable(qp) is the class's), and the copy's own metatable is the
+ * fields, through the object it keeps under &object_key.  The copy keeps
+ * the class's __metatable (see protect), so scripts never reach the copy
+ * nor the class's metatable, and the copy's own metatable is the
  * class's tag table, kept in the registry only: a userdata is of the class
  * when the metatable of its metatable is that tag, which no script can set. */
 static const char object_key;
@@ -361,9 +368,6 @@ static void set_own_mt(lua_State *L, const struct ibvl_class *cls)
 	lua_pushliteral(L, "__index");
 	lua_pushvalue(L, ud + 4);
 	lua_rawset(L, ud + 6);
-	lua_pushliteral(L, "__metatable");       /* getmetatable(obj): the class's */
-	lua_pushvalue(L, ud + 5);
-	lua_rawset(L, ud + 6);
 	push_keyed(L, tag_key(cls));
 	lua_setmetatable(L, ud + 6);
 	lua_pushvalue(L, ud + 6);
@@ -389,6 +393,19 @@ static void keep_own_tables(lua_State *L, const struct ibvl_class *cls, int meth
 		lua_pop(L, 1);
 	}
 	lua_pop(L, 1);
+}
+
+/* The metatable at the top of the stack gets a __metatable: what
+ * getmetatable(obj) gives scripts is a copy of it (the same __name, __index
+ * and methods), never the table itself.  Lifetimes rest on its __gc (and on
+ * per-object metatables copied from it): a script that removed or replaced
+ * it would have objects freed without being unlinked from their parents.
+ * Methods are added and replaced through the methods table (ibv.extend),
+ * which the copy shares. */
+static void protect(lua_State *L)
+{
+	copy_table(L, -1, NULL);
+	lua_setfield(L, -2, "__metatable");
 }
 
 void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *methods)
@@ -422,6 +439,7 @@ void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *m
 	lua_setfield(L, -2, "__index");
 	lua_pushstring(L, cls->name);
 	lua_setfield(L, -2, "__name");
+	protect(L);
 	lua_pop(L, 1);
 }
 
@@ -453,19 +471,47 @@ void ibvl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods)
 	lua_pop(L, 2);
 }
 
-void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size)
+/* Makes the new object's userdata (closed), then ends the caller's guard g:
+ * every allocation here may run a finalizer, and a finalizer may close the
+ * objects the caller checked (its parent, a channel), so the guard's end,
+ * after the last allocation, raises when one was closed.  From here to the
+ * verbs call and its ibvl_use links, the caller allocates nothing (no Lua
+ * value pushed, no error message built unless it returns at once), and it
+ * takes the C pointers of what it uses only now or after a check made under
+ * g.  g is NULL only for an object that uses no other. */
+void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size, struct ibvl_guard *g)
 {
 	struct ibvl_obj *o = lua_newuserdatauv(L, size, 1);
 	memset(o, 0, size);
 	o->cls = cls;
 	list_init(&o->deps);
-	lua_createtable(L, IBVL_MAXREFS + 2, 0);
+	lua_createtable(L, IBVL_MAXREFS + 2, 0); /* ibvl_use's slots: it allocates nothing */
 	lua_setiuservalue(L, -2, 1);
 	if (cls->per_object)
 		set_own_mt(L, cls);
 	else
 		luaL_setmetatable(L, cls->name);
+	if (g != NULL)
+		ibvl_guard_end(L, g);
 	return o;
+}
+
+/* Holds the collector (when it runs) from a verbs call that made several C
+ * objects to the last of their links, where a finalizer closing one of them
+ * (or their parent) would leave the others dangling: the cm's QPs, CQs and
+ * channels of an id.  Nothing between may raise.  Returns whether it held. */
+int ibvl_gc_hold(lua_State *L)
+{
+	if (!lua_gc(L, LUA_GCISRUNNING, 0))
+		return 0;
+	lua_gc(L, LUA_GCSTOP, 0);
+	return 1;
+}
+
+void ibvl_gc_release(lua_State *L, int held)
+{
+	if (held)
+		lua_gc(L, LUA_GCRESTART, 0);
 }
 
 /* Stores the value at validx in the user value table of the object at objidx. */

@@ -29,8 +29,10 @@ const struct ibvl_class ibvl_pd_class = {"ibverbs.pd", destroy_pd, "ibv_dealloc_
 
 static int l_alloc_pd(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_pd_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_pd_class, sizeof *o, &g);
 	o->ptr = ibv_alloc_pd(ctx->ptr);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_alloc_pd", errno);
@@ -67,9 +69,11 @@ static const struct ibvl_class imported_pd = {"ibverbs.pd", unimport_pd, "ibv_un
  * (ibv.import_device) from the one that made it */
 static int l_import_pd(lua_State *L)
 {
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	uint32_t handle = (uint32_t)ibvl_check_range(L, 2, 0, UINT32_MAX);
-	struct ibvl_obj *o = ibvl_new(L, &imported_pd, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &imported_pd, sizeof *o, &g);
 	o->ptr = ibv_import_pd(ctx->ptr, handle);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_import_pd", errno);

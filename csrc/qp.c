@@ -248,8 +248,7 @@ static int create(lua_State *L, int pd_idx, int ctx_idx)
 	if (pd_idx && lua_type(L, 2) == LUA_TTABLE && ibvl_has_field(L, 2, "pd"))
 		ibvl_error(L, "init_attr: field 'pd': the QP is created on this PD already");
 	int used = ibvl_parse_qp_init_attr(L, 2, &a);
-	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
-	ibvl_guard_end(L, &g); /* no Lua code runs from here to the verbs call */
+	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp, &g); /* no Lua code runs from here to the verbs call */
 	if (pd_idx) {
 		a.pd = ((struct ibvl_obj *)lua_touserdata(L, pd_idx))->ptr;
 		a.comp_mask |= IBV_QP_INIT_ATTR_PD;
@@ -317,8 +316,7 @@ static int l_open_qp(lua_State *L)
 		a.xrcd = x->ptr;
 		a.comp_mask |= IBV_QP_OPEN_ATTR_XRCD;
 	}
-	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp);
-	ibvl_guard_end(L, &g);
+	struct ibvl_qp *qp = ibvl_new(L, &ibvl_qp_class, sizeof *qp, &g);
 	struct ibv_context *ctx = ((struct ibvl_obj *)lua_touserdata(L, 1))->ptr;
 	qp->o.ptr = ibv_open_qp(ctx, &a);
 	if (qp->o.ptr == NULL)

@@ -77,9 +77,8 @@ static int l_create(lua_State *L)
 		wqs[i] = ((struct ibvl_obj *)ibvl_check(L, -1, &ibvl_wq_class))->ptr;
 		ibvl_path_pop(saved);
 	}
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_rwq_ind_tbl_class, sizeof *o);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_rwq_ind_tbl_class, sizeof *o, &g);
 	int self = lua_gettop(L);
-	ibvl_guard_end(L, &g);
 	struct ibvl_obj *ctx = lua_touserdata(L, 1);
 	struct ibv_rwq_ind_table_init_attr a = {log, wqs, 0};
 	o->ptr = ibv_create_rwq_ind_table(ctx->ptr, &a);

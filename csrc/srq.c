@@ -103,8 +103,7 @@ static int l_create_srq(lua_State *L)
 		a.attr.max_wr = 16;
 		a.attr.max_sge = 1;
 	}
-	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
-	ibvl_guard_end(L, &g);
+	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s, &g);
 	s->o.ptr = ibv_create_srq(pd->ptr, &a);
 	if (s->o.ptr == NULL)
 		return ibvl_fail(L, "ibv_create_srq", errno);
@@ -178,9 +177,8 @@ static int l_create_srq_ex(lua_State *L)
 	struct ibv_srq_init_attr_ex a;
 	memset(&a, 0, sizeof a);
 	int used = parse_init_attr_ex(L, 2, &a);
-	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s);
+	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s, &g);
 	int self = lua_gettop(L);
-	ibvl_guard_end(L, &g);
 	if ((a.comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a.srq_type == IBV_SRQT_XRC &&
 	    ibvl_xrc_errno(ctx->ptr, EINVAL) == EOPNOTSUPP)
 		return ibvl_fail(L, "ibv_create_srq_ex", EOPNOTSUPP); /* before asking for an xrcd */

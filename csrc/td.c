@@ -26,14 +26,15 @@ static const char *const td_fields[] = {"comp_mask", NULL};
 /* ctx:alloc_td([{comp_mask = 0}]) */
 static int l_alloc_td(lua_State *L)
 {
-	ibvl_check(L, 1, &ibvl_context_class);
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
 	struct ibv_td_init_attr a = {0};
 	if (!lua_isnoneornil(L, 2)) {
 		ibvl_check_fields(L, 2, "attr", td_fields);
 		a.comp_mask = (uint32_t)ibvl_int_field(L, 2, "comp_mask", 0, 0, UINT32_MAX);
 	}
-	struct ibvl_obj *td = ibvl_new(L, &ibvl_td_class, sizeof *td);
-	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
+	struct ibvl_obj *td = ibvl_new(L, &ibvl_td_class, sizeof *td, &g);
 	td->ptr = ibv_alloc_td(ctx->ptr, &a);
 	if (td->ptr == NULL)
 		return ibvl_fail(L, "ibv_alloc_td", errno);
@@ -57,8 +58,7 @@ static int l_alloc_parent_domain(lua_State *L)
 	int tdi = lua_gettop(L);
 	if (pd == NULL)
 		ibvl_error(L, "attr: field 'pd' is required");
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_pd_class, sizeof *o);
-	ibvl_guard_end(L, &g);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_pd_class, sizeof *o, &g);
 	struct ibv_parent_domain_init_attr a;
 	memset(&a, 0, sizeof a);
 	a.pd = pd->ptr;

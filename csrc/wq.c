@@ -71,8 +71,7 @@ static int l_create_wq(lua_State *L)
 	int used = lua_gettop(L) - 1;
 	if (pd == NULL || cq == NULL)
 		ibvl_error(L, "init_attr: fields 'pd' and 'cq' are required");
-	struct wq *w = ibvl_new(L, &ibvl_wq_class, sizeof *w);
-	ibvl_guard_end(L, &g);
+	struct wq *w = ibvl_new(L, &ibvl_wq_class, sizeof *w, &g);
 	a.pd = pd->ptr;
 	a.cq = cq->ptr;
 	w->o.ptr = ibv_create_wq(ctx->ptr, &a);

@@ -72,8 +72,7 @@ static int l_open_xrcd(lua_State *L)
 		a.oflags = (int)ibvl_int_field(L, 2, "oflags", O_CREAT, 0, INT32_MAX);
 	}
 	a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-	struct ibvl_obj *o = ibvl_new(L, &ibvl_xrcd_class, sizeof *o);
-	ibvl_guard_end(L, &g);
+	struct ibvl_obj *o = ibvl_new(L, &ibvl_xrcd_class, sizeof *o, &g);
 	o->ptr = ibv_open_xrcd(ctx->ptr, &a);
 	if (o->ptr == NULL)
 		return ibvl_fail(L, "ibv_open_xrcd", ibvl_xrc_errno(ctx->ptr, errno));

@@ -1,0 +1,227 @@
+-- Object lifetimes on rxe0 against a script that fights back: finalizers that
+-- close a parent in the middle of a constructor, class metatables whose __gc
+-- a script removes, and objects dropped together at any moment.  Each case
+-- runs in a child interpreter (the one running this spec, with its module
+-- build: plain, LuaJIT or ASan), so a crash or a hang is a failure of the
+-- case, not the end of the run.
+local support = require "support"
+
+-- Runs the Lua source src in a child (at most limit seconds); returns its
+-- output and exit status (124: killed at the limit).
+local function child(src, limit)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write('package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path\n', src)
+  f:close()
+  local p = assert(io.popen("timeout " .. (limit or 60) .. " " .. support.LUA .. " " .. path
+    .. " 2>&1; echo \"exit=$?\""))
+  local out = p:read("*a")
+  p:close()
+  os.remove(path)
+  return out, tonumber(out:match("exit=(%d+)%s*$"))
+end
+
+local function passes(src, limit)
+  local out, code = child(src, limit)
+  assert(code == 0 and out:match("child done"), out)
+  return out
+end
+
+-- Garbage whose finalizers call f, and a collector that steps at nearly
+-- every allocation: the finalizer runs inside whatever allocates next.
+local PRELUDE = [[
+local ibv = require "ibverbs"
+local cm = require "ibverbs.cm"
+local function bomb(f)
+  for _ = 1, 4 do
+    if rawget(_G, "newproxy") then getmetatable(newproxy(true)).__gc = f
+    else setmetatable({}, { __gc = f }) end
+  end
+end
+if rawget(_G, "jit") then collectgarbage("setpause", 1); collectgarbage("setstepmul", 1000)
+else collectgarbage("incremental", 1, 1000, 0) end
+-- Calls make(parent) 400 times, each time with garbage whose finalizer
+-- closes the parent; the finalizer runs at the first collector step of the
+-- call (nothing allocates before it), which is in the constructor's own
+-- allocations.  Counts the calls that found their parent closed.
+local function attack(open, make)
+  local closed_mid_call = 0
+  for j = 1, 400 do
+    local parent = open()
+    local armed = false
+    bomb(function() if armed then parent:close() end end)
+    for _ = 1, j % 37 do local _ = {} end
+    armed = true
+    local ok, r = pcall(make, parent)
+    armed = false
+    if not ok then
+      assert(tostring(r):match("closed"), r)
+      closed_mid_call = closed_mid_call + 1
+    elseif r then
+      r:close()
+    end
+    parent:close()
+  end
+  return closed_mid_call
+end
+]]
+
+describe("on rxe0, a finalizer that closes the parent while a constructor allocates", function()
+  for _, c in ipairs({
+    { "ctx:alloc_pd", "function(ctx) return ctx:alloc_pd() end" },
+    { "ctx:create_comp_channel", "function(ctx) return ctx:create_comp_channel() end" },
+  }) do
+    it(c[1] .. " raises 'closed', never calls verbs with the closed context", function()
+      local out = passes(PRELUDE .. [[
+local n = attack(function() return assert(ibv.open("rxe0")) end, ]] .. c[2] .. [[)
+assert(n > 0, "the finalizer never ran inside the call")
+io.write("closed mid-call ", n, " times; child done")
+]], 240)
+      assert.matches("closed mid%-call %d+ times", out)
+    end)
+  end
+
+  it("pd:alloc_mw raises 'closed', never calls verbs with the closed PD", function()
+    passes(PRELUDE .. [[
+local ctx = assert(ibv.open("rxe0"))
+local n = attack(function() return assert(ctx:alloc_pd()) end, function(pd) return pd:alloc_mw() end)
+assert(n > 0, "the finalizer never ran inside the call")
+io.write("closed mid-call ", n, " times; child done")
+]], 240)
+  end)
+
+  it("cm ch:get_event raises 'closed' and never waits on a freed channel", function()
+    passes(PRELUDE .. [[
+local n = attack(function() return assert(cm.event_channel()) end,
+  function(ch) local ev = ch:get_event(0) ; return nil, ev end)
+assert(n > 0, "the finalizer never ran inside the call")
+io.write("closed mid-call ", n, " times; child done")
+]], 240)
+  end)
+end)
+
+describe("on rxe0, class metatables a script edits", function()
+  it("getmetatable(obj) is a copy: removing or replacing __gc leaves the objects' lifetimes whole", function()
+    passes([[
+local ibv = require "ibverbs"
+local ctx = assert(ibv.open("rxe0"))
+local pd = assert(ctx:alloc_pd())
+local mr = assert(pd:reg_mr(64))
+assert(getmetatable(mr).__name == "ibverbs.mr")
+getmetatable(mr).__gc = function() end
+local mr2 = assert(pd:reg_mr(64))
+getmetatable(mr2).__gc = nil
+local cq = assert(ctx:create_cq(4))
+getmetatable(cq).__gc = nil            -- per-object metatables are copied from the class's
+local cq2 = assert(ctx:create_cq(4))
+getmetatable(cq2).__index = {}
+mr, mr2, cq, cq2 = nil, nil, nil, nil
+collectgarbage(); collectgarbage()
+for _ = 1, 200 do local t = {} for k = 1, 10 do t[k] = ("x"):rep(100 + k) end end
+assert(pd:close() == true, "the MRs were freed without being deregistered")
+assert(ctx:close() == true, "the CQs were freed without being destroyed")
+io.write("child done")
+]])
+  end)
+
+  it("methods added with ibv.extend or through getmetatable(obj).__index still work", function()
+    passes([[
+local ibv = require "ibverbs"
+local ctx = assert(ibv.open("rxe0"))
+local pd = assert(ctx:alloc_pd())
+ibv.extend("ibverbs.pd", { again = function(self) return self end })
+assert(pd:again() == pd and type(pd.handle) == "number")
+local l = ibv.recv_wrs(1)                  -- a plain type: its methods table is __index
+getmetatable(l).__index.twice = function(self) return self, self end
+assert(select("#", l:twice()) == 2)
+local cq = assert(ctx:create_cq(4))
+ibv.extend("ibverbs.cq", { size = function(self) return self.cqe end })
+assert(cq:size() >= 4)
+assert(cq:close() and pd:close() and ctx:close())
+io.write("child done")
+]])
+  end)
+end)
+
+describe("on rxe0, collection in plain use", function()
+  it("closing a synchronous listener before the ids get_request gave it returns at once", function()
+    passes([[
+local cm = require "ibverbs.cm"
+local ADDR, P = "192.0.2.1", 7950
+local ch = assert(cm.event_channel())
+local listen = assert(cm.create_id{ps = "tcp"})
+assert(listen:bind_addr(ADDR .. ":" .. P))
+assert(listen:listen(1))
+local client = assert(ch:create_id{ps = "tcp"})
+assert(client:resolve_addr(nil, ADDR .. ":" .. P, 2000))
+assert(cm.expect(ch, "addr_resolved", 5))
+assert(client:resolve_route(2000))
+assert(cm.expect(ch, "route_resolved", 5))
+assert(client:connect{private_data = "sync", qp_num = 0x1234, srq = false})
+local server = assert(listen:get_request(5))
+assert(server.event.event == "connect_request")
+assert(server.event.private_data:sub(1, 4) == "sync")
+assert(listen:close() == true)   -- rdma_destroy_id waited for the request's acknowledgement
+assert(server.event.private_data:sub(1, 4) == "sync")
+io.write("child done")
+]], 30)
+  end)
+
+  it("get_async_event acknowledges the event before a finalizer can destroy its CQ (which waits for it)", function()
+    passes(PRELUDE .. [[
+local ctx = assert(ibv.open("rxe0"))
+local pd = assert(ctx:alloc_pd())
+local closed = 0
+for _ = 1, 20 do
+  local cq = assert(ctx:create_cq(1))
+  local qp = assert(pd:create_qp{ qp_type = "ud", send_cq = cq, recv_cq = cq, cap = { max_send_wr = 16 } })
+  assert(qp:to_init{}); assert(qp:to_rtr{}); assert(qp:to_rts{})
+  local ah = assert(pd:create_ah{ port_num = 1, grh = { dgid = ctx:query_gid(1, 1), sgid_index = 1 } })
+  for i = 1, 4 do
+    assert(qp:post_send{ wr_id = i, inline = "x", send_flags = { "signaled" }, ah = ah, remote_qpn = 1,
+                         remote_qkey = 1 })
+  end
+  local armed = false
+  bomb(function() if armed then qp:close(); cq:close() end end)
+  armed = true
+  local ev = ctx:get_async_event(2)       -- the cq_err of the overrun
+  armed = false
+  assert(ev and ev.type == "cq_err", "no cq_err")
+  if cq:is_closed() then closed = closed + 1 end
+  qp:close(); ah:close(); cq:close()
+end
+assert(closed > 0, "the finalizer never ran inside the call")
+io.write("child done")
+]], 60)
+  end)
+
+  it("objects of every kind dropped together, collected in one cycle and at exit, in any order", function()
+    passes([[
+local ibv = require "ibverbs"
+local cm = require "ibverbs.cm"
+keep = {}
+for i = 1, 30 do
+  local ctx = assert(ibv.open("rxe0"))
+  local ch = assert(ctx:create_comp_channel())
+  local cq = assert(ctx:create_cq{ cqe = 8, channel = ch })
+  local pd = assert(ctx:alloc_pd())
+  local mr = assert(pd:reg_mr(256))
+  local qp = assert(pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq,
+    cap = { max_recv_wr = 8, max_send_wr = 8 } })
+  local rl = ibv.recv_wrs(4)
+  rl:fill{ sge = { mr = mr, length = 8 } }
+  assert(qp:to_init{ port_num = 1 })
+  assert(qp:post_recv(rl))
+  local wcs = ibv.wc_array(4)
+  cq:poll(wcs)
+  local cch = assert(cm.event_channel())
+  local id = assert(cch:create_id{ ps = "tcp" })
+  local sid = assert(cm.create_id{ ps = "udp" })
+  if i % 3 == 0 then keep[#keep + 1] = { ctx, cq, rl, id, cch, sid } end -- left to lua_close
+  if i % 3 == 1 then ctx, cq, rl = nil, nil, nil end
+  collectgarbage()
+end
+io.write("child done")
+]], 120)
+  end)
+end)
