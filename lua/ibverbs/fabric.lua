@@ -107,6 +107,33 @@ local function slurm_root(getenv)
   return fabric.first_host(getenv("SLURM_STEP_NODELIST") or getenv("SLURM_JOB_NODELIST"))
 end
 
+-- Each rank's node in a Slurm step, when the variables say it: the step's node
+-- list and tasks per node ("2(x3),1"), block distribution (Slurm's default, or
+-- one task per node, where every distribution gives the same).  nil otherwise.
+function fabric.slurm_hosts(getenv)
+  getenv = getenv or os.getenv
+  if int(getenv("SLURM_HET_SIZE")) then return nil end
+  local nodes = fabric.hostlist(getenv("SLURM_STEP_NODELIST") or "")
+  local per = getenv("SLURM_STEP_TASKS_PER_NODE")
+  if not nodes or #nodes == 0 or not per then return nil end
+  local counts, single = {}, true
+  for item in per:gmatch("[^,]+") do
+    local n, times = item:match("^(%d+)%(x(%d+)%)$")
+    n, times = tonumber(n or item:match("^(%d+)$")), tonumber(times or 1)
+    if not n then return nil end
+    for _ = 1, times do counts[#counts + 1] = n end
+    if n ~= 1 then single = false end
+  end
+  if #counts ~= #nodes then return nil end
+  local dist = getenv("SLURM_DISTRIBUTION")
+  if not single and dist and not dist:find("^block") then return nil end
+  local hosts = {}
+  for i, n in ipairs(counts) do
+    for _ = 1, n do hosts[#hosts + 1] = nodes[i] end
+  end
+  return hosts
+end
+
 -- What the launcher says: rank, size, launcher name, the rendezvous host it implies (or nil).
 -- getenv: a function like os.getenv (for the specs).  mpirun's variables come
 -- before Slurm's: mpirun started inside an allocation launches its daemons
@@ -463,6 +490,13 @@ function fabric.init(opts)
   local self = setmetatable({ rank = rank, size = size, launcher = launcher, root = root,
     port = port or fabric.DEFAULT_PORT, timeout = timeout, init_timeout = timeout, last_timeout = timeout,
     seq = 0, host = opts.host or hostname(), hosts = {}, peers = {} }, Fabric)
+  -- where the launcher put each rank, until the rendezvous says (names a rank that never arrives)
+  if launcher == "slurm" then
+    local where = fabric.slurm_hosts(getenv)
+    if where and #where == size then
+      for r = 1, size do self.hosts[r] = where[r] end
+    end
+  end
   self.hosts[rank + 1] = self.host
   if size == 1 then return self end
   local deadline = socket.gettime() + timeout

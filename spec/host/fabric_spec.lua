@@ -60,6 +60,27 @@ describe("ibverbs.fabric.detect", function()
       SLURM_NODELIST = "node[1-3]", SLURM_STEP_TASKS_PER_NODE = "1(x3)", SLURM_LAUNCH_NODE_IPADDR = "198.51.100.1" }) })
   end)
 
+  it("knows each rank's node in a Slurm step (a rank that never arrives is named by node)", function()
+    assert.same({ "node1", "node2", "node3" }, fabric.slurm_hosts(env{ SLURM_STEP_NODELIST = "node[1-3]",
+      SLURM_STEP_TASKS_PER_NODE = "1(x3)" }))
+    assert.same({ "gpu01", "gpu01", "gpu02", "gpu02", "cpu7" }, fabric.slurm_hosts(env{
+      SLURM_STEP_NODELIST = "gpu[01-02],cpu7", SLURM_STEP_TASKS_PER_NODE = "2(x2),1" }))
+    assert.is_nil(fabric.slurm_hosts(env{ SLURM_STEP_NODELIST = "node[1-2]", SLURM_STEP_TASKS_PER_NODE = "2(x2)",
+      SLURM_DISTRIBUTION = "cyclic" }))
+    assert.is_nil(fabric.slurm_hosts(env{ SLURM_STEP_NODELIST = "node[1-3]", SLURM_STEP_TASKS_PER_NODE = "1(x3)",
+      SLURM_HET_SIZE = "2" }))
+    local f, err = fabric.init{ timeout = 0.5, getenv = env{ SLURM_PROCID = "0", SLURM_NTASKS = "3",
+      SLURM_STEP_NODELIST = "node[1-3]", SLURM_STEP_TASKS_PER_NODE = "1(x3)", IBV_FABRIC_PORT = "18631" } }
+    assert.is_nil(f)
+    assert.matches("rank 1 %(node2%) and rank 2 %(node3%) did not arrive at the rendezvous", err)
+  end)
+
+  it("takes rank 0's node of a heterogeneous step from component 0 (srun -w node3 ... : -w node[1-2] ...)", function()
+    assert.same({ 1, 3, "slurm", "node3" }, { fabric.detect(env{ SLURM_PROCID = "1", SLURM_NTASKS = "3",
+      SLURM_HET_SIZE = "2", SLURM_STEP_NODELIST = "node[1-3]", SLURM_JOB_NODELIST = "node[1-3]",
+      SLURM_JOB_NODELIST_PACK_GROUP_0 = "node3", SLURM_JOB_NODELIST_PACK_GROUP_1 = "node[1-2]" }) })
+  end)
+
   it("takes mpirun's world, not the srun step of its daemons, under mpirun inside an allocation", function()
     -- node3's process of `salloc -N 3 mpirun --map-by ppr:1:node ...`: orted ran as task 1 of 2 of an srun step
     assert.same({ 2, 3, "openmpi" }, { fabric.detect(env{ OMPI_COMM_WORLD_RANK = "2", OMPI_COMM_WORLD_SIZE = "3",
