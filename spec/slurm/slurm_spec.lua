@@ -20,10 +20,11 @@ end
 
 -- A shell command with a time limit; output and exit status.  The job sees
 -- no LUA_PATH or LUA_CPATH: ibvlua needs none.
+local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 local function run(cmd, limit)
   local t0 = socket.gettime()
-  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %q",
-    limit or 120, cmd))
+  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %s",
+    limit or 120, quote(cmd)))
   return out, rc, socket.gettime() - t0
 end
 
@@ -72,16 +73,22 @@ local function assert_check(out, root)
   assert.matches("fabric: 3 pairs x RC, UD; PASS", out)
 end
 
-describe("a Slurm cluster of three soft-RoCE VMs", function()
-  local t0
-  before_each(function() t0 = socket.gettime() end)
-  after_each(function(ctx)
+-- busted's it, with the spec's time written to TIMES
+local busted_it = it
+local function it(name, fn)
+  busted_it(name, function()
+    local t0 = socket.gettime()
+    local ok, err = pcall(fn)
     local f = io.open(TIMES, "a")
     if f then
-      f:write(string.format("%5.1f s  %s\n", socket.gettime() - t0, ctx and ctx.name or "?"))
+      f:write(string.format("%5.1f s  %s%s\n", socket.gettime() - t0, name, ok and "" or " (failed)"))
       f:close()
     end
+    if not ok then error(err, 0) end
   end)
+end
+
+describe("a Slurm cluster of three soft-RoCE VMs", function()
 
   it("has node1 to node3 idle in one partition, the names resolving to the management addresses", function()
     local out, rc = run("sinfo -h -N -o '%N %t %P' && srun -N 3 --ntasks-per-node=1 sh -c " ..
@@ -135,9 +142,11 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
       assert.equal(0, rc, "hiding Lua: " .. out)
       os.execute("rm -f /tmp/fabric-*.out")
       out, rc = run(recipe("sbatch"), 300)
-      assert.equal(0, rc, out)
+      assert.equal(0, rc, out .. (support.slurp(out:match("Submitted batch job (%d+)") and
+        "/tmp/fabric-" .. out:match("Submitted batch job (%d+)") .. ".out" or "/nonexistent") or ""))
       local job = assert(out:match("Submitted batch job (%d+)"), out)
       local log = assert(support.slurp("/tmp/fabric-" .. job .. ".out"), "no job output")
+      assert.matches("rank 0 %(node1%)", log, log)
       assert_check(log)
       assert.matches("6 pairs, %d+ bytes verified, 0 flagged", log)
       assert.not_matches("lua5%.4", log)
@@ -203,7 +212,7 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
   it("node3's slurmd stopped mid-matrix: the step's ranks run on and end, nothing left on the devices", function()
     local out, rc = run("srun -N 3 --ntasks-per-node=1 sh -c '" ..
       "[ $SLURM_PROCID = 2 ] && (sleep 4; kill $(cat /run/slurm/slurmd.pid)) & " ..
-      "build/lua5.4/ibvlua examples/fabric_matrix.lua -n 300 -N 32 -S 16384 --json /tmp/stopped.json; rc=$?; " ..
+      "build/lua5.4/ibvlua examples/fabric_matrix.lua -n 300 -N 32 -S 16384 -T 0.05 --json /tmp/stopped.json; rc=$?; " ..
       "wait; rdma resource show | sed \"s/^/$(hostname) /\"; " ..
       "pgrep -x slurmd >/dev/null || echo \"$(hostname): no slurmd\"; " ..
       "exit $rc'", 240)
