@@ -173,8 +173,8 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
   end)
 
   it("a rank later than the rendezvous limit: every rank ends in time, naming rank 2 and node3", function()
-    local out, rc, took = run("srun -N 3 --ntasks-per-node=1 sh -c 'sleep $((SLURM_PROCID / 2 * 20)); " ..
-      "exec build/lua5.4/ibvlua examples/fabric_check.lua --fabric-timeout 8'", 120)
+    local out, rc, took = run("srun -N 3 --ntasks-per-node=1 sh -c 'sleep $((SLURM_PROCID / 2 * 12)); " ..
+      "exec build/lua5.4/ibvlua examples/fabric_check.lua --fabric-timeout 5'", 120)
     assert.equal(1, rc, out)
     assert.is_true(took < 60, took)
     assert.matches("rank 2 %(node3%) did not arrive at the rendezvous", out)
