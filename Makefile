@@ -122,7 +122,8 @@ DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev libr
 	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
 	lua-check qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
-	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8
+	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8 \
+	slurm-wlm munge libpmix-dev
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \

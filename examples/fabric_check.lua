@@ -5,8 +5,10 @@
 --   lua5.4 examples/fabric_check.lua [-d rxe0] [-i 1] [-g 1] [--json]
 -- Under a launcher (srun, mpirun, tools/rxe-vm --nodes) or with --rank/--size,
 -- every rank checks its own ports, then the fabric as a whole: the same MTU and
--- link layer everywhere, every pair of ranks reachable over RC and UD; rank 0
--- reports and names the ranks (hosts) at fault and their pairs.
+-- link layer everywhere, every pair of ranks reachable over RC (one send each
+-- way) and UD (--ud-count datagrams each way, at most --ud-loss of them lost,
+-- counted in the report); rank 0 reports and names the ranks (hosts) at fault
+-- and their pairs.
 -- Exit status: 0 when everything passed, 1 on any FAIL.
 local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
@@ -28,6 +30,10 @@ local o = cli.run(arg, {
   { nil, "fabric-port", arg = "port", type = "int", help = "rendezvous TCP port (default 18600)" },
   { nil, "fabric-timeout", arg = "seconds", type = "number", default = 60,
     help = "limit of the rendezvous and of each exchange between ranks (default 60)" },
+  { nil, "ud-count", arg = "n", type = "int", default = 10, min = 1, max = 1000,
+    help = "UD datagrams each way per pair of ranks (default 10; as many again for a direction over the limit)" },
+  { nil, "ud-loss", arg = "fraction", type = "number", default = 0.2, min = 0, max = 0.99,
+    help = "share of a direction's UD datagrams that may be lost: UD may drop (default 0.2)" },
 })
 
 local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic" }

@@ -55,7 +55,7 @@ if not f then
 end
 local function collective(ok, err)
   if ok == nil then
-    say("fabric_matrix (rank %d): %s", f.rank, err)
+    say("fabric_matrix (%s): %s", f:name(f.rank), err)
     os.exit(1)
   end
   return ok

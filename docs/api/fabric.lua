@@ -7,12 +7,15 @@
 --     assert(f:barrier())
 --
 -- Rank and size come from, in this order: `rank`/`size` options; `IBV_FABRIC_RANK`/`IBV_FABRIC_SIZE`;
--- Slurm (`SLURM_PROCID`, `SLURM_NTASKS`); Open MPI (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`);
--- PMI (`PMI_RANK`, `PMI_SIZE`: MPICH, Intel MPI); `tools/rxe-vm --nodes` (`RXE_VM_NODE`, `RXE_VM_NODES`);
--- else one rank.  Rank 0 listens on TCP port `port` (`IBV_FABRIC_PORT`, default 18600); the others
--- connect to `root` (`IBV_FABRIC_ROOT`, "host" or "host:port"), which defaults to the first host of
--- Slurm's node list, to 127.0.0.1 when Open MPI or PMI put every rank on one host, and to node 1's
--- management address under rxe-vm.
+-- Open MPI (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`); PMI (`PMI_RANK`, `PMI_SIZE`: MPICH, Intel
+-- MPI, `srun --mpi=pmi2`); Slurm (`SLURM_PROCID`, `SLURM_NTASKS`); `tools/rxe-vm --nodes`
+-- (`RXE_VM_NODE`, `RXE_VM_NODES`); else one rank.  mpirun's variables come before Slurm's because
+-- mpirun inside an allocation starts its daemons with srun, whose step variables its processes see
+-- too.  Rank 0 listens on TCP port `port` (`IBV_FABRIC_PORT`, default 18600); the others connect to
+-- `root` (`IBV_FABRIC_ROOT`, "host" or "host:port"), which defaults to the first node of the Slurm
+-- step (`SLURM_STEP_NODELIST`; in a heterogeneous step, the first node of component 0), to
+-- 127.0.0.1 when Open MPI or PMI put every rank on one host, and to node 1's management address
+-- under rxe-vm.  Under Slurm a rank is named by the node the step put it on before it arrives.
 --
 -- Every collective goes through rank 0 and carries Lua values (nil, booleans, numbers, strings,
 -- tables of them) serialised with dkjson (numbers exact, under LuaJIT too).  Ranks are 0-based; the
@@ -51,5 +54,19 @@ function fabric.detect(getenv) end
 -- @tparam string list "node[01-04,07],login"
 -- @treturn string|nil "node01"
 function fabric.first_host(list) end
+
+--- A Slurm host list expanded as `scontrol show hostnames` does: ranges with their padding,
+-- several prefixes, several ranges in one name.
+-- @tparam string list "node[01-02,07],login" or "rack[1-2]-n[01-02]"
+-- @treturn table { "node01", "node02", "node07", "login" }
+-- @return[2] nil, message (an unmatched or nested bracket, a bad range)
+function fabric.hostlist(list) end
+
+--- Each rank's node in a Slurm step, from `SLURM_STEP_NODELIST` and `SLURM_STEP_TASKS_PER_NODE`
+-- (block distribution, or one task per node); nil when the variables do not say it (another
+-- distribution, a heterogeneous step).
+-- @tparam[opt] function getenv like `os.getenv`
+-- @treturn table|nil hosts indexed rank + 1
+function fabric.slurm_hosts(getenv) end
 
 return fabric

@@ -39,20 +39,105 @@ local function summary(results, failed, total)
   return s
 end
 
--- RC and UD both ways with every other rank: one RC QP per peer, one UD QP for all.
-local function pair_traffic(f, me, timeout)
-  local res = {} -- res[peer + 1] = {rc = bool, ud = bool, detail = text}
+-- Datagrams are told apart by what they carry ("ud <src>-><dst> #<n>"): one UD
+-- QP receives from every peer, and a receive takes whichever datagram comes
+-- next, so the receive a datagram lands in says nothing about its sender.
+local function ud_text(src, dst, n) return string.format("ud %d->%d #%d", src, dst, n) end
+
+local function poll_into(st, wcs, on)
+  local n = st.cq:poll(wcs)
+  for i = 1, n do on(wcs:wr_id(i), wcs:status(i)) end
+  return n
+end
+
+-- One UD round: every rank sends `count` datagrams (numbered from first) to each
+-- rank in to[], and receives from the ranks in from[] (what they send it in this
+-- round) into its own receives (buffer slots from st.slot on: a receive a lost
+-- datagram left posted keeps its slot); res[src + 1].ud_got counts the distinct
+-- numbers that arrived intact.  The sends go one at a time, each waited for, so
+-- a burst never outruns the receives posted for it.
+local function ud_round(f, st, remote, to, from, count, first, timeout, res)
+  local want = 0
+  for _ in pairs(from) do want = want + count end
+  for _ = 1, want do
+    assert(st.ud:post_recv{ wr_id = 3000000 + st.slot, sge = { mr = st.udmr, offset = 128 * st.slot,
+      length = GRH + 64 } })
+    st.slot = st.slot + 1
+  end
+  local ok, err = f:barrier()
+  if not ok then return nil, err end
+  local seen, got = {}, 0
+  local function on(id, status)
+    if id >= 3000000 then
+      if status ~= "success" then return end
+      local text = st.udmr:read(128 * (id - 3000000) + GRH, 64):match("^[^%z]*")
+      local src, dst, n = text:match("^ud (%d+)%->(%d+) #(%d+)$")
+      src, dst, n = tonumber(src), tonumber(dst), tonumber(n)
+      if src and dst == f.rank and from[src] and n >= first and n < first + count then
+        seen[src] = seen[src] or {}
+        if not seen[src][n] then
+          seen[src][n] = true
+          got = got + 1
+          res[src + 1].ud_got = res[src + 1].ud_got + 1
+        end
+      end
+    elseif id >= 2000000 then
+      st.pending = st.pending - 1
+      if status ~= "success" then res[id - 2000000 + 1].detail = "UD send: " .. status end
+    elseif id >= 1000000 then
+      if status ~= "success" then res[id - 1000000 + 1].detail = "RC send: " .. status end
+    end
+  end
+  local wcs = ibv.wc_array(64)
+  local sendbuf, stuck = 128 * (st.slots or 0), {}
+  for n = first, first + count - 1 do
+    for r, ah in pairs(to) do
+      if not stuck[r] then
+        st.udmr:write(sendbuf, ud_text(f.rank, r, n) .. "\0")
+        st.pending = 1
+        local sok, serr = st.ud:post_send{ wr_id = 2000000 + r, send_flags = { "signaled" },
+          sge = { mr = st.udmr, offset = sendbuf, length = 64 }, ah = ah, remote_qpn = remote[r + 1].ud,
+          remote_qkey = QKEY }
+        if sok then
+          res[r + 1].ud_sent = res[r + 1].ud_sent + 1
+          local limit = ibv.now() + timeout
+          while st.pending > 0 and ibv.now() < limit do poll_into(st, wcs, on) end
+          if st.pending > 0 then
+            stuck[r] = true
+            res[r + 1].detail = string.format("UD send: no completion within %g s", timeout)
+          end
+        else
+          stuck[r] = true
+          res[r + 1].detail = "UD send: " .. tostring(serr)
+        end
+      end
+    end
+  end
+  local deadline = ibv.now() + timeout
+  while got < want and ibv.now() < deadline do poll_into(st, wcs, on) end
+  return true
+end
+
+-- RC and UD both ways with every other rank: one RC QP per peer (one send each
+-- way), one UD QP for all (o.ud_count datagrams each way, a second round for a
+-- direction that lost more than o.ud_loss of them).
+local function pair_traffic(f, me, o, timeout)
+  local res = {} -- res[peer + 1] = {rc = bool, ud_sent = n, ud_got = n, detail = text} (what peer sent to me)
   local info, st = {}, {}
+  local count = o.ud_count
   local ok, err = pcall(function()
     if me.error or not me.port then error(me.error or "no port", 0) end
     st.ctx = assert(ibv.open(me.device))
     st.pd = assert(st.ctx:alloc_pd())
-    st.cq = assert(st.ctx:create_cq(8 * f.size + 16))
+    st.cq = assert(st.ctx:create_cq(2 * count * f.size + 4 * f.size + 16))
     st.mr = assert(st.pd:reg_mr(4096 * f.size, ACCESS))
+    st.slots, st.slot = 2 * count * f.size, 0 -- receive buffers for two rounds, then the send buffer
+    st.udmr = assert(st.pd:reg_mr(128 * (st.slots + 1), ACCESS))
     st.gid = assert(st.ctx:query_gid(me.port, me.gid_index))
     st.lid = assert(st.ctx:query_port(me.port)).lid
     local cap = { max_send_wr = f.size + 2, max_recv_wr = f.size + 2, max_send_sge = 1, max_recv_sge = 1 }
-    st.ud = assert(st.pd:create_qp{ qp_type = "ud", send_cq = st.cq, recv_cq = st.cq, cap = cap })
+    st.ud = assert(st.pd:create_qp{ qp_type = "ud", send_cq = st.cq, recv_cq = st.cq,
+      cap = { max_send_wr = 4, max_recv_wr = st.slots + 2, max_send_sge = 1, max_recv_sge = 1 } })
     assert(st.ud:connect({ qpn = 0 }, { port_num = me.port }))
     st.rc = {}
     for r = 0, f.size - 1 do
@@ -69,12 +154,15 @@ local function pair_traffic(f, me, timeout)
   local remote, ferr = f:alltoall(info)
   if not remote then return nil, ferr end
   local expect = 0
+  local to, from = {}, {} -- UD peers: to[r] = the AH to reach rank r; from[r] = true
+  for r = 0, f.size - 1 do
+    if r ~= f.rank then res[r + 1] = { rc = false, ud_sent = 0, ud_got = 0, ud_rounds = 1 } end
+  end
   if ok then
-    -- connect, post the receives (RC one per peer at 4096 * peer, UD one per peer after)
+    -- connect, post the receives (RC one per peer at 4096 * peer)
     for r = 0, f.size - 1 do
       local rem = remote[r + 1]
       if r ~= f.rank then
-        res[r + 1] = { rc = false, ud = false }
         if rem.err then
           res[r + 1].detail = "peer: " .. rem.err
         else
@@ -84,12 +172,13 @@ local function pair_traffic(f, me, timeout)
           if not cok then
             res[r + 1].detail = "RC connect: " .. tostring(cerr)
           else
-            assert(st.rc[r + 1]:post_recv{ wr_id = 2 * r, sge = { mr = st.mr, offset = 4096 * r, length = 64 } })
+            assert(st.rc[r + 1]:post_recv{ wr_id = r, sge = { mr = st.mr, offset = 4096 * r, length = 64 } })
             expect = expect + 1
           end
-          assert(st.ud:post_recv{ wr_id = 2 * r + 1,
-            sge = { mr = st.mr, offset = 4096 * r + 1024, length = GRH + 64 } })
-          expect = expect + 1
+          from[r] = true
+          to[r] = st.pd:create_ah{ port_num = me.port,
+            grh = { dgid = rem.gid, sgid_index = me.gid_index, hop_limit = 1 } }
+          if not to[r] then res[r + 1].detail = "UD: no address handle for " .. tostring(rem.gid) end
         end
       end
     end
@@ -97,52 +186,77 @@ local function pair_traffic(f, me, timeout)
   local bok, berr = f:barrier()
   if not bok then return nil, berr end
   if ok then
-    local msg = function(kind, to) return string.format("%s %d->%d", kind, f.rank, to) end
     for r = 0, f.size - 1 do
-      local rem = remote[r + 1]
-      if r ~= f.rank and not rem.err then
+      if r ~= f.rank and not remote[r + 1].err and res[r + 1].detail == nil then
         local base = 4096 * f.rank + 2048
-        if res[r + 1].detail == nil then
-          st.mr:write(base, msg("rc", r))
-          st.rc[r + 1]:post_send{ wr_id = 1000000 + r, opcode = "send",
-            sge = { mr = st.mr, offset = base, length = 64 } }
-        end
-        local ah = st.pd:create_ah{ port_num = me.port,
-          grh = { dgid = rem.gid, sgid_index = me.gid_index, hop_limit = 1 } }
-        if ah then
-          st.mr:write(base + 512, msg("ud", r))
-          st.ud:post_send{ wr_id = 2000000 + r, sge = { mr = st.mr, offset = base + 512, length = 64 },
-            ah = ah, remote_qpn = rem.ud, remote_qkey = QKEY }
-        end
+        st.mr:write(base, string.format("rc %d->%d", f.rank, r))
+        st.rc[r + 1]:post_send{ wr_id = 1000000 + r, opcode = "send",
+          sge = { mr = st.mr, offset = base, length = 64 } }
       end
     end
-    -- receives only (sends are unsignaled): wait for what the peers send us
+    -- wait for what the peers send us over RC
     local wcs = ibv.wc_array(math.max(expect, 1))
     local deadline, got = ibv.now() + timeout, 0
     while got < expect and ibv.now() < deadline do
-      local n = st.cq:poll(wcs)
-      for i = 1, n do
-        local id, status = wcs:wr_id(i), wcs:status(i)
+      poll_into(st, wcs, function(id, status)
         if id < 1000000 then
           got = got + 1
-          local r, ud = math.floor(id / 2), id % 2 == 1
           if status == "success" then
-            local text = st.mr:read(4096 * r + (ud and 1024 + GRH or 0), 64):match("^[^%z]*")
-            if text == string.format("%s %d->%d", ud and "ud" or "rc", r, f.rank) then
-              res[r + 1][ud and "ud" or "rc"] = true
-            end
+            local text = st.mr:read(4096 * id, 64):match("^[^%z]*")
+            if text == string.format("rc %d->%d", id, f.rank) then res[id + 1].rc = true end
           else
-            res[r + 1].detail = (ud and "UD" or "RC") .. " receive: " .. status
+            res[id + 1].detail = "RC receive: " .. status
           end
         elseif status ~= "success" then
-          local r = id % 1000000
-          res[r + 1].detail = (id >= 2000000 and "UD" or "RC") .. " send: " .. status
+          res[id % 1000000 + 1].detail = (id >= 2000000 and "UD" or "RC") .. " send: " .. status
+        end
+      end)
+    end
+  end
+  -- UD: a first round for every pair, then a second for the directions over the loss limit
+  local rok, rerr = ud_round(f, st, remote, ok and to or {}, ok and from or {}, count, 1, timeout, res)
+  if not rok then return nil, rerr end
+  local mine = {}
+  for r = 0, f.size - 1 do mine[r + 1] = res[r + 1] and res[r + 1].ud_got or 0 end
+  local got_all, gerr = f:allgather(mine) -- got_all[dst + 1][src + 1]: datagrams src -> dst that arrived
+  if not got_all then return nil, gerr end
+  local again_to, again_from, any = {}, {}, false
+  for src = 0, f.size - 1 do
+    for dst = 0, f.size - 1 do
+      if src ~= dst and (got_all[dst + 1][src + 1] or 0) < count * (1 - o.ud_loss) then
+        any = true
+        if src == f.rank and to[dst] then again_to[dst] = to[dst] end
+        if dst == f.rank and from[src] then
+          again_from[src] = true
+          res[src + 1].ud_rounds = 2
         end
       end
     end
   end
+  if any then
+    rok, rerr = ud_round(f, st, remote, ok and again_to or {}, ok and again_from or {}, count, count + 1,
+      timeout, res)
+    if not rok then return nil, rerr end
+  end
+  -- what this rank sent to each peer: the peer reports it as received of sent
+  local sent = {}
+  for r = 0, f.size - 1 do sent[r + 1] = res[r + 1] and res[r + 1].ud_sent or 0 end
+  local sent_all, serr = f:allgather(sent) -- sent_all[src + 1][dst + 1]
+  if not sent_all then return nil, serr end
   for r = 0, f.size - 1 do
-    if r ~= f.rank and not res[r + 1] then res[r + 1] = { rc = false, ud = false, detail = tostring(err) } end
+    if r ~= f.rank then
+      res[r + 1].ud_sent = sent_all[r + 1][f.rank + 1]
+    end
+  end
+  -- nothing left behind for `rdma resource show`: QPs, AHs, MRs, then the CQ, PD and context
+  if st.ud then st.ud:close() end
+  for _, qp in pairs(st.rc or {}) do qp:close() end
+  for _, ah in pairs(to) do ah:close() end
+  for _, k in ipairs({ "udmr", "mr", "cq", "pd", "ctx" }) do if st[k] then st[k]:close() end end
+  if not ok then
+    for r = 0, f.size - 1 do
+      if r ~= f.rank then res[r + 1].detail = res[r + 1].detail or tostring(err) end
+    end
   end
   return res
 end
@@ -159,7 +273,7 @@ function wide.run(o, results, failed, total, print_text, json)
   local me = summary(results, failed, total)
   local all, ferr = f:allgather(me)
   local traffic
-  if all then traffic, ferr = pair_traffic(f, me, math.max(o.timeout, 5)) end
+  if all then traffic, ferr = pair_traffic(f, me, o, math.max(o.timeout, 5)) end
   local matrix = traffic and f:gather(traffic, 0)
   if not matrix then
     print(string.format("fabric (rank %d): FAIL %s", f.rank, tostring(ferr)))
@@ -198,22 +312,42 @@ function wide.run(o, results, failed, total, print_text, json)
       report.consistency[#report.consistency + 1] = { name = key, value = best, pass = #odd == 0,
         detail = #odd > 0 and table.concat(odd, ", ") or nil }
     end
-    -- pairs: both directions must arrive
+    -- pairs: RC both ways must arrive; UD both ways with at most o.ud_loss of the datagrams lost
+    local function ud_way(src, dst) -- datagrams src -> dst, as dst counted them
+      local x = matrix[dst + 1][src + 1] or {}
+      return { from = src, to = dst, sent = x.ud_sent or 0, got = x.ud_got or 0, rounds = x.ud_rounds or 1 }
+    end
+    local function ud_pass(w) return w.sent > 0 and w.got >= w.sent * (1 - o.ud_loss) end
+    local function ud_words(w)
+      return string.format("%s -> %s: %d of %d datagrams arrived (%.0f%% lost, limit %.0f%%)", f:name(w.from),
+        f:name(w.to), w.got, w.sent, w.sent > 0 and 100 * (w.sent - w.got) / w.sent or 100, 100 * o.ud_loss)
+    end
     for a = 0, f.size - 1 do
       for b = a + 1, f.size - 1 do
         local ab, ba = matrix[a + 1][b + 1] or {}, matrix[b + 1][a + 1] or {}
         for _, kind in ipairs({ "rc", "ud" }) do
-          local pass = ab[kind] == true and ba[kind] == true
-          local detail
+          local pass, d, ways = true, {}, nil
+          if kind == "rc" then
+            pass = ab.rc == true and ba.rc == true
+            if ba.rc ~= true then d[#d + 1] = string.format("%s -> %s lost", f:name(a), f:name(b)) end
+            if ab.rc ~= true then d[#d + 1] = string.format("%s -> %s lost", f:name(b), f:name(a)) end
+          else
+            ways = { ud_way(a, b), ud_way(b, a) }
+            for _, w in ipairs(ways) do
+              if not ud_pass(w) then
+                pass = false
+                d[#d + 1] = ud_words(w)
+              elseif w.got < w.sent then
+                d[#d + 1] = "lossy but working: " .. ud_words(w)
+              end
+            end
+          end
           if not pass then
-            local d = {}
-            if ba[kind] ~= true then d[#d + 1] = string.format("%s -> %s lost", f:name(a), f:name(b)) end
-            if ab[kind] ~= true then d[#d + 1] = string.format("%s -> %s lost", f:name(b), f:name(a)) end
             if ab.detail then d[#d + 1] = f:name(a) .. ": " .. ab.detail end
             if ba.detail then d[#d + 1] = f:name(b) .. ": " .. ba.detail end
-            detail = table.concat(d, "; ")
           end
-          report.pairs[#report.pairs + 1] = { a = a, b = b, kind = kind, pass = pass, detail = detail }
+          report.pairs[#report.pairs + 1] = { a = a, b = b, kind = kind, pass = pass, ud = ways,
+            detail = #d > 0 and table.concat(d, "; ") or nil }
         end
       end
     end
@@ -247,10 +381,19 @@ function wide.run(o, results, failed, total, print_text, json)
         print(string.format("  consistent %-10s %s %s%s", c.name, c.pass and "PASS" or "FAIL", tostring(c.value),
           c.detail and ("  " .. c.detail) or ""))
       end
+      local ud_sent, ud_got = 0, 0
       for _, p in ipairs(report.pairs) do
-        print(string.format("  %s %-22s <-> %-22s %s%s", p.kind:upper(), f:name(p.a), f:name(p.b),
-          p.pass and "PASS" or "FAIL", p.detail and ("  " .. p.detail) or ""))
+        local counts = ""
+        if p.ud then
+          counts = string.format("  %d/%d, %d/%d", p.ud[1].got, p.ud[1].sent, p.ud[2].got, p.ud[2].sent)
+          for _, w in ipairs(p.ud) do ud_sent, ud_got = ud_sent + w.sent, ud_got + w.got end
+        end
+        print(string.format("  %s %-22s <-> %-22s %s%s%s", p.kind:upper(), f:name(p.a), f:name(p.b),
+          p.pass and "PASS" or "FAIL", counts, p.detail and ("  " .. p.detail) or ""))
       end
+      print(string.format("  UD: %d of %d datagrams arrived; a direction passes with at most %.0f%% of its %d lost" ..
+        " (a second round of %d when the first lost more)", ud_got, ud_sent, 100 * o.ud_loss, o.ud_count,
+        o.ud_count))
       for _, x in ipairs(report.faults) do
         print(string.format("FAULT %s: %s; pairs: %s", f:name(x.rank), table.concat(x.reasons, "; "),
           #x.pairs > 0 and table.concat(x.pairs, ", ") or "none"))

@@ -59,6 +59,37 @@ describe("two soft-RoCE nodes", function()
     assert.matches("fabric: 1 pairs x RC, UD; PASS", out)
   end)
 
+  -- node 1 drops node 2's UD datagrams on arrival (tc ingress: u32 on the BTH opcode 0x64, UD
+  -- SEND_ONLY, from 192.0.2.2): a loss rxe cannot see or retry, as on a wire.  (Dropped on node
+  -- 2's egress instead, rxe takes it for congestion and sends the packet again, forever.)
+  it("fabric_check.lua passes a lossy UD path with its counts and fails a broken one, by direction", function()
+    local filter = "tc filter add dev eth0 parent ffff: protocol ip prio 1 u32 match u8 0x64 0xff at 28 " ..
+      "match ip src 192.0.2.2/32 action "
+    local ok, err = pcall(function()
+      if NODE == 1 then
+        assert.is_true(sh("tc qdisc add dev eth0 ingress"))
+        assert.is_true(sh(filter .. "gact pass random determ drop 10")) -- every 10th
+      end
+      local out, rc = run("fabric_check.lua", "-d rxe0")
+      assert.equal(0, rc, out)
+      if NODE == 1 then
+        assert.matches("UD rank 0 %(node1%)%s+<%-> rank 1 %(node2%)%s+PASS  10/10, 9/10  lossy but working: " ..
+          "rank 1 %(node2%) %-> rank 0 %(node1%): 9 of 10 datagrams arrived %(10%% lost, limit 20%%%)", out)
+        assert.matches("fabric: 1 pairs x RC, UD; PASS", out)
+        assert.is_true(sh("tc filter del dev eth0 parent ffff: && " .. filter .. "drop")) -- every one
+      end
+      out, rc = run("fabric_check.lua", "-d rxe0")
+      assert.equal(1, rc, out)
+      if NODE == 1 then
+        assert.matches("RC rank 0 %(node1%)%s+<%-> rank 1 %(node2%)%s+PASS", out)
+        assert.matches("UD rank 0 %(node1%)%s+<%-> rank 1 %(node2%)%s+FAIL  10/10, 0/20  " ..
+          "rank 1 %(node2%) %-> rank 0 %(node1%): 0 of 20 datagrams arrived %(100%% lost, limit 20%%%)", out)
+      end
+    end)
+    if NODE == 1 then sh("tc qdisc del dev eth0 ingress") end
+    assert(ok, err)
+  end)
+
   it("fabric_check.lua names node 2 and its pairs when node 2's link is down, exit 1 everywhere", function()
     local ok, err = pcall(function()
       if NODE == 2 then

@@ -1,0 +1,238 @@
+-- Run on node 1 of `tools/rxe-vm --nodes 3 --slurm` (tools/run-tests): a real
+-- Slurm 22.05 cluster of three soft-RoCE VMs (nodes node1..node3).  The
+-- README's cluster recipes are read from README.md and run as written; then
+-- what a launcher does to a job: a heterogeneous step, ranks that start
+-- seconds apart, scancel of a running matrix, node 3's slurmd stopped mid-job.
+-- Each spec's time goes to .cache/slurm-times.log.
+local support = require "support"
+local dkjson = require "dkjson"
+local socket = require "socket"
+
+local HOSTS = { "node1", "node2", "node3" }
+local TIMES = ".cache/slurm-times.log"
+
+--- The ```sh block after "<!-- recipe: NAME -->" in README.md.
+local function recipe(name)
+  local text = assert(support.slurp("README.md"), "README.md not found (run from the checkout)")
+  local block = text:match("<!%-%- recipe: " .. name:gsub("%-", "%%-") .. " %-%->\n```sh\n(.-)\n```")
+  return assert(block, "README.md has no recipe " .. name)
+end
+
+-- A shell command with a time limit; output and exit status.  The job sees
+-- no LUA_PATH or LUA_CPATH: ibvlua needs none.
+local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local function run(cmd, limit)
+  local t0 = socket.gettime()
+  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %s",
+    limit or 120, quote(cmd)))
+  return out, rc, socket.gettime() - t0
+end
+
+-- Nothing a run left on any node: no verbs context, MR or user QP (QP 1, the
+-- kernel's own, is always there).
+local function assert_nothing_left(out)
+  local seen = {}
+  for host, line in out:gmatch("(node%d) (%d+: rxe0: [^\n]*)") do
+    seen[#seen + 1] = host
+    assert.matches("ctx 0 ", line, host .. ": " .. line)
+    assert.matches("mr 0 ", line, host .. ": " .. line)
+    assert.matches("qp 1 ", line, host .. ": " .. line)
+  end
+  table.sort(seen)
+  assert.same(HOSTS, seen, out)
+end
+local RDMA_LEFT = "srun -N 3 --ntasks-per-node=1 sh -c 'rdma resource show | sed \"s/^/$(hostname) /\"'"
+
+local function assert_matrix(report, text)
+  assert.is_true(report.pass, text)
+  assert.equal(3, report.size)
+  assert.same(HOSTS, report.hosts) -- the Slurm node names
+  assert.equal(6, #report.pairs)
+  local seen = {}
+  for _, p in ipairs(report.pairs) do
+    assert.is_nil(p.error, dkjson.encode(p))
+    assert.is_true(p.lat_us > 0 and p.write_mbs > 0 and p.send_mbs > 0, dkjson.encode(p))
+    assert.is_true(p.data_ok)
+    assert.equal(HOSTS[p.src + 1], p.src_host)
+    assert.equal(HOSTS[p.dst + 1], p.dst_host)
+    seen[p.src .. "-" .. p.dst] = true
+  end
+  for s = 0, 2 do for d = 0, 2 do if s ~= d then assert.is_true(seen[s .. "-" .. d], s .. "-" .. d) end end end
+end
+
+local function assert_check(out, root)
+  assert.matches("fabric: 3 ranks %(slurm launcher%)", out)
+  assert.matches("rank 0 %(" .. (root or "node1") .. "%)%s+rxe0 port 1: active", out)
+  local n = 0
+  for kind, counts in out:gmatch("\n  (%u%u) rank %d %(node%d%)%s+<%-> rank %d %(node%d%)%s+PASS([^\n]*)") do
+    n = n + 1
+    if kind == "UD" then assert.matches("^  10/10, 10/10", counts) end -- every datagram counted, none lost
+  end
+  assert.equal(6, n, out) -- 3 pairs x RC, UD
+  assert.matches("UD: 60 of 60 datagrams arrived", out)
+  assert.matches("fabric: 3 pairs x RC, UD; PASS", out)
+end
+
+-- busted's it, with the spec's time written to TIMES
+local busted_it = it
+local function it(name, fn)
+  busted_it(name, function()
+    local t0 = socket.gettime()
+    local ok, err = pcall(fn)
+    local f = io.open(TIMES, "a")
+    if f then
+      f:write(string.format("%5.1f s  %s%s\n", socket.gettime() - t0, name, ok and "" or " (failed)"))
+      f:close()
+    end
+    if not ok then error(err, 0) end
+  end)
+end
+
+describe("a Slurm cluster of three soft-RoCE VMs", function()
+
+  it("has node1 to node3 idle in one partition, the names resolving to the management addresses", function()
+    local out, rc = run("sinfo -h -N -o '%N %t %P' && srun -N 3 --ntasks-per-node=1 sh -c " ..
+      "'echo $(hostname) $SLURM_PROCID $(getent hosts node3)'", 60)
+    assert.equal(0, rc, out)
+    for k = 1, 3 do
+      assert.matches("node" .. k .. " idle main%*", out)
+      assert.matches("node" .. k .. " " .. (k - 1) .. " 198%.51%.100%.3%s+node3", out)
+    end
+  end)
+
+  it("README recipe srun-matrix: every ordered pair measured, the JSON's hosts are the node names", function()
+    os.remove("/tmp/fabric.json")
+    local out, rc = run(recipe("srun-matrix"), 240)
+    assert.equal(0, rc, out)
+    assert.matches("6 pairs, %d+ bytes verified, 0 flagged", out)
+    local text = assert(support.slurp("/tmp/fabric.json"), "no /tmp/fabric.json on node 1: " .. out)
+    local report = assert(dkjson.decode(text))
+    assert_matrix(report, text)
+    assert.equal("slurm", report.options.launcher)
+  end)
+
+  it("README recipe srun-check: ports, MTU, RC and UD between every pair, with the datagram counts", function()
+    local out, rc = run(recipe("srun-check"), 180)
+    assert.equal(0, rc, out)
+    assert_check(out)
+  end)
+
+  it("README recipe srun-pmix: the same under Slurm's PMIx plugin", function()
+    local out, rc = run(recipe("srun-pmix"), 180)
+    assert.equal(0, rc, out)
+    assert_check(out)
+  end)
+
+  it("README recipe mpirun: mpirun inside an allocation, ranks from mpirun, not from its daemons' srun step", function()
+    local out, rc = run("export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; " .. recipe("mpirun"), 240)
+    assert.equal(0, rc, out)
+    assert.matches("6 pairs, %d+ bytes verified, 0 flagged", out)
+  end)
+
+  it("README recipe sbatch: sbcast ibvlua and the examples to /tmp, run them on nodes without Lua", function()
+    assert.equal(support.slurp("examples/fabric.sbatch"),
+      assert(support.slurp("README.md"):match("<!%-%- file: examples/fabric%.sbatch %-%->\n```sh\n(.-\n)```")),
+      "README.md's copy of examples/fabric.sbatch differs from the file")
+    -- /dev/null over the interpreters: not executable, so not on PATH (lua -> lua5.4 too)
+    local hide = "srun -N 3 --ntasks-per-node=1 sh -c 'mount --bind /dev/null /usr/bin/lua5.4 && " ..
+      "mount --bind /dev/null /usr/bin/luajit && ! command -v lua5.4 lua luajit'"
+    local unhide = "srun -N 3 --ntasks-per-node=1 umount /usr/bin/lua5.4 /usr/bin/luajit"
+    local out, rc = run(hide, 60)
+    local ok, err = pcall(function()
+      assert.equal(0, rc, "hiding Lua: " .. out)
+      os.execute("rm -f /tmp/fabric-*.out")
+      out, rc = run(recipe("sbatch"), 300)
+      assert.equal(0, rc, out .. (support.slurp(out:match("Submitted batch job (%d+)") and
+        "/tmp/fabric-" .. out:match("Submitted batch job (%d+)") .. ".out" or "/nonexistent") or ""))
+      local job = assert(out:match("Submitted batch job (%d+)"), out)
+      local log = assert(support.slurp("/tmp/fabric-" .. job .. ".out"), "no job output")
+      assert.matches("rank 0 %(node1%)", log, log)
+      assert_check(log)
+      assert.matches("6 pairs, %d+ bytes verified, 0 flagged", log)
+      assert.not_matches("lua5%.4", log)
+    end)
+    run(unhide, 60)
+    assert(ok, err)
+  end)
+
+  it("a heterogeneous step whose component 0 is on node3 meets at node3", function()
+    local ibvlua = "build/lua5.4/ibvlua examples/fabric_check.lua"
+    local out, rc = run("srun -w node3 -N 1 -n 1 " .. ibvlua .. " : -w node[1-2] -N 2 -n 2 " .. ibvlua, 180)
+    assert.equal(0, rc, out)
+    assert.matches("fabric: 3 ranks %(slurm launcher%)", out)
+    assert.matches("rank 0 %(node3%)%s+rxe0 port 1: active", out)
+    assert.matches("fabric: 3 pairs x RC, UD; PASS", out)
+  end)
+
+  it("ranks that start 0, 4 and 8 s apart still meet and pass", function()
+    local out, rc, took = run("srun -N 3 --ntasks-per-node=1 sh -c 'sleep $((SLURM_PROCID * 4)); " ..
+      "exec build/lua5.4/ibvlua examples/fabric_check.lua'", 180)
+    assert.equal(0, rc, out)
+    assert.is_true(took >= 8, took)
+    assert_check(out)
+  end)
+
+  it("a rank later than the rendezvous limit: every rank ends in time, naming rank 2 and node3", function()
+    local out, rc, took = run("srun -N 3 --ntasks-per-node=1 sh -c 'sleep $((SLURM_PROCID / 2 * 12)); " ..
+      "exec build/lua5.4/ibvlua examples/fabric_check.lua --fabric-timeout 5'", 120)
+    assert.equal(1, rc, out)
+    assert.is_true(took < 60, took)
+    assert.matches("rank 2 %(node3%) did not arrive at the rendezvous", out)
+    local out2, rc2 = run(RDMA_LEFT, 60)
+    assert.equal(0, rc2, out2)
+    assert_nothing_left(out2)
+  end)
+
+  it("scancel of a running fabric_matrix ends every rank within KillWait, nothing left on the devices", function()
+    local h = support.spawn("env -u LUA_PATH -u LUA_CPATH srun -N 3 --ntasks-per-node=1 -J cancelme " ..
+      "build/lua5.4/ibvlua examples/fabric_matrix.lua -n 100000")
+    local deadline, running = socket.gettime() + 60
+    repeat -- the ranks are measuring a few seconds after the job started
+      socket.sleep(1)
+      local p = io.popen("squeue -h -n cancelme -t R -o %M")
+      local m, sec = (p:read("l") or ""):match("^(%d+):(%d+)$")
+      p:close()
+      running = m and 60 * m + sec or 0
+    until running >= 6 or socket.gettime() > deadline
+    assert.is_true(running >= 6, "the job did not run")
+    local cancelled = socket.gettime()
+    assert.is_true(support.sh("scancel -n cancelme"))
+    local out, rc = h:wait(60)
+    local took = socket.gettime() - cancelled
+    assert.is_not_nil(rc, "srun still running 60 s after scancel: " .. out)
+    assert.is_true(rc ~= 0, out)
+    assert.is_true(took < 20, took)
+    assert.matches("CANCELLED", out)
+    local out2, rc2 = run(RDMA_LEFT, 60)
+    assert.equal(0, rc2, out2)
+    assert_nothing_left(out2)
+  end)
+
+  -- last: node 3 stays without slurmd.  Slurm declares the node failed after
+  -- SlurmdTimeout (30 s) and cancels the step; the rank on node3, which Slurm
+  -- can no longer reach, ends by itself once its peers are gone.  It writes
+  -- its output into the (shared) checkout.
+  it("node3's slurmd stopped mid-matrix: the step ends naming node3, every rank ends, nothing left", function()
+    local log = ".cache/slurm-stopped-node3.log"
+    os.remove(log)
+    local out, rc, took = run("srun -N 3 --ntasks-per-node=1 sh -c '" ..
+      "if [ $SLURM_PROCID = 2 ]; then (sleep 4; kill $(cat /run/slurm/slurmd.pid)) & exec >" .. log .. " 2>&1; fi; " ..
+      "build/lua5.4/ibvlua examples/fabric_matrix.lua -n 100000; echo \"exit $?\"; " ..
+      "rdma resource show | sed \"s/^/$(hostname) /\"'", 180)
+    assert.is_true(rc ~= 0 and rc ~= 124, out)
+    assert.is_true(took < 120, took)
+    assert.matches("Node failure on node3", out)
+    assert.matches("CANCELLED .* DUE TO NODE FAILURE", out)
+    local deadline, text = socket.gettime() + 90
+    repeat
+      socket.sleep(1)
+      text = support.slurp(log) or ""
+    until text:find("rxe0: ") or socket.gettime() > deadline
+    assert.matches("fabric_matrix %(rank 2 %(node3%)%): .*rank 0", text)
+    assert.matches("exit 1", text)
+    local left, lrc = run("srun -N 2 -w node[1-2] --ntasks-per-node=1 sh -c 'rdma resource show | " ..
+      "sed \"s/^/$(hostname) /\"'", 60)
+    assert.equal(0, lrc, left)
+    assert_nothing_left(left .. (text:match("node3 %d+: rxe0: [^\n]*") or ""))
+  end)
+end)
