@@ -118,7 +118,7 @@ ENV = LUA_PATH="lua/?.lua;lua/?/init.lua;spec/?.lua;$$LUA_PATH;;" \
 
 DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev librdmacm-dev \
 	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
-	lua-check qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
+	lua-check lua-luv qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
 	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8
 deps:
