@@ -465,6 +465,39 @@ function Fabric:alltoall(list, timeout)
   end)
 end
 
+local NOTHING = setmetatable({}, { __jsontype = "array" })
+
+--- Point to point through rank 0: msgs is a list of {rank, value} this rank
+-- sends, up a value for rank 0 alone.  Returns the list of {from, value} sent
+-- to this rank; at rank 0 also every rank's up (a list indexed rank + 1).
+-- Rank 0's cost is O(size + messages): the per-round exchange of a schedule.
+function Fabric:route(msgs, up, timeout)
+  if type(msgs) ~= "table" then error("bad argument #1 to 'route' (table expected, got " .. type(msgs) .. ")", 2) end
+  local inbox, all
+  local res, err = collective(self, "route", { m = msgs, u = up }, timeout, function(values, r)
+    if not inbox then
+      inbox, all = {}, {}
+      for src = 1, self.size do
+        local v = values[src]
+        if type(v) == "table" then
+          all[src] = v.u
+          for _, m in ipairs(type(v.m) == "table" and v.m or NOTHING) do
+            local to = int(type(m) == "table" and m[1])
+            if to and to >= 0 and to < self.size then
+              local l = inbox[to]
+              if not l then l = {}; inbox[to] = l end
+              l[#l + 1] = { src - 1, m[2] }
+            end
+          end
+        end
+      end
+    end
+    return inbox[r] or NOTHING
+  end)
+  if res == nil then return nil, err end
+  return res, all
+end
+
 --- Closes the connections (idempotent).
 function Fabric:close()
   if self.closed then return end
