@@ -50,6 +50,13 @@ local o = cli.run(arg, {
     help = "flag a latency above <x> times the lowest (default 2.1)" },
   { nil, "bw-fraction", arg = "f", type = "number", default = 0.93, min = 0, max = 1,
     help = "flag a bandwidth below <f> times the highest (default 0.93)" },
+  { nil, "reference", arg = "kind", default = "best",
+    help = "what the factors apply to: best (the lowest latency, the highest bandwidth; default) or median" },
+  { nil, "wait", arg = "how", default = "spin",
+    help = "how a rank waits for completions: spin (busy polling, as perftest; default) or event (sleeps on a "
+      .. "completion channel: for oversubscribed hosts and VMs)" },
+  { nil, "retest-width", arg = "n", type = "int", min = 1,
+    help = "pairs measured at once in a retest round (default: a quarter of the ranks, at least 1)" },
   { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
   { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
     help = "limit of every wait: completions, rounds, rendezvous (default 30)" },
@@ -77,6 +84,12 @@ if o.pattern and not (o.pattern == "tournament" or o.pattern == "shift" or o.pat
 end
 if o.quick and o.pattern and o.pattern ~= "tournament" then
   usage_error("--quick is the tournament's first round: it does not go with --pattern " .. o.pattern)
+end
+if o.reference ~= "best" and o.reference ~= "median" then
+  usage_error("option '--reference': best or median expected, got '" .. o.reference .. "'")
+end
+if o.wait ~= "spin" and o.wait ~= "event" then
+  usage_error("option '--wait': spin or event expected, got '" .. o.wait .. "'")
 end
 if o.bw_fraction <= 0 then usage_error("option '--bw-fraction': above 0 expected, got " .. o.bw_fraction) end
 if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'") end
@@ -177,7 +190,15 @@ local function open_rails()
               rail.gid = assert(ctx:query_gid(port, rail.gid_index))
               rail.lid, rail.mtu = attr.lid, attr.active_mtu
               rail.pd = assert(ctx:alloc_pd())
-              rail.cq = assert(ctx:create_cq(8 * RING + 8 * WINDOW * CHAIN + 64))
+              local cqe = 8 * RING + 8 * WINDOW * CHAIN + 64
+              if o.wait == "event" then
+                rail.channel = assert(ctx:create_comp_channel())
+                rail.cq = assert(ctx:create_cq{ cqe = cqe, channel = rail.channel })
+                local fd = rail.channel.fd
+                rail.waiter = { getfd = function() return fd end }
+              else
+                rail.cq = assert(ctx:create_cq(cqe))
+              end
               rail.wcs = ibv.wc_array(64)
               rail.out_lat = assert(rail.pd:reg_mr(2 * o.lat_size, ACCESS))
               rail.out_buf = assert(rail.pd:reg_mr(o.bw_size, ACCESS))
@@ -311,9 +332,14 @@ local W_PONG, W_PING, W_ECHO, W_PINGRX, W_CHAIN = 1001, 1002, 1003, 1004, 1005
 
 local function connect_end(e, rem)
   local rail = e.rail
-  local ok, err = e.qp:connect({ qpn = rem.qpn, psn = rem.psn, lid = rem.lid, gid = rem.gid },
-    { port_num = rail.port, sgid_index = rail.gid_index, qp_access_flags = ACCESS,
-      path_mtu = math.min(rail.mtu, rem.mtu), psn = e.psn })
+  local ok, err, errno
+  for _ = 1, 3 do -- RoCE resolves the peer's MAC in the RTR step: a first ARP may time out (ETIMEDOUT)
+    ok, err, errno = e.qp:connect({ qpn = rem.qpn, psn = rem.psn, lid = rem.lid, gid = rem.gid },
+      { port_num = rail.port, sgid_index = rail.gid_index, qp_access_flags = ACCESS,
+        path_mtu = math.min(rail.mtu, rem.mtu), psn = e.psn })
+    if ok or errno ~= 110 then break end
+    e.qp:modify{ qp_state = "reset" }
+  end
   if not ok then e.err = "RC connect: " .. tostring(err); return end
   e.raddr, e.rkey = rem.addr, rem.rkey
   if e.kind == "in" then -- the first ping's receive, before the round's barrier
@@ -470,6 +496,19 @@ local function run_ends(ends)
     end
   end
   local checked = t_start
+  local armed = false
+  local function poll_all(t)
+    local any = false
+    for _, rail in pairs(cqs) do
+      local n = rail.cq:poll(rail.wcs)
+      for i = 1, n or 0 do
+        any = true
+        local e = by_qpn[rail.wcs:qp_num(i)]
+        if e and e.state ~= "done" then on_wc(e, rail.wcs:wr_id(i), rail.wcs:status(i), t) end
+      end
+    end
+    return any
+  end
   while live > 0 do
     if lat_left == 0 and not bw_started then
       bw_started = true
@@ -478,11 +517,25 @@ local function run_ends(ends)
       end
     end
     local t = now()
-    for _, rail in pairs(cqs) do
-      local n = rail.cq:poll(rail.wcs)
-      for i = 1, n or 0 do
-        local e = by_qpn[rail.wcs:qp_num(i)]
-        if e and e.state ~= "done" then on_wc(e, rail.wcs:wr_id(i), rail.wcs:status(i), t) end
+    local any = poll_all(t)
+    if not any and o.wait == "event" then
+      -- arm every CQ, look once more (a completion may have come in between), then sleep on the channels
+      if not armed then
+        for _, rail in pairs(cqs) do rail.cq:req_notify() end
+        armed = true
+        any = poll_all(t)
+      end
+      if not any then
+        local fds = {}
+        for _, rail in pairs(cqs) do fds[#fds + 1] = rail.waiter end
+        local ready = socket.select(fds, nil, 0.5)
+        if #ready > 0 then
+          for _, rail in pairs(cqs) do
+            local cq = rail.channel:get_event(0)
+            if cq then cq:ack_events(1) end
+          end
+          armed = false
+        end
       end
     end
     if t - checked > 0.5 then -- ends that stalled
@@ -689,7 +742,7 @@ local function run_schedule(s, R, pass)
           e.connected = true
         else
           connect_end(e, rem)
-          if e.err then e.res = { error = f:name(ME) .. ": " .. e.err } end
+          if e.err then e.res = { error = e.err } end
         end
       end
     end
@@ -754,7 +807,7 @@ local first_seconds = socket.gettime() - t_run
 
 -- ------------------------------------------------------------------ diagnosis
 
-local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction }
+local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference }
 local retest_plan -- rank 0
 local first_list
 if ME == 0 then
@@ -809,7 +862,7 @@ if not o.dry_run and not o.no_retest then
         if not seen[key] then seen[key] = true; union[#union + 1] = p end
       end
     end
-    local rounds = schedule.disjoint_rounds(union)
+    local rounds = schedule.disjoint_rounds(union, o.retest_width or math.max(1, math.floor(N / 4)))
     retest_plan = schedule.explicit("retest", N, rounds)
     lists = {}
     for r = 0, N - 1 do lists[r + 1] = { rounds = #rounds, plan = retest_plan:rank_plan(r) } end
@@ -916,7 +969,7 @@ if ME == 0 then
     rails = plan.names[1], pairs = list, verdicts = verdicts, transient = transient_all, control = control,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = BW_ITERS,
-      lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, dry_run = o.dry_run or nil, launcher = f.launcher,
+      lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, dry_run = o.dry_run or nil, launcher = f.launcher,
       max_rounds = o.max_rounds } }
   print(matrix.text(report))
   if o.json then

@@ -27,19 +27,30 @@ diagnose.METRICS = {
 
 local function measured(p) return not p.unmeasured end
 
---- The fabric's own reference: the lowest latency and the highest bandwidths
--- among the pairs that completed.
-function diagnose.reference(list)
-  local ref = {}
+--- The fabric's own reference among the pairs that completed: the lowest
+-- latency and the highest bandwidths (kind "best", ClusterKit's), or the
+-- medians (kind "median": for fabrics whose healthy pairs vary a lot).
+function diagnose.reference(list, kind)
+  local ref, values = { kind = kind or "best" }, {}
   for _, p in ipairs(list) do
     if measured(p) and not p.error then
       for _, m in ipairs(diagnose.METRICS) do
         local v = p[m.key]
         if type(v) == "number" and v == v then
-          if ref[m.key] == nil or (m.higher and v > ref[m.key]) or (not m.higher and v < ref[m.key]) then
-            ref[m.key] = v
-          end
+          values[m.key] = values[m.key] or {}
+          table.insert(values[m.key], v)
         end
+      end
+    end
+  end
+  for _, m in ipairs(diagnose.METRICS) do
+    local l = values[m.key]
+    if l then
+      table.sort(l)
+      if ref.kind == "median" then
+        ref[m.key] = (l[math.floor((#l + 1) / 2)] + l[math.ceil((#l + 1) / 2)]) / 2
+      else
+        ref[m.key] = m.higher and l[#l] or l[1]
       end
     end
   end
@@ -49,6 +60,7 @@ end
 --- Why pair p is bad against ref, or nil (a list of reasons); and the metrics at fault (key -> true).
 function diagnose.why(p, ref, opts)
   local why, bad = {}, {}
+  local hi, lo = ref.kind == "median" and "median" or "max", ref.kind == "median" and "median" or "min"
   if p.error then why[#why + 1] = p.error end
   if p.data_ok == false then why[#why + 1] = "data check failed" end
   if not p.error then
@@ -58,10 +70,10 @@ function diagnose.why(p, ref, opts)
         if r then why[#why + 1] = m.title .. " missing" end
       elseif r and m.higher and v < opts.bw_fraction * r then
         bad[m.key] = true
-        why[#why + 1] = string.format("%s %.2f %s < %g x max %.2f", m.title, v, m.unit, opts.bw_fraction, r)
+        why[#why + 1] = string.format("%s %.2f %s < %g x %s %.2f", m.title, v, m.unit, opts.bw_fraction, hi, r)
       elseif r and not m.higher and v > opts.lat_factor * r then
         bad[m.key] = true
-        why[#why + 1] = string.format("%s %.1f %s > %g x min %.1f", m.title, v, m.unit, opts.lat_factor, r)
+        why[#why + 1] = string.format("%s %.1f %s > %g x %s %.1f", m.title, v, m.unit, opts.lat_factor, lo, r)
       end
     end
   end
@@ -71,7 +83,7 @@ end
 
 --- Flags the measured pairs (p.flagged, p.why); returns the reference used.
 function diagnose.flag(list, opts, ref)
-  ref = ref or diagnose.reference(list)
+  ref = ref or diagnose.reference(list, opts.reference)
   for _, p in ipairs(list) do
     if measured(p) then
       local why, bad = diagnose.why(p, ref, opts)

@@ -85,8 +85,10 @@ function matrix.text(report)
     end
   end
   unmeasured = unmeasured + math.max(0, (report.unscheduled or 0) - (report.listed_unscheduled or 0))
-  out[#out + 1] = string.format("%d pairs, %d bytes verified, %d flagged (latency > %gx min, bandwidth < %g x max)",
-    measured, bytes, #flagged, o.lat_factor or 0, o.bw_fraction or 0)
+  local med = o.reference == "median"
+  out[#out + 1] = string.format("%d pairs, %d bytes verified, %d flagged (latency > %gx %s, bandwidth < %g x %s)",
+    measured, bytes, #flagged, o.lat_factor or 0, med and "median" or "min", o.bw_fraction or 0,
+    med and "median" or "max")
   if unmeasured > 0 then
     local r = {}
     for why, n in pairs(reasons) do r[#r + 1] = string.format("%d: %s", n, why) end

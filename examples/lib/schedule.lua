@@ -189,14 +189,16 @@ function schedule.from_pairs(text, n, hosts, file)
 end
 
 --- Rounds of disjoint pairs for a list of unordered pairs {a, b} (greedy, in
--- order): a retest pass.
-function schedule.disjoint_rounds(list)
+-- order), at most width pairs a round: a retest pass, with fewer pairs at a
+-- time than the first so that contention does not repeat.
+function schedule.disjoint_rounds(list, width)
+  width = width or math.huge
   local rounds, left = {}, {}
   for i, p in ipairs(list) do left[i] = p end
   while #left > 0 do
     local used, round, rest = {}, {}, {}
     for _, p in ipairs(left) do
-      if not used[p[1]] and not used[p[2]] then
+      if not used[p[1]] and not used[p[2]] and #round < width then
         used[p[1]], used[p[2]] = true, true
         round[#round + 1] = p
       else
