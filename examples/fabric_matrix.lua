@@ -59,7 +59,8 @@ local o = cli.run(arg, {
     help = "pairs measured at once in a retest round (default: a quarter of the ranks, at least 1)" },
   { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
   { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
-    help = "limit of every wait: completions, rounds, rendezvous (default 30)" },
+    help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
+      .. "waits for a rank at a round's end three times it plus 15 s" },
   { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
   { nil, "json-lines", arg = "file", help = "stream each round's pairs as JSON lines to <file> (rank 0)" },
   { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0)" },
@@ -95,6 +96,8 @@ if o.bw_fraction <= 0 then usage_error("option '--bw-fraction': above 0 expected
 if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'") end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
 
+local ROUND_LIMIT = 2 * o.timeout -- a round's traffic, then its ends fail
+local EXCHANGE_LIMIT = ROUND_LIMIT + o.timeout + 15 -- rank 0 waits this long for a rank at a round's end
 local CHAIN = 8 -- send WRs per post, the last one signaled
 local WINDOW = 4 -- chains in flight
 local RING = 32 -- receives posted for the send bandwidth
@@ -416,7 +419,9 @@ local function run_ends(ends)
           sge = { mr = rail.out_buf, length = o.bw_size } })
         e.send = sl
         e.got = 0
+        e.rtts = {}
         e.t0 = now()
+        e.ti = e.t0
         local ok, err = e.qp:post_recv(e.ping_rx)
         if ok then ok, err = e.qp:post_send(e.ping_tx) end
         if not ok then fail(e, "ping-pong post: " .. tostring(err)) end
@@ -439,8 +444,13 @@ local function run_ends(ends)
       e.got = e.got + 1
       if e.got < 2 then return end
       e.i, e.got = e.i + 1, 0
+      e.rtts[e.i] = t - e.ti
+      e.ti = t
       if e.i == o.lat_iters then
-        e.res.lat_us = (t - e.t0) / o.lat_iters / 2 * 1e6
+        -- the typical round trip (median), halved: a host that stalls now and then does not move it
+        table.sort(e.rtts)
+        local m = (#e.rtts + 1) / 2
+        e.res.lat_us = (e.rtts[math.floor(m)] + e.rtts[math.ceil(m)]) / 4 * 1e6
         e.state = "lat_done"
         leave_lat(e)
         if bw_started then start_bw(e, "write") end
@@ -496,6 +506,7 @@ local function run_ends(ends)
     end
   end
   local checked = t_start
+  local deadline = t_start + ROUND_LIMIT
   local armed = false
   local function poll_all(t)
     local any = false
@@ -538,9 +549,15 @@ local function run_ends(ends)
         end
       end
     end
-    if t - checked > 0.5 then -- ends that stalled
+    if t - checked > 0.5 then -- ends that stalled, or the round past its limit
       checked = t
       for _, e in ipairs(ends) do
+        if e.state and e.state ~= "done" and t > deadline then
+          fail(e, string.format("round time limit (%g s) reached in %s", ROUND_LIMIT, e.state == "lat_done" and
+            "waiting for the other ends' latency" or e.state == "lat" and "ping-pong" or
+            e.state == "rx" and "send bandwidth (receiving)" or e.state == "write" and "RDMA write bandwidth" or
+            "send bandwidth"))
+        end
         if e.state and e.state ~= "done" and e.state ~= "lat_done" and t - e.last > o.timeout then
           local what = e.state == "lat" and "ping-pong" or e.state == "rx" and "send bandwidth (receiving)" or
             e.state == "write" and "RDMA write bandwidth" or "send bandwidth"
@@ -664,7 +681,7 @@ local ctl = { seconds = 0, cpu = 0, rounds = 0, max = 0 } -- this rank's time in
 
 local function exchange(msgs, up)
   local t0, c0 = socket.gettime(), os.clock()
-  local got, ups = f:route(msgs, up, o.timeout + 15)
+  local got, ups = f:route(msgs, up, EXCHANGE_LIMIT)
   local dt = socket.gettime() - t0
   ctl.seconds, ctl.cpu, ctl.rounds = ctl.seconds + dt, ctl.cpu + os.clock() - c0, ctl.rounds + 1
   ctl.max = math.max(ctl.max, dt)

@@ -16,7 +16,7 @@ local sh = support.sh
 -- Small figures: TCG emulation on shared cores, so the healthy pairs vary by a
 -- factor of 3 and more; the faults are made larger than that and the
 -- thresholds are taken against the median.
-local ARGS = "-d rxe0 -n 10 -N 8 -S 8192 --wait event --reference median --lat-factor 4 --bw-fraction 0.2"
+local ARGS = "-d rxe0 -n 10 -N 8 -S 8192 --wait event --reference median --lat-factor 5 --bw-fraction 0.2"
 
 local function matrix(args, limit)
   local t0 = socket.gettime()
@@ -59,7 +59,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
   it("healthy: a tournament measures every ordered pair once, no rank twice in a round, no verdict", function()
     local json = ".cache/nodes4-healthy.json"
     if NODE == 1 then os.remove(json) end
-    local out, rc = matrix("--json " .. json, 150)
+    local out, rc = matrix("-t 10 --json " .. json, 150)
     assert.equal(0, rc, out)
     if NODE ~= 1 then return end
     assert.matches("PASS", out)
@@ -96,7 +96,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     if NODE == 1 then os.remove(json) end
     if NODE == 3 then tc{ "tc qdisc add dev eth0 root tbf rate 400kbit burst 4kb latency 1s" } end
     local ok, err = pcall(function()
-      local out, rc = matrix("--json " .. json, 200)
+      local out, rc = matrix("-t 10 --json " .. json, 200)
       assert.equal(1, rc, out)
       if NODE ~= 1 then return end
       local m = load(json)
@@ -121,7 +121,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
           "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
     end
     local ok, err = pcall(function()
-      local out, rc = matrix("--json " .. json, 200)
+      local out, rc = matrix("-t 10 --json " .. json, 200)
       assert.equal(1, rc, out)
       if NODE ~= 1 then return end
       local m = load(json)
