@@ -7,6 +7,8 @@
 #   make demo         show rxe0 from inside the soft-RoCE VM
 #   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
 #   make bench-ir     instructions per WR under callgrind: C, Lua 5.4, LuaJIT, LuaJIT FFI, pyverbs
+#   make bench-fabric fabric_matrix at scale: dry runs of 64 to 2048 local ranks, tournament, shift
+#                     and serial on four soft-RoCE VMs (one boot)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
 #   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
@@ -158,6 +160,10 @@ bench: all
 bench-ir: all
 	bench/run-ir
 
+# not part of make test: thousands of local processes, then four VMs
+bench-fabric: all
+	bench/fabric
+
 # generated, not committed: build/ is the build output
 doc:
 	ldoc -c docs/config.ld .
@@ -181,4 +187,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: all embed install deps test check-host check-ffi bench bench-ir demo doc fuzz soak lint clean
+.PHONY: all embed install deps test check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean

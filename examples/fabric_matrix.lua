@@ -60,7 +60,7 @@ local o = cli.run(arg, {
   { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
   { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
     help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
-      .. "waits for a rank at a round's end three times it plus 15 s" },
+      .. "waits for a rank at a round's end four times it plus 30 s" },
   { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
   { nil, "json-lines", arg = "file", help = "stream each round's pairs as JSON lines to <file> (rank 0)" },
   { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0)" },
@@ -93,11 +93,14 @@ if o.wait ~= "spin" and o.wait ~= "event" then
   usage_error("option '--wait': spin or event expected, got '" .. o.wait .. "'")
 end
 if o.bw_fraction <= 0 then usage_error("option '--bw-fraction': above 0 expected, got " .. o.bw_fraction) end
-if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'") end
+if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
+  usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
+end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
 
 local ROUND_LIMIT = 2 * o.timeout -- a round's traffic, then its ends fail
-local EXCHANGE_LIMIT = ROUND_LIMIT + o.timeout + 15 -- rank 0 waits this long for a rank at a round's end
+-- rank 0 waits this long for a rank at a round's end: its traffic, its QPs of the next rounds, slack
+local EXCHANGE_LIMIT = ROUND_LIMIT + 2 * o.timeout + 30
 local CHAIN = 8 -- send WRs per post, the last one signaled
 local WINDOW = 4 -- chains in flight
 local RING = 32 -- receives posted for the send bandwidth
@@ -167,12 +170,14 @@ local function open_rails()
   local rails = {}
   for _, name in ipairs(wanted) do
     if not present[name] then
-      rails[#rails + 1] = { name = name .. ":" .. o.ib_port, fault = string.format("no RDMA device %s (this host has: %s)",
-        name, #list > 0 and table.concat(list, ", ") or "none") }
+      rails[#rails + 1] = { name = name .. ":" .. o.ib_port,
+        fault = string.format("no RDMA device %s (this host has: %s)", name, #list > 0 and table.concat(list, ", ") or
+          "none") }
     else
       local ctx, cerr = ibv.open(name)
       if not ctx then
-        rails[#rails + 1] = { name = name .. ":" .. o.ib_port, fault = "cannot open " .. name .. ": " .. tostring(cerr) }
+        rails[#rails + 1] = { name = name .. ":" .. o.ib_port,
+          fault = "cannot open " .. name .. ": " .. tostring(cerr) }
       else
         local ports = { o.ib_port }
         if o.ib_dev == "all" then
@@ -336,11 +341,12 @@ local W_PONG, W_PING, W_ECHO, W_PINGRX, W_CHAIN = 1001, 1002, 1003, 1004, 1005
 local function connect_end(e, rem)
   local rail = e.rail
   local ok, err, errno
+  local until_t = now() + o.timeout
   for _ = 1, 3 do -- RoCE resolves the peer's MAC in the RTR step: a first ARP may time out (ETIMEDOUT)
     ok, err, errno = e.qp:connect({ qpn = rem.qpn, psn = rem.psn, lid = rem.lid, gid = rem.gid },
       { port_num = rail.port, sgid_index = rail.gid_index, qp_access_flags = ACCESS,
         path_mtu = math.min(rail.mtu, rem.mtu), psn = e.psn })
-    if ok or errno ~= 110 then break end
+    if ok or errno ~= 110 or now() > until_t then break end
     e.qp:modify{ qp_state = "reset" }
   end
   if not ok then e.err = "RC connect: " .. tostring(err); return end
@@ -749,7 +755,8 @@ local function run_schedule(s, R, pass)
     for _, e in ipairs(rd.ends) do
       if not e.skip then
         -- my out end meets the peer's in end, and the other way round
-        local theirs = rd.remote and rd.remote[e.peer .. " " .. (e.kind == "out" and "in" or "out") .. " " .. e.rail.index]
+        local key = e.peer .. " " .. (e.kind == "out" and "in" or "out") .. " " .. e.rail.index
+        local theirs = rd.remote and rd.remote[key]
         local rem = theirs and theirs ~= "-" and parse_info(theirs)
         if not f:alive(e.peer) then
           e.skip = f:name(e.peer) .. " unreachable"
@@ -845,10 +852,10 @@ if ME == 0 then
       end
     end
   end
-  -- a pair with a rank that died or is faulty is unmeasured, whatever the survivor saw
+  -- a pair a rank that died did not finish is unmeasured, whatever the survivor saw (what it finished stays)
   for _, x in ipairs(store.list) do
     for _, r in ipairs({ x.src, x.dst }) do
-      if not x.unmeasured and not f:alive(r) then
+      if not x.unmeasured and not f:alive(r) and (x.error or x.lat_us == nil) then
         x.unmeasured = f:name(r) .. " unreachable" .. (x.error and (" (" .. x.error .. ")") or "")
       end
     end
@@ -941,7 +948,7 @@ if ME == 0 then
           end
         end
       else
-        local v, transient = diagnose.verdicts(l, again, refs[ki], p, opts, function(r) return f:name(r) end)
+        local v, transient = diagnose.verdicts(again, refs[ki], p, opts, function(r) return f:name(r) end)
         for _, x in ipairs(v) do
           x.hosts = hosts_of(x.ranks)
           x.rail = plan.names[x.ranks[1] + 1] and plan.names[x.ranks[1] + 1][ki] or ("rail " .. ki)
@@ -986,7 +993,8 @@ if ME == 0 then
     rails = plan.names[1], pairs = list, verdicts = verdicts, transient = transient_all, control = control,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = BW_ITERS,
-      lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, dry_run = o.dry_run or nil, launcher = f.launcher,
+      lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, dry_run = o.dry_run or nil,
+      launcher = f.launcher,
       max_rounds = o.max_rounds } }
   print(matrix.text(report))
   if o.json then

@@ -166,10 +166,10 @@ function diagnose.retest_plan(list, n, excluded)
   return plan
 end
 
---- The verdicts from the first pass (flagged) and the retest pass (retested:
--- pair records like the first pass's).  names(r) gives "rank 3 (node4)".
+--- The verdicts from the retest pass (retested: pair records like the first
+-- pass's) and the plan made from the first.  names(r) gives "rank 3 (node4)".
 -- Returns verdicts ({kind =, ranks =, why =}) and the transient pairs.
-function diagnose.verdicts(list, retested, ref, plan, opts, names)
+function diagnose.verdicts(retested, ref, plan, opts, names)
   names = names or function(r) return "rank " .. r end
   local again = {} -- "a-b" -> the retest records of that pair (both directions)
   for _, p in ipairs(retested or {}) do

@@ -134,7 +134,9 @@ function schedule.from_pairs(text, n, hosts, file)
   local function rank_of(word, line)
     local r = toint(word)
     if r then
-      if r < 0 or r >= n then return nil, string.format("%s:%d: rank %d is not a rank (0 to %d)", file, line, r, n - 1) end
+      if r < 0 or r >= n then
+        return nil, string.format("%s:%d: rank %d is not a rank (0 to %d)", file, line, r, n - 1)
+      end
       return r
     end
     local h = by_host[word]

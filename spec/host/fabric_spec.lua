@@ -381,7 +381,7 @@ local function diagnosis(n, first_change, again_change, opts)
   local l = fabric_of(n, first_change)
   local ref = diagnose.flag(l, opts)
   local plan = diagnose.retest_plan(l, n)
-  local v, transient = diagnose.verdicts(l, retest(plan, again_change), ref, plan, opts)
+  local v, transient = diagnose.verdicts(retest(plan, again_change), ref, plan, opts)
   return v, transient, plan, l
 end
 
@@ -503,8 +503,9 @@ local function matrix_ranks(n, args)
   local outs = {}
   for r = n - 1, 0, -1 do
     outs[r] = os.tmpname()
-    os.execute(string.format("(IBV_FABRIC_RANK=%d IBV_FABRIC_SIZE=%d IBV_FABRIC_ROOT=127.0.0.1:%d LUA_PATH='lua/?.lua;;' "
-      .. "LUA_CPATH='%s' timeout 60 %s examples/fabric_matrix.lua %s > %s 2>&1; echo $? > %s.rc) &", r, n, port, CPATH,
+    os.execute(string.format("(IBV_FABRIC_RANK=%d IBV_FABRIC_SIZE=%d IBV_FABRIC_ROOT=127.0.0.1:%d "
+      .. "LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' timeout 60 %s examples/fabric_matrix.lua %s > %s 2>&1; "
+      .. "echo $? > %s.rc) &", r, n, port, CPATH,
       LUA, args, outs[r], outs[r]))
   end
   local text, rcs, deadline = nil, {}, os.time() + 70

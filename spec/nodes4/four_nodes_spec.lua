@@ -13,10 +13,11 @@ local NODE = tonumber(os.getenv("RXE_VM_NODE") or "0")
 local KTREE = os.getenv("RXE_VM_KTREE") or ""
 local sh = support.sh
 
--- Small figures: TCG emulation on shared cores, so the healthy pairs vary by a
--- factor of 3 and more; the faults are made larger than that and the
--- thresholds are taken against the median.
-local ARGS = "-d rxe0 -n 10 -N 8 -S 8192 --wait event --reference median --lat-factor 5 --bw-fraction 0.2"
+-- Small figures: TCG emulation on shared cores, so the healthy pairs vary a
+-- lot (latency by 2x and more, bandwidth by 10x on a busy machine); the
+-- faults are made much larger than that (node 3 at 100 kbit/s, 300 ms more on
+-- the link) and the thresholds are taken against the median.
+local ARGS = "-d rxe0 -n 10 -N 8 -S 8192 --wait event --reference median --lat-factor 3 --bw-fraction 0.05"
 
 local function matrix(args, limit)
   local t0 = socket.gettime()
@@ -94,7 +95,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
   it("node 3 rate-limited (tbf on its eth0): the verdict names node 3 as a slow node, and no other", function()
     local json = ".cache/nodes4-slow.json"
     if NODE == 1 then os.remove(json) end
-    if NODE == 3 then tc{ "tc qdisc add dev eth0 root tbf rate 400kbit burst 4kb latency 1s" } end
+    if NODE == 3 then tc{ "tc qdisc add dev eth0 root tbf rate 100kbit burst 4kb latency 1s" } end
     local ok, err = pcall(function()
       local out, rc = matrix("-t 10 --json " .. json, 200)
       assert.equal(1, rc, out)
@@ -117,7 +118,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     if NODE == 1 then os.remove(json) end
     if NODE == 2 then
       tc{ "tc qdisc add dev eth0 root handle 1: prio",
-          "tc qdisc add dev eth0 parent 1:3 handle 30: netem delay 150ms",
+          "tc qdisc add dev eth0 parent 1:3 handle 30: netem delay 300ms",
           "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
     end
     local ok, err = pcall(function()
@@ -161,11 +162,14 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     assert.same({ "node4" }, v.hosts)
     assert.matches("rank 3 %(node4%) left the fabric", v.why)
     for _, p in ipairs(first_pass(m)) do
-      if p.src ~= 3 and p.dst ~= 3 then
+      if p.round == 0 then -- measured before the kill: kept
+        assert.is_nil(p.unmeasured, dkjson.encode(p))
+        assert.is_true(p.lat_us > 0, dkjson.encode(p))
+      elseif p.src ~= 3 and p.dst ~= 3 then
         assert.is_nil(p.unmeasured, dkjson.encode(p))
         assert.is_nil(p.error, dkjson.encode(p))
         assert.is_true(p.data_ok, dkjson.encode(p))
-      elseif p.round >= 1 then
+      else
         assert.matches("rank 3 %(node4%) unreachable", p.unmeasured)
       end
     end
