@@ -9,7 +9,8 @@ describe("mpirun -np 4 fabric_matrix.lua on rxe0", function()
   it("measures all 12 ordered pairs and verifies their bytes", function()
     local json = os.tmpname()
     local out, rc = support.run("timeout 200 mpirun --allow-run-as-root --oversubscribe -np 4 " ..
-      support.example("fabric_matrix.lua", "-d rxe0 -n 50 -N 16 -S 8192 --reference median --lat-factor 100 --bw-fraction 0.01 --json " .. json))
+      support.example("fabric_matrix.lua", "-d rxe0 -n 50 -N 16 -S 8192 --reference median --lat-factor 100 "
+        .. "--bw-fraction 0.01 --json " .. json))
     assert.equal(0, rc, out)
     assert.matches("12 pairs, %d+ bytes verified, 0 flagged", out)
     local f = assert(io.open(json))

@@ -26,7 +26,9 @@ describe("two soft-RoCE nodes", function()
   it("fabric_matrix.lua measures both ordered pairs and verifies the bytes", function()
     local json = ".cache/nodes-matrix.json"
     if NODE == 1 then os.remove(json) end
-    local out, rc = run("fabric_matrix.lua", "-d rxe0 -n 100 -N 32 -S 16384 --reference median --lat-factor 100 --bw-fraction 0.01 --json " .. json)
+    -- thresholds no emulated pair misses: this spec is about the bytes, the 4-node one about verdicts
+    local out, rc = run("fabric_matrix.lua", "-d rxe0 -n 100 -N 32 -S 16384 --reference median --lat-factor 100 "
+      .. "--bw-fraction 0.01 --json " .. json)
     assert.equal(0, rc, out)
     if NODE ~= 1 then return end
     assert.matches("2 pairs, %d+ bytes verified, 0 flagged", out)
