@@ -57,6 +57,8 @@ local o = cli.run(arg, {
       .. "completion channel: for oversubscribed hosts and VMs)" },
   { nil, "retest-width", arg = "n", type = "int", min = 1,
     help = "pairs measured at once in a retest round (default: a quarter of the ranks, at least 1)" },
+  { nil, "qp-timeout", arg = "n", type = "int", default = 14, min = 1, max = 31,
+    help = "the RC QPs' ack timeout exponent: 4.096 us x 2^n (default 14: 67 ms); raise it on links that queue long" },
   { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
   { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
     help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
@@ -115,6 +117,8 @@ if not f then
   os.exit(1)
 end
 local N, ME = f.size, f.rank
+-- every collective after the rendezvous follows a round: it waits as long as a round's exchange
+f.timeout = ROUND_LIMIT + 2 * o.timeout + 30
 local function fatal(err)
   say("fabric_matrix (%s): %s", f:name(ME), tostring(err))
   f:close()
@@ -345,7 +349,7 @@ local function connect_end(e, rem)
   for _ = 1, 3 do -- RoCE resolves the peer's MAC in the RTR step: a first ARP may time out (ETIMEDOUT)
     ok, err, errno = e.qp:connect({ qpn = rem.qpn, psn = rem.psn, lid = rem.lid, gid = rem.gid },
       { port_num = rail.port, sgid_index = rail.gid_index, qp_access_flags = ACCESS,
-        path_mtu = math.min(rail.mtu, rem.mtu), psn = e.psn })
+        path_mtu = math.min(rail.mtu, rem.mtu), psn = e.psn, timeout = o.qp_timeout })
     if ok or errno ~= 110 or now() > until_t then break end
     e.qp:modify{ qp_state = "reset" }
   end

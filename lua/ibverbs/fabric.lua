@@ -113,6 +113,7 @@ local function read_frame(sock, deadline)
   local body
   body, err = sock:receive(n)
   if not body then return nil, err end
+  if body:byte(1) == 114 then return fabric.route_reply_decode(body) end -- "r"
   local msg, _, derr = dkjson.decode(body)
   if type(msg) ~= "table" then return nil, "malformed frame: " .. tostring(derr) end
   return msg
@@ -170,7 +171,13 @@ local function drain(c)
     if #c.buf < 8 + n then break end
     local body = c.buf:sub(9, 8 + n)
     c.buf = c.buf:sub(9 + n)
-    local msg, _, derr = dkjson.decode(body)
+    local msg, derr
+    if body:byte(1) == 82 then -- "R": a route frame, no JSON to parse
+      msg, derr = fabric.route_decode(body)
+    else
+      local _
+      msg, _, derr = dkjson.decode(body)
+    end
     if type(msg) ~= "table" then c.closed = "malformed frame: " .. tostring(derr); c.buf = ""; break end
     c.frames[#c.frames + 1] = msg
   end
@@ -324,6 +331,7 @@ local function hub_collect(self, op, local_value, deadline)
       return
     end
     values[r + 1] = msg.v
+    c.spoke_raw = msg.raw
     got[r] = true
     want = want - 1
   end
@@ -357,7 +365,7 @@ end
 -- One collective: every rank gives value; rank 0 computes each rank's answer with
 -- answer(values, rank) (values indexed rank + 1) and sends it back.  A reply
 -- that is the same value for several ranks is encoded once.
-local function collective(self, op, value, timeout, answer)
+local function collective(self, op, value, timeout, answer, raw)
   if self.err then return nil, self.err end
   if self.closed then return nil, "the fabric is closed" end
   timeout = timeout or self.timeout
@@ -366,7 +374,12 @@ local function collective(self, op, value, timeout, answer)
   if self.size == 1 then return answer({ value }, 0) end
   local deadline = socket.gettime() + timeout
   if self.rank ~= 0 then
-    local ok, err = send_frame(self.up, { op = op, seq = self.seq, v = value }, deadline)
+    local ok, err
+    if raw then
+      ok, err = send_raw(self.up, raw.send(self.seq, value), deadline)
+    else
+      ok, err = send_frame(self.up, { op = op, seq = self.seq, v = value }, deadline)
+    end
     if not ok then return broken(self, string.format("%s: cannot reach rank 0: %s", op, err)) end
     -- rank 0 names a missing rank when its own limit passes: wait a little longer than that
     local msg
@@ -386,23 +399,26 @@ local function collective(self, op, value, timeout, answer)
   end
   local values, err = hub_collect(self, op, value, deadline)
   local dead = #self.dead_list > 0 and self.dead_list or nil
-  local last, last_frame
+  local last, last_raw, last_json, err_frame
   for r = 1, self.size - 1 do
     local c = self.peers[r]
     if c then
       local frame
       if err then
-        frame = last_frame or encode({ err = err })
+        err_frame = err_frame or encode({ err = err })
+        frame = err_frame
       else
         local v = answer(values, r)
-        if v == last and last_frame then
-          frame = last_frame
-        else
-          frame = encode({ v = v, dead = dead })
-        end
+        if v ~= last then last_raw, last_json = nil, nil end
         last = v
+        if raw and c.spoke_raw then -- a rank gets its answer framed as it asked
+          last_raw = last_raw or raw.reply(v, dead)
+          frame = last_raw
+        else
+          last_json = last_json or encode({ v = v, dead = dead })
+          frame = last_json
+        end
       end
-      last_frame = frame
       local ok, serr = send_raw(c.sock, frame, socket.gettime() + 5)
       if not ok and self.tolerant then
         bury(self, r, string.format("%s left the fabric during %s (%s)", self:name(r), op, tostring(serr)))
@@ -467,12 +483,82 @@ end
 
 local NOTHING = setmetatable({}, { __jsontype = "array" })
 
+-- The per-round exchange is framed by hand when its payloads are strings:
+-- rank 0 then parses and writes each frame with a few string.find / concat
+-- calls instead of dkjson (a tenth of the time).  Frames: "R<seq> <len(up)|-1>
+-- <up>" then "<to> <len> <payload>" per message; the reply "r<len> <dead as
+-- JSON>" then "<from> <len> <payload>" per message.
+function fabric.route_encode(seq, v)
+  local parts = { "R", seq, " ", v.u and #v.u or -1, " ", v.u or "" }
+  for _, m in ipairs(v.m) do
+    parts[#parts + 1] = m[1] .. " " .. #m[2] .. " "
+    parts[#parts + 1] = m[2]
+  end
+  local body = table.concat(parts)
+  return string.format("%08x", #body) .. body
+end
+
+function fabric.route_decode(body)
+  local seq, ulen, p = body:match("^R(%d+) (%-?%d+) ()")
+  if not seq then return nil, "malformed route frame" end
+  ulen = tonumber(ulen)
+  local v = { m = {} }
+  if ulen >= 0 then v.u = body:sub(p, p + ulen - 1); p = p + ulen end
+  while p <= #body do
+    local to, len, q = body:match("^(%d+) (%d+) ()", p)
+    if not to then return nil, "malformed route frame" end
+    v.m[#v.m + 1] = { tonumber(to), body:sub(q, q + tonumber(len) - 1) }
+    p = q + tonumber(len)
+  end
+  if p ~= #body + 1 then return nil, "malformed route frame (short)" end
+  return { op = "route", seq = tonumber(seq), v = v, raw = true }
+end
+
+local function route_reply(list, dead)
+  for _, m in ipairs(list) do
+    if type(m[2]) ~= "string" then return encode({ v = list, dead = dead }) end -- sent by a rank that used JSON
+  end
+  local d = dead and dkjson.encode(dead) or ""
+  local parts = { "r", #d, " ", d }
+  for _, m in ipairs(list) do
+    parts[#parts + 1] = m[1] .. " " .. #m[2] .. " "
+    parts[#parts + 1] = m[2]
+  end
+  local body = table.concat(parts)
+  return string.format("%08x", #body) .. body
+end
+
+function fabric.route_reply_decode(body)
+  local dlen, p = body:match("^r(%d+) ()")
+  if not dlen then return nil, "malformed route reply" end
+  dlen = tonumber(dlen)
+  local msg = { v = {} }
+  if dlen > 0 then msg.dead = dkjson.decode(body:sub(p, p + dlen - 1)) end
+  p = p + dlen
+  while p <= #body do
+    local from, len, q = body:match("^(%d+) (%d+) ()", p)
+    if not from then return nil, "malformed route reply" end
+    msg.v[#msg.v + 1] = { tonumber(from), body:sub(q, q + tonumber(len) - 1) }
+    p = q + tonumber(len)
+  end
+  if p ~= #body + 1 then return nil, "malformed route reply (short)" end
+  return msg
+end
+
+local RAW = { send = function(seq, v) return fabric.route_encode(seq, v) end, reply = route_reply }
+
 --- Point to point through rank 0: msgs is a list of {rank, value} this rank
 -- sends, up a value for rank 0 alone.  Returns the list of {from, value} sent
 -- to this rank; at rank 0 also every rank's up (a list indexed rank + 1).
 -- Rank 0's cost is O(size + messages): the per-round exchange of a schedule.
+-- When every value is a string (up a string or nil), the frames are made by
+-- hand rather than by dkjson.
 function Fabric:route(msgs, up, timeout)
   if type(msgs) ~= "table" then error("bad argument #1 to 'route' (table expected, got " .. type(msgs) .. ")", 2) end
+  local raw = up == nil or type(up) == "string"
+  for _, m in ipairs(msgs) do
+    if type(m) ~= "table" or type(m[2]) ~= "string" or not int(m[1]) then raw = false; break end
+  end
   local inbox, all
   local res, err = collective(self, "route", { m = msgs, u = up }, timeout, function(values, r)
     if not inbox then
@@ -493,7 +579,7 @@ function Fabric:route(msgs, up, timeout)
       end
     end
     return inbox[r] or NOTHING
-  end)
+  end, raw and RAW or nil)
   if res == nil then return nil, err end
   return res, all
 end

@@ -75,6 +75,8 @@ out.bcast = assert(f:bcast(f.rank == 0 and "from 0" or "not me"))
 out.scatter = assert(f:scatter(f.rank == 0 and { "a", "b", "c" } or nil, 0))
 local got, ups = assert(f:route({ { (f.rank + 1) % f.size, "to " .. (f.rank + 1) % f.size } }, f.rank * 10))
 out.route, out.ups = got, f.rank == 0 and ups or nil
+got, ups = assert(f:route({ { (f.rank + 1) % f.size, "s 1\n" .. f.rank } }, "u\n" .. f.rank)) -- framed by hand
+out.route_s, out.ups_s = got, f.rank == 0 and ups or nil
 assert(f:barrier())
 if tonumber(os.getenv("LEAVE") or -1) == f.rank then print(dkjson.encode{ left = true }) os.exit(0) end
 local t0 = os.time()
@@ -132,6 +134,7 @@ describe("ibverbs.fabric among processes on loopback TCP", function()
       assert.equal("from 0", o.bcast)
       assert.equal(({ "a", "b", "c" })[r + 1], o.scatter)
       assert.same({ { (r + 2) % 3, "to " .. r } }, o.route)
+      assert.same({ { (r + 2) % 3, "s 1\n" .. (r + 2) % 3 } }, o.route_s)
       assert.is_true(o.ok)
     end
   end)
@@ -149,6 +152,14 @@ describe("ibverbs.fabric among processes on loopback TCP", function()
   it("routes point to point through rank 0 (route) and hands rank 0 every rank's value", function()
     local out = ranks(3, { 0, 1, 2 }, "T=10")
     assert.same({ 0, 10, 20 }, out[0].ups)
+    assert.same({ "u\n0", "u\n1", "u\n2" }, out[0].ups_s)
+    -- the hand-made frames: any bytes in the strings, no up, no messages
+    local body = fabric.route_encode(7, { m = { { 3, "a b\n\0c" }, { 12, "" } }, u = "x y" }):sub(9)
+    assert.same({ op = "route", seq = 7, raw = true, v = { u = "x y", m = { { 3, "a b\n\0c" }, { 12, "" } } } },
+      fabric.route_decode(body))
+    assert.same({ op = "route", seq = 1, raw = true, v = { m = {} } }, fabric.route_decode(fabric.route_encode(1,
+      { m = {} }):sub(9)))
+    assert.is_nil(fabric.route_decode("R1 5 ab"))
   end)
 
   it("goes on without a rank that leaves when tolerant: every rank names it, the collectives still work", function()
