@@ -19,13 +19,14 @@ local sh = support.sh
 -- the link) and the thresholds are taken against the median.  The QPs' ack
 -- timeout is raised to 2 s (--qp-timeout 19) so that node 3's queue, which
 -- drops nothing, delays its packets rather than making RC retransmit them.
-local ARGS = "-d rxe0 -n 10 -N 8 -S 8192 --qp-timeout 19 --wait event --reference median --lat-factor 3 "
-  .. "--bw-fraction 0.05"
+local COMMON = "-d rxe0 -S 8192 --qp-timeout 19 --wait event --reference median --lat-factor 3 --bw-fraction 0.05"
+local ARGS = COMMON .. " -n 10 -N 8"
+local KILL_ARGS = COMMON .. " -n 200 -N 64" -- rounds of seconds: the kill lands in one
 
-local function matrix(args, limit)
+local function matrix(args, limit, common)
   local t0 = socket.gettime()
   local out, rc = support.spawn("timeout " .. limit .. " " .. support.example("fabric_matrix.lua",
-    ARGS .. " " .. args)):wait(limit + 10)
+    (common or ARGS) .. " " .. args)):wait(limit + 10)
   return out, rc, socket.gettime() - t0
 end
 
@@ -146,13 +147,14 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     -- node 4 waits until rank 0 streamed the first round's pairs, then kills its rank
     if NODE == 4 then
       sh("sleep 1")
-      local out, rc = support.capture(support.example("fabric_matrix.lua", ARGS .. " -t 5") ..
+      local out, rc = support.capture(support.example("fabric_matrix.lua", KILL_ARGS .. " -t 5") ..
         " > /tmp/killed.out 2>&1 & pid=$!; i=0; while [ ! -s " .. lines .. " ] && [ $i -lt 1200 ]; do sleep 0.1; " ..
         "i=$((i + 1)); done; kill -9 $pid; wait $pid; echo killed=$?")
       assert.matches("killed=137", out, tostring(rc))
       return
     end
-    local out, rc, took = matrix("-t 5 --json " .. json .. (NODE == 1 and " --json-lines " .. lines or ""), 150)
+    local out, rc, took = matrix("-t 5 --json " .. json .. (NODE == 1 and " --json-lines " .. lines or ""), 150,
+      KILL_ARGS)
     assert.equal(1, rc, out)
     -- the budget: three healthy rounds, the timeout of the round rank 3 died in, one exchange limit
     assert.is_true(took < 90, "took " .. took .. " s")
