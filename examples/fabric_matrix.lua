@@ -944,12 +944,9 @@ if ME == 0 then
       refs[ki] = refs[ki] or diagnose.flag(l, opts)
       local p = plans_by_rail[ki]
       if o.no_retest or not p then
-        -- no second pass: every flagged pair is reported, none judged
+        -- no second pass: the flagged pairs are reported (and fail the run), none is judged
         for _, x in ipairs(l) do
-          if x.flagged then
-            verdicts[#verdicts + 1] = { kind = "link", ranks = { x.src, x.dst }, hosts = hosts_of({ x.src, x.dst }),
-              rail = plan.names[1][ki], why = "flagged, not retested (--no-retest): " .. x.why }
-          end
+          if x.flagged then status = 1 end
         end
       else
         local v, transient = diagnose.verdicts(again, refs[ki], p, opts, function(r) return f:name(r) end)

@@ -190,7 +190,7 @@ function Hub:add(sock, id)
   local c = { sock = sock, buf = "", frames = {}, id = id }
   self.conns[c] = true
   if self.uv then
-    c.poll = uv.new_poll(math.tointeger(sock:getfd()))
+    c.poll = uv.new_poll(int(sock:getfd()))
     c.poll:start("r", function() self.ready[#self.ready + 1] = c end)
   end
   return c
@@ -200,7 +200,7 @@ function Hub:listen(l, on_accept)
   l:settimeout(0)
   self.listener, self.on_accept = l, on_accept
   if self.uv then
-    self.lpoll = uv.new_poll(math.tointeger(l:getfd()))
+    self.lpoll = uv.new_poll(int(l:getfd()))
     self.lpoll:start("r", function() self.accept_ready = true end)
   end
 end
