@@ -591,6 +591,27 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
   end)
 end)
 
+describe("examples/fabric_matrix.lua --dry-run with two rails", function()
+  it("runs every ordered pair on each rail, named in the JSON", function()
+    local json = os.tmpname()
+    local out, rc = matrix_ranks(3, "--dry-run -d mlx5_0,mlx5_1 --json " .. json)
+    assert.same({ [0] = 0, 0, 0 }, rc, out)
+    local fh = assert(io.open(json))
+    local j = dkjson.decode(fh:read("a"))
+    fh:close()
+    os.remove(json)
+    assert.same({ "mlx5_0", "mlx5_1" }, j.rails)
+    assert.equal(3, j.rounds) -- odd N: N rounds
+    local seen = {}
+    for _, p in ipairs(j.pairs) do
+      local key = p.rail .. " " .. p.src .. "-" .. p.dst
+      assert.is_nil(seen[key], key)
+      seen[key] = true
+    end
+    assert.equal(12, #j.pairs) -- 6 ordered pairs on each rail
+  end)
+end)
+
 describe("examples/fabric_check.lua on this host (no RDMA driver)", function()
   it("reports the missing driver as this node's fault and exits 1, without a traceback", function()
     local p = io.popen("LUA_PATH='lua/?.lua;;' LUA_CPATH='" .. CPATH .. "' " .. LUA ..
