@@ -7,6 +7,8 @@
 #   make demo         show rxe0 from inside the soft-RoCE VM
 #   make bench        Lua against C on rxe0: bench/run (post_poll), bench/run-ffi (LuaJIT FFI)
 #   make bench-ir     instructions per WR under callgrind: C, Lua 5.4, LuaJIT, LuaJIT FFI, pyverbs
+#   make bench-fabric fabric_matrix at scale: dry runs of 64 to 2048 local ranks, tournament, shift
+#                     and serial on four soft-RoCE VMs (one boot)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make spec SPEC=spec/device/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
 #                     one spec file: host specs here, the others in the soft-RoCE VM
@@ -120,7 +122,7 @@ ENV = LUA_PATH="lua/?.lua;lua/?/init.lua;spec/?.lua;$$LUA_PATH;;" \
 
 DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev librdmacm-dev \
 	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
-	lua-check qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
+	lua-check lua-luv qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
 	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8 \
 	slurm-wlm munge libpmix-dev
@@ -177,6 +179,10 @@ bench: all
 bench-ir: all
 	bench/run-ir
 
+# not part of make test: thousands of local processes, then four VMs
+bench-fabric: all
+	bench/fabric
+
 # generated, not committed: build/ is the build output
 doc:
 	ldoc -c docs/config.ld .
@@ -200,4 +206,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: all embed install deps test spec check-host check-ffi bench bench-ir demo doc fuzz soak lint clean
+.PHONY: all embed install deps test spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean

@@ -1,67 +1,138 @@
 #!/usr/bin/env lua5.4
 --- fabric_matrix.lua: the all-pairs test to run after racking a cluster.  One
--- process per host (or per device), started by the launcher the cluster
--- already has (srun, mpirun, tools/rxe-vm --nodes) or with --rank/--size;
--- rank 0 collects.  For every ordered pair of ranks, one pair at a time: an RC
--- connection of its own, ping-pong latency (sends of --lat-size bytes), RDMA
--- write and send bandwidth (--bw-size bytes), and a data check of what arrived.
---   srun -N 4 --ntasks-per-node=1 lua5.4 examples/fabric_matrix.lua --json m.json --plot m.png
---   mpirun -np 4 lua5.4 examples/fabric_matrix.lua
---   tools/rxe-vm --nodes 2 lua5.4 examples/fabric_matrix.lua
--- Rank 0 prints the matrices, writes --json and --plot (png or svg, gnuplot),
--- flags the pairs below --threshold of the median (or failing), and every rank
--- exits 1 when one is flagged.
-local ibv = require "ibverbs"
-local fabric = require "ibverbs.fabric"
+-- process per host, started by the launcher the cluster already has (srun,
+-- mpirun, tools/rxe-vm --nodes) or with --rank/--size; rank 0 collects.
+-- Every ordered pair of ranks gets an RC connection of its own: ping-pong
+-- latency (--lat-size bytes), RDMA write and send bandwidth (--bw-size bytes)
+-- and a check of every byte that arrived.
+--
+-- The pairs run in rounds in which every rank works (--pattern):
+--   tournament  N/2 disjoint pairs a round, both directions at once: N-1 rounds (N for odd N); the default
+--   shift       round d: every rank sends to rank+d and receives from rank-d (mpiGraph): N-1 rounds
+--   serial      one ordered pair at a time: N(N-1) rounds, the baseline
+--   --pairs F   lines "round rankA rankB" (ranks or host names); --quick: the tournament's first round
+-- Flagged pairs (latency above --lat-factor x the lowest, bandwidth below
+-- --bw-fraction x the highest, failed, bad data) are measured again, each end
+-- against a partner that passed; the report gives a verdict per fault: a node,
+-- a link, an unreachable rank.  A healthy fabric gives none, and exit 0.
+--   srun -N 64 --ntasks-per-node=1 lua5.4 examples/fabric_matrix.lua -d all --json m.json --json-lines m.jsonl
+--   tools/rxe-vm --nodes 4 lua5.4 examples/fabric_matrix.lua --pattern shift
+--   lua5.4 examples/fabric_matrix.lua --dry-run ...   # the control plane alone: no device, no traffic
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
+local fabric = require "ibverbs.fabric"
+local socket = require "socket"
+local dkjson = require "dkjson"
 local cli = require "cli"
+local schedule = require "schedule"
+local diagnose = require "diagnose"
 local matrix = require "matrix"
 
 local o = cli.run(arg, {
   name = "fabric_matrix.lua", usage = { "            one process per rank; the launcher gives rank and size" },
-  cli.ib_dev{ help = "use IB device <dev> (default first device found)" },
+  cli.ib_dev{ help = "device(s): <dev>, <dev>,<dev>..., or all (every device and port: one rail each); "
+    .. "default the first device" },
   cli.ib_port(),
   cli.gid_idx{ default = false, min = 0,
                help = "GID index (default: the first RoCE v2 IPv4 GID, else 0)" },
   { "s", "lat-size", arg = "bytes", type = "int", default = 8, min = 1, max = 4096,
     help = "ping-pong message size (default 8)" },
-  { "n", "lat-iters", arg = "n", type = "int", default = 500, min = 1, help = "ping-pong round trips (default 500)" },
-  { "S", "bw-size", arg = "bytes", type = "int", default = 65536, min = 1,
+  { "n", "lat-iters", arg = "n", type = "int", default = 500, min = 1, max = 1e7,
+    help = "ping-pong round trips (default 500)" },
+  { "S", "bw-size", arg = "bytes", type = "int", default = 65536, min = 1, max = 1073741824,
     help = "bandwidth message size (default 65536)" },
-  { "N", "bw-iters", arg = "n", type = "int", default = 200, min = 1, help = "bandwidth messages (default 200)" },
-  { "T", "threshold", arg = "fraction", type = "number", default = 0.5, min = 0,
-    help = "flag pairs below <fraction> of the median (default 0.5)" },
+  { "N", "bw-iters", arg = "n", type = "int", default = 1000, min = 1, max = 1e8,
+    help = "bandwidth messages per direction and kind (default 1000)" },
+  { nil, "pattern", arg = "name", help = "tournament (default), shift or serial" },
+  { nil, "pairs", arg = "file", help = "the rounds from <file>: lines 'round rankA rankB' (ranks or host names)" },
+  { nil, "quick", help = "one round of the tournament: every rank against one partner" },
+  { nil, "max-rounds", arg = "n", type = "int", min = 1, help = "stop after <n> rounds (the rest: unmeasured)" },
+  { nil, "lat-factor", arg = "x", type = "number", default = 2.1, min = 1,
+    help = "flag a latency above <x> times the lowest (default 2.1)" },
+  { nil, "bw-fraction", arg = "f", type = "number", default = 0.93, min = 0, max = 1,
+    help = "flag a bandwidth below <f> times the highest (default 0.93)" },
+  { nil, "reference", arg = "kind", default = "best",
+    help = "what the factors apply to: best (the lowest latency, the highest bandwidth; default) or median" },
+  { nil, "wait", arg = "how", default = "spin",
+    help = "how a rank waits for completions: spin (busy polling, as perftest; default) or event (sleeps on a "
+      .. "completion channel: for oversubscribed hosts and VMs)" },
+  { nil, "retest-width", arg = "n", type = "int", min = 1,
+    help = "pairs measured at once in a retest round (default: a quarter of the ranks, at least 1)" },
+  { nil, "qp-timeout", arg = "n", type = "int", default = 14, min = 1, max = 31,
+    help = "the RC QPs' ack timeout exponent: 4.096 us x 2^n (default 14: 67 ms); raise it on links that queue long" },
+  { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
   { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
-    help = "limit of every wait: completions, rendezvous, barriers (default 30)" },
+    help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
+      .. "waits for a rank at a round's end four times it plus 30 s" },
   { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
+  { nil, "json-lines", arg = "file", help = "stream each round's pairs as JSON lines to <file> (rank 0)" },
   { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0)" },
+  { nil, "dry-run", help = "the whole schedule and every exchange, no device opened, no traffic" },
   { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
   { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
   { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
-  { nil, "fabric-port", arg = "port", type = "int", help = "rendezvous TCP port (default 18600)" },
+  { nil, "fabric-port", arg = "port", type = "int", min = 1, max = 65535,
+    help = "rendezvous TCP port (default 18600)" },
 })
 
-local ACCESS = { "local_write", "remote_write" }
-local RING = 16 -- receives posted for the send bandwidth
-local CHAIN = 8 -- send WRs per post, one signaled
-
 local function say(...) io.stderr:write(string.format(...), "\n") end
+local function usage_error(msg)
+  say("fabric_matrix.lua: %s", msg)
+  os.exit(1)
+end
+
+-- options that depend on each other: checked on every rank, before the rendezvous
+if o.pairs and (o.pattern or o.quick) then usage_error("--pairs and --pattern/--quick exclude each other") end
+if o.pattern and not (o.pattern == "tournament" or o.pattern == "shift" or o.pattern == "serial") then
+  usage_error("option '--pattern': tournament, shift or serial expected, got '" .. o.pattern .. "'")
+end
+if o.quick and o.pattern and o.pattern ~= "tournament" then
+  usage_error("--quick is the tournament's first round: it does not go with --pattern " .. o.pattern)
+end
+if o.reference ~= "best" and o.reference ~= "median" then
+  usage_error("option '--reference': best or median expected, got '" .. o.reference .. "'")
+end
+if o.wait ~= "spin" and o.wait ~= "event" then
+  usage_error("option '--wait': spin or event expected, got '" .. o.wait .. "'")
+end
+if o.bw_fraction <= 0 then usage_error("option '--bw-fraction': above 0 expected, got " .. o.bw_fraction) end
+if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
+  usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
+end
+local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
+
+local ROUND_LIMIT = 2 * o.timeout -- a round's traffic, then its ends fail
+-- rank 0 waits this long for a rank at a round's end: its traffic, its QPs of the next rounds, slack
+local EXCHANGE_LIMIT = ROUND_LIMIT + 2 * o.timeout + 30
+local CHAIN = 8 -- send WRs per post, the last one signaled
+local WINDOW = 4 -- chains in flight
+local RING = 32 -- receives posted for the send bandwidth
+local ACCESS = { "local_write", "remote_write" }
+local BW_ITERS = math.max(CHAIN, o.bw_iters + (CHAIN - o.bw_iters % CHAIN) % CHAIN)
+local RING_N = math.min(RING, BW_ITERS)
 
 local f, ferr = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
-  timeout = o.timeout + 15 }
+  timeout = o.timeout + 15, tolerant = true }
 if not f then
   say("fabric_matrix: %s", ferr)
   os.exit(1)
 end
-local function collective(ok, err)
-  if ok == nil then
-    say("fabric_matrix (%s): %s", f:name(f.rank), err)
-    os.exit(1)
-  end
-  return ok
+local N, ME = f.size, f.rank
+-- every collective after the rendezvous follows a round: it waits as long as a round's exchange
+f.timeout = ROUND_LIMIT + 2 * o.timeout + 30
+local function fatal(err)
+  say("fabric_matrix (%s): %s", f:name(ME), tostring(err))
+  f:close()
+  os.exit(1)
+end
+local function must(v, err)
+  if v == nil then fatal(err) end
+  return v
 end
 
--- ------------------------------------------------------------------ device
+-- ------------------------------------------------------------------ rails
+
+local ibv
+local function now() return ibv and ibv.now() or socket.gettime() end
 
 local function pick_gid(ctx, port, link_layer)
   if o.gid_idx then return o.gid_idx end
@@ -72,237 +143,878 @@ local function pick_gid(ctx, port, link_layer)
   return 0
 end
 
-local setup_err
-local ctx, pd, port, gid_index, gid
-do
-  local err
-  ctx, err = ibv.open(o.ib_dev)
-  if ctx then
-    port, err = ctx:query_port(o.ib_port)
+-- This rank's rails: one per device and port asked for, each with its
+-- resources or the local fault that stops it ({name =, fault =}).
+local function open_rails()
+  if o.dry_run then
+    local rails = {}
+    for name in (o.ib_dev or "dry"):gmatch("[^,]+") do rails[#rails + 1] = { name = name, dry = true } end
+    return rails
   end
-  if not ctx or not port then
-    setup_err = "device: " .. tostring(err)
-  elseif port.state ~= "active" then
-    setup_err = string.format("%s port %d is %s", ctx:name(), o.ib_port, port.state)
+  local ok, mod = pcall(require, "ibverbs")
+  if not ok then return { { name = o.ib_dev or "?", fault = "cannot load ibverbs: " .. tostring(mod) } } end
+  ibv = mod
+  local devs, err, errno = ibv.devices()
+  if not devs then
+    local cause = (errno == 38) and "no RDMA driver loaded (" .. tostring(err) .. ")" or tostring(err)
+    return { { name = o.ib_dev or "(any)", fault = cause } }
+  end
+  local present, list = {}, {}
+  for _, d in ipairs(devs) do present[d.name] = true; list[#list + 1] = d.name end
+  local wanted = {}
+  if not o.ib_dev then
+    if not devs[1] then return { { name = "(any)", fault = "no RDMA device" } } end
+    wanted[1] = devs[1].name
+  elseif o.ib_dev == "all" then
+    if not devs[1] then return { { name = "all", fault = "no RDMA device" } } end
+    wanted = list
   else
-    gid_index = pick_gid(ctx, o.ib_port, port.link_layer)
-    gid = ctx:query_gid(o.ib_port, gid_index)
-    pd = assert(ctx:alloc_pd())
+    for name in o.ib_dev:gmatch("[^,]+") do wanted[#wanted + 1] = name end
   end
+  local rails = {}
+  for _, name in ipairs(wanted) do
+    if not present[name] then
+      rails[#rails + 1] = { name = name .. ":" .. o.ib_port,
+        fault = string.format("no RDMA device %s (this host has: %s)", name, #list > 0 and table.concat(list, ", ") or
+          "none") }
+    else
+      local ctx, cerr = ibv.open(name)
+      if not ctx then
+        rails[#rails + 1] = { name = name .. ":" .. o.ib_port,
+          fault = "cannot open " .. name .. ": " .. tostring(cerr) }
+      else
+        local ports = { o.ib_port }
+        if o.ib_dev == "all" then
+          ports = {}
+          local a = ctx:query_device()
+          for p = 1, a and a.phys_port_cnt or 1 do ports[#ports + 1] = p end
+        end
+        for _, port in ipairs(ports) do
+          local rail = { name = name .. ":" .. port, ctx = ctx, port = port }
+          local attr, perr = ctx:query_port(port)
+          if not attr then
+            rail.fault = string.format("%s port %d: %s", name, port, tostring(perr))
+          elseif attr.state ~= "active" then
+            rail.fault = string.format("%s port %d is %s", name, port, attr.state)
+          else
+            local set, serr = pcall(function()
+              rail.gid_index = pick_gid(ctx, port, attr.link_layer)
+              rail.gid = assert(ctx:query_gid(port, rail.gid_index))
+              rail.lid, rail.mtu = attr.lid, attr.active_mtu
+              rail.pd = assert(ctx:alloc_pd())
+              local cqe = 8 * RING + 8 * WINDOW * CHAIN + 64
+              if o.wait == "event" then
+                rail.channel = assert(ctx:create_comp_channel())
+                rail.cq = assert(ctx:create_cq{ cqe = cqe, channel = rail.channel })
+                local fd = rail.channel.fd
+                rail.waiter = { getfd = function() return fd end }
+              else
+                rail.cq = assert(ctx:create_cq(cqe))
+              end
+              rail.wcs = ibv.wc_array(64)
+              rail.out_lat = assert(rail.pd:reg_mr(2 * o.lat_size, ACCESS))
+              rail.out_buf = assert(rail.pd:reg_mr(o.bw_size, ACCESS))
+              rail.in_lat = assert(rail.pd:reg_mr(o.lat_size, ACCESS))
+              rail.in_buf = assert(rail.pd:reg_mr(o.bw_size, ACCESS))
+              rail.ring = assert(rail.pd:reg_mr(RING_N * o.bw_size, ACCESS))
+            end)
+            if not set then rail.fault = string.format("%s port %d: cannot set up: %s", name, port, tostring(serr)) end
+          end
+          rails[#rails + 1] = rail
+        end
+      end
+    end
+  end
+  return rails
 end
 
-local bw_iters = math.max(CHAIN, o.bw_iters - o.bw_iters % CHAIN)
-local ring = math.min(RING, bw_iters)
-local function pattern(src, dst, n)
+local rails = open_rails()
+
+-- ------------------------------------------------------------------ what rank 0 learns and decides
+
+local mine = { rails = {}, faults = {} }
+for i, r in ipairs(rails) do
+  mine.rails[i] = r.name
+  if r.fault then mine.faults[#mine.faults + 1] = { i, r.fault } end
+end
+local all_local = must(f:gather(mine, 0))
+
+local plan -- rank 0: {nrails=, rails = {names by rank}, faults = {[rank] = {[rail] = why}}, rounds=, ...}
+local pairs_sched
+if ME == 0 then
+  local nrails = 0
+  for r = 0, N - 1 do
+    local l = all_local[r + 1]
+    if l then nrails = math.max(nrails, #l.rails) end
+  end
+  local faults, names = {}, {}
+  for r = 0, N - 1 do
+    local l = all_local[r + 1]
+    if l then
+      names[r + 1] = l.rails
+      for _, x in ipairs(l.faults or {}) do
+        faults[r] = faults[r] or {}
+        faults[r][x[1]] = x[2]
+      end
+      for k = #l.rails + 1, nrails do
+        faults[r] = faults[r] or {}
+        faults[r][k] = string.format("no rail %d (%d asked for, this host has %d)", k, nrails, #l.rails)
+      end
+    end
+  end
+  plan = { nrails = nrails, names = names, faults = {} }
+  for r, t in pairs(faults) do
+    for k, why in pairs(t) do plan.faults[#plan.faults + 1] = { r, k, why } end
+  end
+  if PATTERN == "pairs" then
+    local fh, oerr = io.open(o.pairs)
+    local text = fh and fh:read("a")
+    if fh then fh:close() end
+    if not text then
+      plan.err = "cannot read the pairs file: " .. tostring(oerr)
+    else
+      local s, perr = schedule.from_pairs(text, N, f.hosts, o.pairs)
+      if not s then plan.err = perr else pairs_sched = s; plan.rounds = s.rounds end
+    end
+  end
+end
+plan = must(f:bcast(plan))
+if plan.err then
+  if ME == 0 then say("fabric_matrix: %s", plan.err) end
+  f:close()
+  os.exit(1)
+end
+local NRAILS = plan.nrails
+local FAULT = {} -- FAULT[rank][rail] = why
+for _, x in ipairs(plan.faults) do
+  FAULT[x[1]] = FAULT[x[1]] or {}
+  FAULT[x[1]][x[2]] = x[3]
+end
+
+local sched
+if PATTERN == "pairs" then
+  local lists
+  if ME == 0 then
+    lists = {}
+    for r = 0, N - 1 do lists[r + 1] = pairs_sched:rank_plan(r) end
+  end
+  local mine_plan = must(f:scatter(lists, 0))
+  -- JSON object keys are strings: "round" -> partner
+  sched = schedule.from_plan("pairs", N, plan.rounds, mine_plan, ME)
+  if ME == 0 then sched = pairs_sched end
+else
+  sched = schedule.new(PATTERN, N)
+end
+
+-- ------------------------------------------------------------------ one round's traffic
+
+local function pattern_bytes(src, dst, n)
   local t = {}
   for i = 0, 255 do t[#t + 1] = string.char((i * 7 + src * 31 + dst * 17 + 1) % 256) end
-  local chunk = table.concat(t)
-  return (string.rep(chunk, math.ceil(n / 256))):sub(1, n)
+  return (string.rep(table.concat(t), math.ceil(n / 256))):sub(1, n)
 end
 
--- One RC QP per ordered pair and role: ends[peer + 1].out (this rank sends) and .into (it receives).
-local function new_end()
-  local e = { cq = assert(ctx:create_cq(2 * RING + 64)) }
-  e.qp = assert(pd:create_qp{ qp_type = "rc", send_cq = e.cq, recv_cq = e.cq,
-    cap = { max_send_wr = 64, max_recv_wr = RING + 4, max_send_sge = 1, max_recv_sge = 1 } })
-  e.lat = assert(pd:reg_mr(2 * o.lat_size, ACCESS))
-  e.buf = assert(pd:reg_mr(o.bw_size, ACCESS))
-  e.wcs = ibv.wc_array(64)
-  e.psn = math.random(0, 0xffffff)
+-- The end of a pair on this rank: "out" (this rank sends to peer) or "in" (it receives from peer).
+local function new_end(rail, kind, peer)
+  local e = { rail = rail, kind = kind, peer = peer, psn = math.random(0, 0xffffff) }
+  local qp, err = rail.pd:create_qp{ qp_type = "rc", send_cq = rail.cq, recv_cq = rail.cq,
+    cap = { max_send_wr = WINDOW * CHAIN + 8, max_recv_wr = RING_N + 4, max_send_sge = 1, max_recv_sge = 1 } }
+  if not qp then e.err = "create_qp: " .. tostring(err); return e end
+  e.qp = qp
   return e
 end
 
-local ends, info = {}, {}
-for r = 0, f.size - 1 do
-  if r ~= f.rank and not setup_err then
-    local e = { out = new_end(), into = new_end() }
-    e.into.ring = assert(pd:reg_mr(ring * o.bw_size, ACCESS))
-    ends[r + 1] = e
-    local function me(x) return { qpn = x.qp.qp_num, psn = x.psn, lid = port.lid, gid = gid, addr = x.buf.addr,
-      rkey = x.buf.rkey } end
-    info[r + 1] = { out = me(e.out), into = me(e.into), mtu = port.active_mtu }
-  else
-    info[r + 1] = { err = setup_err }
-  end
+local function end_info(rail, e)
+  if rail.dry then return "1 0 0 1024 :: 0 0" end
+  if not e or not e.qp then return nil end
+  local mr = e.kind == "in" and rail.in_buf or rail.out_buf
+  return string.format("%d %d %d %d %s %.0f %d", e.qp.qp_num, e.psn, rail.lid or 0, rail.mtu or 1024,
+    rail.gid or "::", mr.addr, mr.rkey)
 end
 
--- every rank learns every other rank's QP info, then connects its ends
-local remote = collective(f:alltoall(info))
-local connect_err = {}
-for r = 0, f.size - 1 do
-  local e, rem = ends[r + 1], remote[r + 1]
-  if r ~= f.rank then
-    if setup_err then
-      connect_err[r + 1] = setup_err
-    elseif rem.err then
-      connect_err[r + 1] = f:name(r) .. ": " .. rem.err
-    else
-      local mtu = math.min(port.active_mtu, rem.mtu)
-      for _, side in ipairs({ { e.out, rem.into }, { e.into, rem.out } }) do
-        local re = side[2]
-        local ok, err = side[1].qp:connect({ qpn = re.qpn, psn = re.psn, lid = re.lid, gid = re.gid },
-          { port_num = o.ib_port, sgid_index = gid_index, qp_access_flags = ACCESS, path_mtu = mtu, psn = side[1].psn })
-        if not ok then connect_err[r + 1] = "RC connect: " .. tostring(err); break end
-      end
-      e.out.rkey, e.out.raddr = rem.into.rkey, rem.into.addr
+local function parse_info(s)
+  local qpn, psn, lid, mtu, gid, addr, rkey = s:match("^(%d+) (%d+) (%d+) (%d+) (%S+) (%d+) (%d+)$")
+  if not qpn then return nil end
+  return { qpn = tonumber(qpn), psn = tonumber(psn), lid = tonumber(lid), mtu = tonumber(mtu), gid = gid,
+    addr = tonumber(addr), rkey = tonumber(rkey) }
+end
+
+-- wr_id: ring slots 0 .. RING_N - 1, the others above
+local W_PONG, W_PING, W_ECHO, W_PINGRX, W_CHAIN = 1001, 1002, 1003, 1004, 1005
+
+local function connect_end(e, rem)
+  local rail = e.rail
+  local ok, err, errno
+  local until_t = now() + o.timeout
+  for _ = 1, 3 do -- RoCE resolves the peer's MAC in the RTR step: a first ARP may time out (ETIMEDOUT)
+    ok, err, errno = e.qp:connect({ qpn = rem.qpn, psn = rem.psn, lid = rem.lid, gid = rem.gid },
+      { port_num = rail.port, sgid_index = rail.gid_index, qp_access_flags = ACCESS,
+        path_mtu = math.min(rail.mtu, rem.mtu), psn = e.psn, timeout = o.qp_timeout })
+    if ok or errno ~= 110 or now() > until_t then break end
+    e.qp:modify{ qp_state = "reset" }
+  end
+  if not ok then e.err = "RC connect: " .. tostring(err); return end
+  e.raddr, e.rkey = rem.addr, rem.rkey
+  if e.kind == "in" then -- the first ping's receive, before the round's barrier
+    local pok, perr = e.qp:post_recv{ wr_id = W_PINGRX, sge = { mr = rail.in_lat, length = o.lat_size } }
+    if not pok then e.err = "post_recv: " .. tostring(perr) end
+  end
+  e.connected = not e.err
+end
+
+local function close_end(e)
+  if e and e.qp then e.qp:close(); e.qp = nil end
+end
+
+-- Runs the round's ends to completion: latency first on every end (the echo
+-- side answers), then, once no latency is left to measure on this rank, RDMA
+-- writes and sends.  Completions go to their end by QP number (a QP of an
+-- earlier round that failed may still flush into the rail's CQ).  An end that
+-- fails, or sees no completion for --timeout seconds, stops alone.
+local function run_ends(ends)
+  local by_qpn, cqs = {}, {}
+  local live, lat_left = 0, 0
+  for _, e in ipairs(ends) do
+    e.res = e.res or {}
+    if e.connected then
+      by_qpn[e.qp.qp_num] = e
+      cqs[e.rail.index] = e.rail
+      e.state = "lat"
+      live, lat_left = live + 1, lat_left + 1
     end
   end
-end
-local all_connect = collective(f:allgather(connect_err))
-
--- ------------------------------------------------------------------ one pair
-
-local function wait(e, n, what)
-  local got, err = e.cq:wait(e.wcs, n, o.timeout)
-  if not got then error(what .. ": " .. tostring(err), 0) end
-  for i = 1, got do
-    if e.wcs:status(i) ~= "success" then error(what .. ": completion " .. e.wcs:status(i), 0) end
+  if live == 0 then return end
+  local bw_started = false
+  local function leave_lat(e)
+    if e.in_lat then e.in_lat = false; lat_left = lat_left - 1 end
   end
-  if got < n then error(string.format("%s: %d of %d completions in %g s", what, got, n, o.timeout), 0) end
-end
-
--- the sender's side of (me -> dst): latency, write and send bandwidth
-local function send_side(dst, result)
-  local e = ends[dst + 1].out
-  local ping = pattern(f.rank, dst, o.lat_size)
-  e.lat:write(0, ping)
-  collective(f:barrier()) -- the receiver's first receive is posted
-  local rwr = { wr_id = 1, sge = { mr = e.lat, offset = o.lat_size, length = o.lat_size } }
-  local swr = { wr_id = 2, opcode = "send", send_flags = { "signaled" }, sge = { mr = e.lat, length = o.lat_size } }
-  local start = ibv.now()
-  for _ = 1, o.lat_iters do
-    assert(e.qp:post_recv(rwr))
-    assert(e.qp:post_send(swr))
-    wait(e, 2, "ping-pong")
+  local function fail(e, msg)
+    if e.state == "done" then return end
+    leave_lat(e)
+    e.state = "done"
+    e.res.error = e.res.error or msg
+    live = live - 1
   end
-  result.lat_us = (ibv.now() - start) / o.lat_iters / 2 * 1e6
-  if e.lat:read(o.lat_size, o.lat_size) ~= ping then error("ping-pong: the echo differs from the ping", 0) end
-  result.verified_bytes = result.verified_bytes + o.lat_size
-
-  e.buf:write(0, pattern(f.rank, dst, o.bw_size))
-  local wl = ibv.send_wrs(CHAIN)
-  wl:fill{ opcode = "rdma_write", sge = { mr = e.buf, length = o.bw_size }, remote_addr = e.raddr, rkey = e.rkey }
-  wl:set(CHAIN, { wr_id = CHAIN, opcode = "rdma_write", send_flags = { "signaled" },
-    sge = { mr = e.buf, length = o.bw_size }, remote_addr = e.raddr, rkey = e.rkey })
-  local st = assert(ibv.transfer{ send_qp = e.qp, send_cq = e.cq, send_wrs = wl, count = bw_iters, window = 32,
-    timeout = o.timeout })
-  result.write_mbs = o.bw_size * st.sent / st.seconds / 1e6
-  collective(f:barrier()) -- the writes are in: the receiver checks them and posts its receives
-
-  local sl = ibv.send_wrs(CHAIN)
-  sl:fill{ opcode = "send", sge = { mr = e.buf, length = o.bw_size } }
-  sl:set(CHAIN, { wr_id = CHAIN, opcode = "send", send_flags = { "signaled" },
-    sge = { mr = e.buf, length = o.bw_size } })
-  collective(f:barrier())
-  st = assert(ibv.transfer{ send_qp = e.qp, send_cq = e.cq, send_wrs = sl, count = bw_iters, window = 32,
-    timeout = o.timeout })
-  result.send_mbs = o.bw_size * st.sent / st.seconds / 1e6
-end
-
--- the receiver's side of (src -> me): echo, check the written and the sent bytes
-local function recv_side(src, check)
-  local e = ends[src + 1].into
-  local want_ping = pattern(src, f.rank, o.lat_size)
-  local rwr = { wr_id = 1, sge = { mr = e.lat, length = o.lat_size } }
-  local swr = { wr_id = 2, opcode = "send", send_flags = { "signaled" },
-    sge = { mr = e.lat, length = o.lat_size } }
-  assert(e.qp:post_recv(rwr))
-  collective(f:barrier())
-  for i = 1, o.lat_iters do
-    wait(e, 1, "ping-pong echo")
-    if i < o.lat_iters then assert(e.qp:post_recv(rwr)) end
-    assert(e.qp:post_send(swr))
-    wait(e, 1, "ping-pong echo")
+  local function post_chain(e)
+    local ok, err = e.qp:post_send(e[e.op])
+    if not ok then fail(e, e.op .. " post: " .. tostring(err)); return end
+    e.inflight = e.inflight + 1
+    e.posted = e.posted + CHAIN
   end
-  local ok_ping = e.lat:read(0, o.lat_size) == want_ping
-  check.verified_bytes = check.verified_bytes + o.lat_size
-  collective(f:barrier())
-  local want = pattern(src, f.rank, o.bw_size)
-  local ok_write = e.buf:read(0, o.bw_size) == want
-  check.verified_bytes = check.verified_bytes + o.bw_size
-  local rl = ibv.recv_wrs(ring)
-  rl:fill{ sge = { mr = e.ring, length = o.bw_size }, stride = o.bw_size }
-  assert(e.qp:post_recv(rl))
-  collective(f:barrier())
-  assert(ibv.transfer{ recv = e.qp, recv_cq = e.cq, recv_wrs = rl, count = bw_iters, timeout = o.timeout })
-  local ok_send = true
-  for i = 0, ring - 1 do
-    ok_send = ok_send and e.ring:read(i * o.bw_size, o.bw_size) == want
-    check.verified_bytes = check.verified_bytes + o.bw_size
+  local function start_bw(e, op)
+    e.state, e.op, e.inflight, e.posted, e.acked = op, op, 0, 0, 0
+    e.t0, e.last = now(), now()
+    while e.inflight < WINDOW and e.posted < BW_ITERS and e.state == op do post_chain(e) end
   end
-  check.data_ok = ok_ping and ok_write and ok_send
-  if not check.data_ok then
-    check.error = "data check failed:" .. (ok_ping and "" or " ping") .. (ok_write and "" or " rdma_write") ..
-      (ok_send and "" or " send")
-  end
-end
-
--- ------------------------------------------------------------------ all pairs
-
--- Each pair uses three barriers on both sides; a side that fails still joins
--- them (the rest of its work skipped), so every rank stays in step.
-local BARRIERS = 3
-local mine = {} -- results of the pairs this rank took part in, by "src-dst"
-for src = 0, f.size - 1 do
-  for dst = 0, f.size - 1 do
-    if src ~= dst then
-      local broken = all_connect[src + 1][dst + 1] or all_connect[dst + 1][src + 1]
-      if f.rank == src or f.rank == dst then
-        local r = { src = src, dst = dst, verified_bytes = 0 }
-        mine[src .. "-" .. dst] = r
-        local before = f.seq
-        if broken then
-          r.error = broken
-        else
-          local ok, err = pcall(f.rank == src and send_side or recv_side, f.rank == src and dst or src, r)
-          if not ok then r.error = tostring(err) end
-        end
-        for _ = f.seq - before + 1, BARRIERS do collective(f:barrier()) end
+  local t_start = now()
+  for _, e in ipairs(ends) do
+    if e.state == "lat" then
+      local rail = e.rail
+      e.in_lat, e.last, e.i = true, t_start, 0
+      if e.kind == "out" then
+        e.ping_rx = { wr_id = W_PONG, sge = { mr = rail.out_lat, offset = o.lat_size, length = o.lat_size } }
+        e.ping_tx = { wr_id = W_PING, opcode = "send", send_flags = { "signaled" },
+          sge = { mr = rail.out_lat, length = o.lat_size } }
+        rail.out_lat:write(0, pattern_bytes(ME, e.peer, o.lat_size))
+        rail.out_buf:write(0, pattern_bytes(ME, e.peer, o.bw_size))
+        local w = ibv.send_wrs(CHAIN)
+        w:fill{ opcode = "rdma_write", sge = { mr = rail.out_buf, length = o.bw_size }, remote_addr = e.raddr,
+          rkey = e.rkey }
+        w:set(CHAIN, { wr_id = W_CHAIN, opcode = "rdma_write", send_flags = { "signaled" },
+          sge = { mr = rail.out_buf, length = o.bw_size }, remote_addr = e.raddr, rkey = e.rkey })
+        e.write = w
+        local sl = ibv.send_wrs(CHAIN)
+        sl:fill{ opcode = "send", sge = { mr = rail.out_buf, length = o.bw_size } }
+        sl:set(CHAIN, { wr_id = W_CHAIN, opcode = "send", send_flags = { "signaled" },
+          sge = { mr = rail.out_buf, length = o.bw_size } })
+        e.send = sl
+        e.got = 0
+        e.rtts = {}
+        e.t0 = now()
+        e.ti = e.t0
+        local ok, err = e.qp:post_recv(e.ping_rx)
+        if ok then ok, err = e.qp:post_send(e.ping_tx) end
+        if not ok then fail(e, "ping-pong post: " .. tostring(err)) end
       else
-        for _ = 1, BARRIERS do collective(f:barrier()) end
+        e.echoed, e.received = 0, 0
+        e.echo_tx = { wr_id = W_ECHO, opcode = "send", send_flags = { "signaled" },
+          sge = { mr = rail.in_lat, length = o.lat_size } }
+        e.ping_rx = { wr_id = W_PINGRX, sge = { mr = rail.in_lat, length = o.lat_size } }
       end
     end
   end
+  local function on_wc(e, id, st, t)
+    e.last = t
+    local rail = e.rail
+    if st ~= "success" then
+      local what = e.state == "lat" and "ping-pong" or e.state == "rx" and "send bandwidth" or
+        e.state == "write" and "RDMA write bandwidth" or e.state == "send" and "send bandwidth" or tostring(e.state)
+      fail(e, string.format("%s: completion %s", what, st))
+    elseif id == W_PONG or id == W_PING then
+      e.got = e.got + 1
+      if e.got < 2 then return end
+      e.i, e.got = e.i + 1, 0
+      e.rtts[e.i] = t - e.ti
+      e.ti = t
+      if e.i == o.lat_iters then
+        -- the typical round trip (median), halved: a host that stalls now and then does not move it
+        table.sort(e.rtts)
+        local m = (#e.rtts + 1) / 2
+        e.res.lat_us = (e.rtts[math.floor(m)] + e.rtts[math.ceil(m)]) / 4 * 1e6
+        e.state = "lat_done"
+        leave_lat(e)
+        if bw_started then start_bw(e, "write") end
+      else
+        local ok, err = e.qp:post_recv(e.ping_rx)
+        if ok then ok, err = e.qp:post_send(e.ping_tx) end
+        if not ok then fail(e, "ping-pong post: " .. tostring(err)) end
+      end
+    elseif id == W_PINGRX then
+      e.i = e.i + 1
+      local ok, err
+      if e.i < o.lat_iters then
+        ok, err = e.qp:post_recv(e.ping_rx)
+      else -- the last ping: the receives for the send bandwidth go in before its echo
+        e.ping_ok = rail.in_lat:read(0, o.lat_size) == pattern_bytes(e.peer, ME, o.lat_size)
+        local rl = ibv.recv_wrs(RING_N)
+        rl:fill{ sge = { mr = rail.ring, length = o.bw_size }, stride = o.bw_size }
+        ok, err = e.qp:post_recv(rl)
+        e.posted_rx = RING_N
+      end
+      if ok then ok, err = e.qp:post_send(e.echo_tx) end
+      if not ok then fail(e, "echo post: " .. tostring(err)) end
+    elseif id == W_ECHO then
+      e.echoed = e.echoed + 1
+      if e.echoed == o.lat_iters then e.state = "rx"; leave_lat(e) end
+    elseif id == W_CHAIN then
+      e.inflight = e.inflight - 1
+      e.acked = e.acked + CHAIN
+      if e.acked >= BW_ITERS then
+        local mbs = o.bw_size * BW_ITERS / (t - e.t0) / 1e6
+        if e.op == "write" then
+          e.res.write_mbs = mbs
+          start_bw(e, "send")
+        else
+          e.res.send_mbs = mbs
+          e.state = "done"
+          live = live - 1
+        end
+      elseif e.posted < BW_ITERS then
+        post_chain(e)
+      end
+    else -- a ring slot (wr_id = its index, from 0): one send arrived
+      e.received = e.received + 1
+      if e.received == BW_ITERS then
+        e.state = "done"
+        live = live - 1
+      elseif e.posted_rx < BW_ITERS then
+        local ok, err = e.qp:post_recv{ wr_id = id, sge = { mr = rail.ring, offset = id * o.bw_size,
+          length = o.bw_size } }
+        if not ok then fail(e, "post_recv: " .. tostring(err)) end
+        e.posted_rx = e.posted_rx + 1
+      end
+    end
+  end
+  local checked = t_start
+  local deadline = t_start + ROUND_LIMIT
+  local armed = false
+  local function poll_all(t)
+    local any = false
+    for _, rail in pairs(cqs) do
+      local n = rail.cq:poll(rail.wcs)
+      for i = 1, n or 0 do
+        any = true
+        local e = by_qpn[rail.wcs:qp_num(i)]
+        if e and e.state ~= "done" then on_wc(e, rail.wcs:wr_id(i), rail.wcs:status(i), t) end
+      end
+    end
+    return any
+  end
+  while live > 0 do
+    if lat_left == 0 and not bw_started then
+      bw_started = true
+      for _, e in ipairs(ends) do
+        if e.state == "lat_done" then start_bw(e, "write") end
+      end
+    end
+    local t = now()
+    local any = poll_all(t)
+    if not any and o.wait == "event" then
+      -- arm every CQ, look once more (a completion may have come in between), then sleep on the channels
+      if not armed then
+        for _, rail in pairs(cqs) do rail.cq:req_notify() end
+        armed = true
+        any = poll_all(t)
+      end
+      if not any then
+        local fds = {}
+        for _, rail in pairs(cqs) do fds[#fds + 1] = rail.waiter end
+        local ready = socket.select(fds, nil, 0.5)
+        if #ready > 0 then
+          for _, rail in pairs(cqs) do
+            local cq = rail.channel:get_event(0)
+            if cq then cq:ack_events(1) end
+          end
+          armed = false
+        end
+      end
+    end
+    if t - checked > 0.5 then -- ends that stalled, or the round past its limit
+      checked = t
+      for _, e in ipairs(ends) do
+        if e.state and e.state ~= "done" and t > deadline then
+          fail(e, string.format("round time limit (%g s) reached in %s", ROUND_LIMIT, e.state == "lat_done" and
+            "waiting for the other ends' latency" or e.state == "lat" and "ping-pong" or
+            e.state == "rx" and "send bandwidth (receiving)" or e.state == "write" and "RDMA write bandwidth" or
+            "send bandwidth"))
+        end
+        if e.state and e.state ~= "done" and e.state ~= "lat_done" and t - e.last > o.timeout then
+          local what = e.state == "lat" and "ping-pong" or e.state == "rx" and "send bandwidth (receiving)" or
+            e.state == "write" and "RDMA write bandwidth" or "send bandwidth"
+          fail(e, string.format("%s: no completion in %g s", what, o.timeout))
+        end
+      end
+    end
+  end
+  -- the bytes that arrived: the last ping, the RDMA writes, the sends
+  for _, e in ipairs(ends) do
+    if e.kind == "in" and e.connected and not e.res.error then
+      local rail = e.rail
+      local want = pattern_bytes(e.peer, ME, o.bw_size)
+      local ok_write = rail.in_buf:read(0, o.bw_size) == want
+      local ok_send = true
+      for j = 0, RING_N - 1 do ok_send = ok_send and rail.ring:read(j * o.bw_size, o.bw_size) == want end
+      e.res.verified = o.lat_size + o.bw_size + RING_N * o.bw_size
+      e.res.data_ok = e.ping_ok and ok_write and ok_send
+      if not e.res.data_ok then
+        e.res.error = "data check failed:" .. (e.ping_ok and "" or " ping") .. (ok_write and "" or " rdma_write") ..
+          (ok_send and "" or " send")
+      end
+    end
+  end
+end
+
+-- ------------------------------------------------------------------ rounds
+
+-- The results of one round on this rank, one line per end:
+--   "O rail peer lat write send|error"  (this rank sent to peer)
+--   "I rail peer ok bytes|error"        (this rank received from peer)
+--   "U rail peer|why"                   (this rank was to send to peer: unmeasured)
+local function num(v) return v and string.format("%.6g", v) or "-" end
+local function clean(s) return (tostring(s):gsub("[\n|]", " ")) end
+
+local function round_lines(ends)
+  local out = {}
+  for _, e in ipairs(ends) do
+    local r = e.res or {}
+    if e.skip then
+      if e.kind == "out" then out[#out + 1] = string.format("U %d %d|%s", e.rail.index, e.peer, clean(e.skip)) end
+    elseif e.dry then
+      if e.kind == "out" then out[#out + 1] = string.format("D %d %d|", e.rail.index, e.peer) end
+    elseif e.kind == "out" then
+      out[#out + 1] = string.format("O %d %d %s %s %s|%s", e.rail.index, e.peer, num(r.lat_us), num(r.write_mbs),
+        num(r.send_mbs), r.error and clean(r.error) or "")
+    else
+      out[#out + 1] = string.format("I %d %d %s %d|%s", e.rail.index, e.peer, r.data_ok == nil and "-" or
+        (r.data_ok and "1" or "0"), r.verified or 0, r.error and clean(r.error) or "")
+    end
+  end
+  return table.concat(out, "\n")
+end
+
+for i, r in ipairs(rails) do r.index = i end
+
+-- Why this rank cannot measure with peer on rail k (or nil).
+local function blocked(k, peer)
+  if not f:alive(peer) then return f:name(peer) .. " unreachable" end
+  local pf = FAULT[peer] and FAULT[peer][k]
+  if pf then return f:name(peer) .. ": " .. pf end
+  local mf = FAULT[ME] and FAULT[ME][k]
+  if mf then return f:name(ME) .. ": " .. mf end
+  if not rails[k] then return "no rail " .. k end
+  return nil
+end
+
+-- Rank 0's store of the pairs: key (rail, src, dst) -> record.
+local store = { recs = {}, list = {}, done = 0 }
+local function rec(k, src, dst)
+  local key = ((k - 1) * N + src) * N + dst
+  local r = store.recs[key]
+  if not r then
+    r = { rail = k, src = src, dst = dst }
+    store.recs[key] = r
+    store.list[#store.list + 1] = r
+  end
+  return r
+end
+
+local jl -- --json-lines file
+if ME == 0 and o.json_lines then
+  jl = io.open(o.json_lines, "w")
+  if not jl then say("fabric_matrix: cannot write %s", o.json_lines) end
+end
+
+local function absorb(src, text, round, pass, touched)
+  for line in tostring(text or ""):gmatch("[^\n]+") do
+    local head, why = line:match("^([^|]*)|?(.*)$")
+    local w = {}
+    for x in head:gmatch("%S+") do w[#w + 1] = x end
+    local kind, k, peer = w[1], tonumber(w[2]), tonumber(w[3])
+    if k and peer then
+      local r
+      if kind == "I" then r = rec(k, peer, src) else r = rec(k, src, peer) end
+      r.round, r.pass = round, pass
+      if kind == "O" then
+        r.lat_us, r.write_mbs, r.send_mbs = tonumber(w[4]), tonumber(w[5]), tonumber(w[6])
+        if why ~= "" then r.error = (r.error and r.error .. "; " or "") .. f:name(src) .. ": " .. why end
+      elseif kind == "I" then
+        if w[4] ~= "-" then r.data_ok = w[4] == "1" end
+        r.verified_bytes = tonumber(w[5])
+        if why ~= "" then r.error = (r.error and r.error .. "; " or "") .. f:name(src) .. ": " .. why end
+      elseif kind == "D" then
+        r.dry = true
+      else
+        r.unmeasured = why
+      end
+      touched[r] = true
+    end
+  end
+end
+
+local function fmt_time(s)
+  if s >= 3600 then return string.format("%d h %02d min", math.floor(s / 3600), math.floor(s % 3600 / 60)) end
+  if s >= 60 then return string.format("%d min %02d s", math.floor(s / 60), math.floor(s % 60)) end
+  return string.format("%.1f s", s)
+end
+
+local ctl = { seconds = 0, cpu = 0, rounds = 0, max = 0 } -- this rank's time in the round exchanges
+
+local function exchange(msgs, up)
+  local t0, c0 = socket.gettime(), os.clock()
+  local got, ups = f:route(msgs, up, EXCHANGE_LIMIT)
+  local dt = socket.gettime() - t0
+  ctl.seconds, ctl.cpu, ctl.rounds = ctl.seconds + dt, ctl.cpu + os.clock() - c0, ctl.rounds + 1
+  ctl.max = math.max(ctl.max, dt)
+  if not got then fatal(ups) end
+  return got, ups
+end
+
+-- Runs rounds 0 .. R-1 of sched.  The QPs of round k+1 are connected during
+-- round k, before the exchange that ends it, so the exchange is the only
+-- barrier: one per round.  It carries this rank's results of round k and its
+-- QP numbers for round k+2 to their peers.
+local function run_schedule(s, R, pass)
+  local t_start = socket.gettime()
+  local total_pairs = 0
+  if ME == 0 then
+    for k = 0, R - 1 do
+      for r = 0, N - 1 do if s:partners(r, k) then total_pairs = total_pairs + NRAILS end end
+    end
+  end
+  local pairs_done, last_print = 0, 0
+  local rounds = {} -- k -> {ends = {...}, remote = {...}}
+  local function make(k)
+    local dst, src = s:partners(ME, k)
+    local ends, msgs = {}, {}
+    local to = {}
+    for ki = 1, NRAILS do
+      local rail = rails[ki]
+      for _, side in ipairs({ { "out", dst }, { "in", src } }) do
+        local kind, peer = side[1], side[2]
+        if peer then
+          local why = blocked(ki, peer)
+          local e
+          if why then
+            e = { rail = rail or { index = ki }, kind = kind, peer = peer, skip = why }
+          elseif rail.dry then
+            e = { rail = rail, kind = kind, peer = peer, dry = true }
+          else
+            e = new_end(rail, kind, peer)
+            if e.err then e.skip = f:name(ME) .. ": " .. e.err; close_end(e) end
+          end
+          ends[#ends + 1] = e
+          local info = not e.skip and end_info(rail, e) or "-"
+          to[peer] = to[peer] or {}
+          to[peer][#to[peer] + 1] = kind .. " " .. ki .. " " .. info
+        end
+      end
+    end
+    for peer, l in pairs(to) do msgs[#msgs + 1] = { peer, table.concat(l, ";") } end
+    rounds[k] = { ends = ends, msgs = msgs }
+  end
+  local function learn(k, got)
+    local rd = rounds[k]
+    if not rd then return end
+    rd.remote = {}
+    for _, m in ipairs(got) do
+      for item in tostring(m[2]):gmatch("[^;]+") do
+        local kind, ki, info = item:match("^(%a+) (%d+) (.*)$")
+        if kind then rd.remote[m[1] .. " " .. kind .. " " .. ki] = info end
+      end
+    end
+  end
+  local function connect(k)
+    local rd = rounds[k]
+    if not rd then return end
+    for _, e in ipairs(rd.ends) do
+      if not e.skip then
+        -- my out end meets the peer's in end, and the other way round
+        local key = e.peer .. " " .. (e.kind == "out" and "in" or "out") .. " " .. e.rail.index
+        local theirs = rd.remote and rd.remote[key]
+        local rem = theirs and theirs ~= "-" and parse_info(theirs)
+        if not f:alive(e.peer) then
+          e.skip = f:name(e.peer) .. " unreachable"
+        elseif not rem then
+          e.skip = theirs == "-" and (f:name(e.peer) .. ": cannot take part") or (f:name(e.peer) .. " sent no QP")
+        elseif e.dry then
+          e.connected = true
+        else
+          connect_end(e, rem)
+          if e.err then e.res = { error = e.err } end
+        end
+      end
+    end
+  end
+  if R == 0 then return end
+  make(0)
+  local got = exchange(rounds[0].msgs, nil)
+  learn(0, got)
+  connect(0)
+  if R > 1 then make(1) end
+  got = exchange(rounds[1] and rounds[1].msgs or {}, nil)
+  learn(1, got)
+  for k = 0, R - 1 do
+    local rd = rounds[k]
+    for _, e in ipairs(rd.ends) do
+      if not e.skip and not f:alive(e.peer) then e.skip = f:name(e.peer) .. " unreachable" end
+    end
+    local live = {}
+    for _, e in ipairs(rd.ends) do if not e.skip and not e.dry then live[#live + 1] = e end end
+    run_ends(live)
+    local up = round_lines(rd.ends)
+    connect(k + 1)
+    if k + 2 < R then make(k + 2) end
+    local ups
+    got, ups = exchange(rounds[k + 2] and rounds[k + 2].msgs or {}, up)
+    learn(k + 2, got)
+    for _, e in ipairs(rd.ends) do close_end(e) end
+    rounds[k] = nil
+    if ME == 0 then
+      local touched = {}
+      for r = 0, N - 1 do if ups[r + 1] then absorb(r, ups[r + 1], k, pass, touched) end end
+      for r in pairs(touched) do
+        if r.kind_done == nil then pairs_done = pairs_done + 1; r.kind_done = true end
+        if jl then
+          jl:write(dkjson.encode({ pass = pass, round = r.round, rail = plan.names[r.src + 1] and
+            plan.names[r.src + 1][r.rail] or r.rail, src = r.src, dst = r.dst, src_host = f.hosts[r.src + 1],
+            dst_host = f.hosts[r.dst + 1], lat_us = r.lat_us, write_mbs = r.write_mbs, send_mbs = r.send_mbs,
+            data_ok = r.data_ok, verified_bytes = r.verified_bytes, error = r.error, unmeasured = r.unmeasured }), "\n")
+        end
+      end
+      if jl then jl:flush() end
+      local t = socket.gettime()
+      if t - last_print >= 1 or k == R - 1 then
+        last_print = t
+        local el = t - t_start
+        say("fabric_matrix: %s round %d/%d, %d/%d pairs, %s, about %s left", pass, k + 1, R, pairs_done,
+          total_pairs, fmt_time(el), fmt_time(el / (k + 1) * (R - k - 1)))
+      end
+    end
+  end
+  store.done = store.done + pairs_done
+end
+
+-- ------------------------------------------------------------------ the first pass
+
+local R1 = sched.rounds
+local limited = o.max_rounds and o.max_rounds < R1
+if limited then R1 = o.max_rounds end
+local t_run = socket.gettime()
+run_schedule(sched, R1, "first")
+local first_seconds = socket.gettime() - t_run
+
+-- ------------------------------------------------------------------ diagnosis
+
+local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference }
+local retest_plan -- rank 0
+local first_list
+if ME == 0 then
+  -- every scheduled pair has a record: those nobody reported belong to a rank that is gone
+  for k = 0, R1 - 1 do
+    for r = 0, N - 1 do
+      local dst = sched:partners(r, k)
+      if dst then
+        for ki = 1, NRAILS do
+          local x = rec(ki, r, dst)
+          x.round = x.round or k
+          x.pass = x.pass or "first"
+          if x.lat_us == nil and x.unmeasured == nil and x.error == nil and not x.dry then
+            x.unmeasured = not f:alive(r) and (f:name(r) .. " unreachable") or
+              not f:alive(dst) and (f:name(dst) .. " unreachable") or "not reported"
+          end
+        end
+      end
+    end
+  end
+  -- a pair a rank that died did not finish is unmeasured, whatever the survivor saw (what it finished stays)
+  for _, x in ipairs(store.list) do
+    for _, r in ipairs({ x.src, x.dst }) do
+      if not x.unmeasured and not f:alive(r) and (x.error or x.lat_us == nil) then
+        x.unmeasured = f:name(r) .. " unreachable" .. (x.error and (" (" .. x.error .. ")") or "")
+      end
+    end
+  end
+  first_list = {}
+  for _, x in ipairs(store.list) do first_list[#first_list + 1] = x end
+end
+
+local R2 = 0
+local refs, plans_by_rail = {}, {}
+local retest_sched
+if not o.dry_run and not o.no_retest then
+  local lists
+  if ME == 0 then
+    local union, seen = {}, {}
+    local excluded = {}
+    for r = 0, N - 1 do if not f:alive(r) then excluded[r] = true end end
+    for ki = 1, NRAILS do
+      local l = {}
+      for _, x in ipairs(first_list) do if x.rail == ki then l[#l + 1] = x end end
+      refs[ki] = diagnose.flag(l, opts)
+      local ex = {}
+      for r in pairs(excluded) do ex[r] = true end
+      for r = 0, N - 1 do if FAULT[r] and FAULT[r][ki] then ex[r] = true end end
+      plans_by_rail[ki] = diagnose.retest_plan(l, N, ex)
+      for _, p in ipairs(plans_by_rail[ki].pairs) do
+        local key = p[1] .. "-" .. p[2]
+        if not seen[key] then seen[key] = true; union[#union + 1] = p end
+      end
+    end
+    local rounds = schedule.disjoint_rounds(union, o.retest_width or math.max(1, math.floor(N / 4)))
+    retest_plan = schedule.explicit("retest", N, rounds)
+    lists = {}
+    for r = 0, N - 1 do lists[r + 1] = { rounds = #rounds, plan = retest_plan:rank_plan(r) } end
+  end
+  local m = must(f:scatter(lists, 0))
+  R2 = m.rounds
+  retest_sched = ME == 0 and retest_plan or schedule.from_plan("retest", N, R2, m.plan, ME)
+end
+
+local retested = {}
+if R2 > 0 then
+  -- the retest records go to a store of their own
+  local saved = store
+  store = { recs = {}, list = {}, done = 0 }
+  run_schedule(retest_sched, R2, "retest")
+  if ME == 0 then retested = store.list end
+  store = saved
 end
 
 -- ------------------------------------------------------------------ report
 
-local gathered = collective(f:gather(mine, 0))
+-- this rank's time in the exchanges, for the control plane's figures
+local ctl_all = must(f:gather({ ctl.seconds, ctl.cpu, ctl.rounds, ctl.max }, 0))
 local status = 0
-if f.rank == 0 then
-  local list = {}
-  for src = 0, f.size - 1 do
-    for dst = 0, f.size - 1 do
-      if src ~= dst then
-        local key = src .. "-" .. dst
-        local s, d = gathered[src + 1][key] or {}, gathered[dst + 1][key] or {}
-        local p = { src = src, dst = dst, src_host = f.hosts[src + 1], dst_host = f.hosts[dst + 1],
-          lat_us = s.lat_us, write_mbs = s.write_mbs, send_mbs = s.send_mbs,
-          verified_bytes = (s.verified_bytes or 0) + (d.verified_bytes or 0), data_ok = d.data_ok }
-        local errs = {}
-        if s.error then errs[#errs + 1] = f:name(src) .. ": " .. s.error end
-        if d.error and d.error ~= s.error then errs[#errs + 1] = f:name(dst) .. ": " .. d.error end
-        if #errs > 0 then p.error = table.concat(errs, "; ") end
-        list[#list + 1] = p
+if ME == 0 then
+  local verdicts = setmetatable({}, { __jsontype = "array" })
+  local function hosts_of(ranks)
+    local h = {}
+    for i, r in ipairs(ranks) do h[i] = f.hosts[r + 1] or ("rank " .. r) end
+    return h
+  end
+  for _, d in ipairs(f:dead_ranks()) do
+    verdicts[#verdicts + 1] = { kind = "unreachable", ranks = { d.rank }, hosts = hosts_of({ d.rank }), why = d.why }
+  end
+  for r = 0, N - 1 do
+    if FAULT[r] and f:alive(r) then
+      for ki = 1, NRAILS do
+        if FAULT[r][ki] then
+          verdicts[#verdicts + 1] = { kind = "node", ranks = { r }, hosts = hosts_of({ r }),
+            rail = plan.names[r + 1] and plan.names[r + 1][ki] or ("rail " .. ki), why = FAULT[r][ki] }
+        end
       end
     end
   end
-  local report = matrix.analyse(list, f.size, o.threshold)
-  report.hosts = f.hosts
-  report.options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = bw_iters,
-    device = ctx and ctx:name() or o.ib_dev, gid_index = gid_index, launcher = f.launcher }
+  local transient_all = {}
+  if not o.dry_run then
+    for ki = 1, NRAILS do
+      local l, again = {}, {}
+      for _, x in ipairs(first_list) do if x.rail == ki then l[#l + 1] = x end end
+      for _, x in ipairs(retested) do if x.rail == ki then again[#again + 1] = x end end
+      refs[ki] = refs[ki] or diagnose.flag(l, opts)
+      local p = plans_by_rail[ki]
+      if o.no_retest or not p then
+        -- no second pass: the flagged pairs are reported (and fail the run), none is judged
+        for _, x in ipairs(l) do
+          if x.flagged then status = 1 end
+        end
+      else
+        local v, transient = diagnose.verdicts(again, refs[ki], p, opts, function(r) return f:name(r) end)
+        for _, x in ipairs(v) do
+          x.hosts = hosts_of(x.ranks)
+          x.rail = plan.names[x.ranks[1] + 1] and plan.names[x.ranks[1] + 1][ki] or ("rail " .. ki)
+          verdicts[#verdicts + 1] = x
+        end
+        for _, t in ipairs(transient) do transient_all[#transient_all + 1] = { t[1], t[2], ki } end
+      end
+    end
+  end
+  -- the figures of the control plane
+  local worst, worst_rank = 0, 0
+  for r = 0, N - 1 do
+    local c = ctl_all[r + 1]
+    if c and c[3] > 0 and c[1] / c[3] > worst then worst, worst_rank = c[1] / c[3], r end
+  end
+  local c0 = ctl_all[1]
+  local control = { rank0_ms_per_round = c0[3] > 0 and c0[1] / c0[3] * 1000 or 0,
+    rank0_cpu_ms_per_round = c0[3] > 0 and c0[2] / c0[3] * 1000 or 0, slowest_ms_per_round = worst * 1000,
+    slowest_rank = worst_rank, exchanges = c0[3] }
+  -- the pairs never scheduled (--quick, --max-rounds, a pairs file)
+  local scheduled = #first_list
+  local want = NRAILS * N * (N - 1)
+  local why_not = PATTERN == "quick" and "not scheduled (--quick)" or PATTERN == "pairs" and
+    "not in the pairs file" or "not scheduled (--max-rounds " .. tostring(o.max_rounds) .. ")"
+  local list = first_list
+  local listed = 0
+  if scheduled < want and (o.json or N <= 16) then
+    for ki = 1, NRAILS do
+      for s = 0, N - 1 do
+        for d = 0, N - 1 do
+          if s ~= d and not store.recs[((ki - 1) * N + s) * N + d] then
+            local x = rec(ki, s, d)
+            x.unmeasured = why_not
+            list[#list + 1] = x
+            listed = listed + 1
+          end
+        end
+      end
+    end
+  end
+  local report = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = R2,
+    rails = plan.names[1], pairs = list, verdicts = verdicts, transient = transient_all, control = control,
+    seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
+    options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = BW_ITERS,
+      lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, dry_run = o.dry_run or nil,
+      launcher = f.launcher,
+      max_rounds = o.max_rounds } }
   print(matrix.text(report))
   if o.json then
-    local fh = assert(io.open(o.json, "w"))
-    fh:write(matrix.json(report), "\n")
-    fh:close()
+    local fh = io.open(o.json, "w")
+    if not fh then say("fabric_matrix: cannot write %s", o.json); status = 1 else
+      fh:write(matrix.json(report), "\n")
+      fh:close()
+    end
   end
   if o.plot then
     local ok, err = matrix.plot(report, o.plot)
-    if not ok then say("fabric_matrix: %s", err); report.pass = false end
+    if not ok then say("fabric_matrix: %s", err); status = 1 end
   end
-  status = report.pass and 0 or 1
+  if jl then
+    jl:write(dkjson.encode({ verdicts = verdicts }), "\n")
+    jl:close()
+  end
+  if #verdicts > 0 then status = 1 end
 end
-status = collective(f:bcast(status))
+status = f:bcast(status) or 1
 f:close()
 os.exit(status)

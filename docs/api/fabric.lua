@@ -23,7 +23,13 @@
 -- `IBV_FABRIC_TIMEOUT`, default 60 s): a rank that does not arrive in time is named in the error
 -- ("rank 2 (node3) did not arrive at barrier #4 within 60 s"), the ranks that did arrive get the same
 -- error, and nobody waits forever.  Failures return `nil, message`; after one the group is broken and
--- every later call returns the same message.
+-- every later call returns the same message; a tolerant group (`tolerant = true`) instead buries a
+-- rank that leaves or misses a limit, names it in `dead_ranks()` on every rank and goes on without it.
+--
+-- Rank 0 waits on its connections through libuv's epoll (lua-luv), each registered once: no
+-- FD_SETSIZE limit, one visit per rank and collective; it listens with a backlog of 4096 and needs a
+-- descriptor per rank (`ulimit -n`).  Without lua-luv it falls back to `socket.select`, and refuses
+-- a group of more than 1000 ranks at init.
 --
 -- @module ibverbs.fabric
 
@@ -37,7 +43,8 @@ fabric.DEFAULT_TIMEOUT = 60
 --- Joins the group: rank and size from opts or the launcher, then the rendezvous at rank 0.
 -- @tparam[opt] table opts `rank`, `size`, `root` ("host" or "host:port"), `port`, `timeout` (seconds,
 -- for the rendezvous and the default of every collective), `host` (this rank's name; default `uname -n`),
--- `getenv` (a function like `os.getenv`)
+-- `getenv` (a function like `os.getenv`), `tolerant` (go on without a rank that leaves or misses a
+-- limit, see `fabric_group:dead_ranks`)
 -- @treturn ibverbs.fabric_group
 -- @return[2] nil, message (a rank that did not arrive, rank 0 not answering, no root address)
 function fabric.init(opts) end
@@ -68,5 +75,26 @@ function fabric.hostlist(list) end
 -- @tparam[opt] function getenv like `os.getenv`
 -- @treturn table|nil hosts indexed rank + 1
 function fabric.slurm_hosts(getenv) end
+
+--- The frame a rank sends for `fabric_group:route` when every value is a string (made by hand, no
+-- dkjson): "R<seq> <length of up, or -1> <up>", then "<to> <length> <value>" per message, after the
+-- 8-hex-digit length every frame has.
+-- @tparam integer seq the collective's number
+-- @tparam table v `{m = {{rank, string}, ...}, u = string or nil}`
+-- @treturn string the frame
+function fabric.route_encode(seq, v) end
+
+--- Reads the body of a route frame (without its 8-digit length).
+-- @tparam string body
+-- @treturn table `{op = "route", seq =, raw = true, v = {m =, u =}}`
+-- @return[2] nil, message (a malformed or short frame)
+function fabric.route_decode(body) end
+
+--- Reads the body of rank 0's answer to a route frame: "r<length> <dead ranks as JSON>", then
+-- "<from> <length> <value>" per message.
+-- @tparam string body
+-- @treturn table `{v = {{from, string}, ...}, dead = list or nil}`
+-- @return[2] nil, message
+function fabric.route_reply_decode(body) end
 
 return fabric

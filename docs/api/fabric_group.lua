@@ -45,6 +45,35 @@ function fabric_group:bcast(value, root, timeout) end
 -- @return[2] nil, message
 function fabric_group:alltoall(list, timeout) end
 
+--- root's list, one item per rank: rank r gets `list[r + 1]` (the root passes the list, the others
+-- anything); rank 0's cost is one reply per rank.
+-- @tparam table list (at the root)
+-- @tparam[opt=0] integer root
+-- @tparam[opt] number timeout
+-- @return this rank's item
+-- @return[2] nil, message
+function fabric_group:scatter(list, root, timeout) end
+
+--- Point to point through rank 0, the per-round exchange of a schedule: O(size + messages) at rank 0.
+-- When every value is a string (and `up` a string or nil) the frames are made by hand, not by dkjson.
+-- @tparam table msgs `{{rank, value}, ...}` this rank sends
+-- @param[opt] up a value for rank 0 alone
+-- @tparam[opt] number timeout
+-- @treturn table `{{from, value}, ...}` sent to this rank
+-- @treturn table at rank 0: every rank's `up`, indexed rank + 1
+-- @return[2] nil, message
+function fabric_group:route(msgs, up, timeout) end
+
+--- The ranks a tolerant group went on without: `{{rank =, host =, why =}, ...}` by rank (empty
+-- otherwise); the same on every rank after the next collective.
+-- @treturn table
+function fabric_group:dead_ranks() end
+
+--- Whether a rank still takes part (always true in a group that is not tolerant).
+-- @tparam integer rank
+-- @treturn boolean
+function fabric_group:alive(rank) end
+
 --- "rank 2 (node3)": a rank with its host when known.
 -- @tparam integer rank
 -- @treturn string

@@ -1,8 +1,9 @@
---- The all-pairs results of fabric_matrix.lua: medians and flags, the text
--- tables, JSON (dkjson) and a gnuplot heatmap.  Pure functions of the results:
+--- The report of fabric_matrix.lua: the text tables, JSON (dkjson) and a
+-- gnuplot heatmap.  Pure functions of the report (the diagnosis is diagnose.lua's):
 --
 --   local matrix = require "matrix"
---   local report = matrix.analyse(pairs_list, size, 0.5)  -- pairs: {src=, dst=, lat_us=, write_mbs=, send_mbs=, ...}
+--   -- report: {size=, hosts=, pattern=, rounds=, rails=, pairs = {{src=, dst=, rail=, round=, lat_us=,
+--   --          write_mbs=, send_mbs=, flagged=, bad=, why=, unmeasured=, ...}}, verdicts=, control=, options=}
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
 
@@ -15,63 +16,16 @@ matrix.METRICS = {
   { key = "send_mbs", title = "send bandwidth", unit = "MB/s", higher = true, fmt = "%.2f" },
 }
 
-local function median(list)
-  if #list == 0 then return nil end
-  local t = {}
-  for i, v in ipairs(list) do t[i] = v end
-  table.sort(t)
-  local m = (#t + 1) / 2
-  return (t[math.floor(m)] + t[math.ceil(m)]) / 2
-end
-matrix.median = median
-
---- Medians and flags.  A pair is flagged when it failed, its data check failed,
--- a bandwidth is below threshold x the median, or its latency is above the
--- median / threshold.  Returns {size=, threshold=, medians=, pairs=, flagged=, pass=}.
-function matrix.analyse(list, size, threshold)
-  local report = { size = size, threshold = threshold, medians = {}, pairs = list, flagged = {} }
-  for _, m in ipairs(matrix.METRICS) do
-    local values = {}
-    for _, p in ipairs(list) do
-      if not p.error and type(p[m.key]) == "number" then values[#values + 1] = p[m.key] end
-    end
-    report.medians[m.key] = median(values)
-  end
-  for _, p in ipairs(list) do
-    local why = {}
-    p.bad = {} -- the metrics that flag it
-    if p.error then why[#why + 1] = p.error end
-    if p.data_ok == false then why[#why + 1] = "data check failed" end
-    if not p.error then
-      for _, m in ipairs(matrix.METRICS) do
-        local v, med = p[m.key], report.medians[m.key]
-        if type(v) ~= "number" or v ~= v then
-          why[#why + 1] = m.key .. " missing"
-        elseif med and m.higher and v < threshold * med then
-          p.bad[m.key] = true
-          why[#why + 1] = string.format("%s %s %s < %g x median %s", m.title, string.format(m.fmt, v), m.unit,
-            threshold, string.format(m.fmt, med))
-        elseif med and not m.higher and v > med / threshold then
-          p.bad[m.key] = true
-          why[#why + 1] = string.format("%s %s %s > median %s / %g", m.title, string.format(m.fmt, v), m.unit,
-            string.format(m.fmt, med), threshold)
-        end
-      end
-    end
-    p.flagged = #why > 0
-    if p.flagged then
-      p.why = table.concat(why, "; ")
-      report.flagged[#report.flagged + 1] = p
-    end
-  end
-  report.pass = #report.flagged == 0
-  return report
-end
-
 local function cell(report, src, dst)
-  for _, p in ipairs(report.pairs) do
-    if p.src == src and p.dst == dst then return p end
+  report.cells = report.cells or {}
+  local c = report.cells
+  if not c.built then
+    c.built = true
+    for _, p in ipairs(report.pairs) do
+      if (p.rail or 1) == 1 and (p.pass or "first") == "first" then c[p.src * report.size + p.dst] = p end
+    end
   end
+  return c[src * report.size + dst]
 end
 
 local function label(report, r)
@@ -79,55 +33,123 @@ local function label(report, r)
   return h and string.format("%d %s", r, h) or tostring(r)
 end
 
---- The matrices (rows: source rank, columns: destination rank) and the flagged pairs, as text.
+local function name(report, r)
+  local h = report.hosts and report.hosts[r + 1]
+  return h and string.format("rank %d (%s)", r, h) or ("rank " .. r)
+end
+
+--- The report as text: the matrices of the first rail (up to 16 ranks), the
+-- counts, the flagged pairs, the verdicts, the control plane's figures.
 function matrix.text(report)
   local out = {}
+  local o = report.options or {}
+  out[#out + 1] = string.format("fabric_matrix: %d ranks, pattern %s, %d rounds%s, rails: %s%s", report.size,
+    report.pattern or "?", report.rounds or 0,
+    (report.retest_rounds or 0) > 0 and string.format(" and %d retest rounds", report.retest_rounds) or "",
+    table.concat(report.rails or {}, ", "), o.dry_run and " (dry run: no traffic)" or "")
   local w = 10
-  for _, m in ipairs(matrix.METRICS) do
-    out[#out + 1] = string.format("%s (%s), rows: from, columns: to; median %s", m.title, m.unit,
-      report.medians[m.key] and string.format(m.fmt, report.medians[m.key]) or "-")
-    local head = { string.format("%-14s", "") }
-    for d = 0, report.size - 1 do head[#head + 1] = string.format("%" .. w .. "s", label(report, d):sub(1, w)) end
-    out[#out + 1] = table.concat(head)
-    for s = 0, report.size - 1 do
-      local row = { string.format("%-14s", label(report, s):sub(1, 14)) }
-      for d = 0, report.size - 1 do
-        local p = cell(report, s, d)
-        local text = "-"
-        if p and p.error then text = "FAIL"
-        elseif p and type(p[m.key]) == "number" then
-          text = string.format(m.fmt, p[m.key]) .. (p.bad[m.key] and "!" or "")
+  if report.size <= 16 and not o.dry_run then
+    for _, m in ipairs(matrix.METRICS) do
+      out[#out + 1] = string.format("%s (%s), rows: from, columns: to", m.title, m.unit)
+      local head = { string.format("%-14s", "") }
+      for d = 0, report.size - 1 do head[#head + 1] = string.format("%" .. w .. "s", label(report, d):sub(1, w)) end
+      out[#out + 1] = table.concat(head)
+      for sr = 0, report.size - 1 do
+        local row = { string.format("%-14s", label(report, sr):sub(1, 14)) }
+        for d = 0, report.size - 1 do
+          local p = cell(report, sr, d)
+          local text = "-"
+          if p and p.unmeasured then text = "n/a"
+          elseif p and p.error then text = "FAIL"
+          elseif p and type(p[m.key]) == "number" then
+            text = string.format(m.fmt, p[m.key]) .. (p.bad and p.bad[m.key] and "!" or "")
+          end
+          row[#row + 1] = string.format("%" .. w .. "s", text)
         end
-        row[#row + 1] = string.format("%" .. w .. "s", text)
+        out[#out + 1] = table.concat(row)
       end
-      out[#out + 1] = table.concat(row)
+      out[#out + 1] = ""
     end
-    out[#out + 1] = ""
   end
-  local bytes = 0
-  for _, p in ipairs(report.pairs) do bytes = bytes + (p.verified_bytes or 0) end
-  out[#out + 1] = string.format("%d pairs, %d bytes verified, %d flagged (threshold %g of the median)",
-    #report.pairs, bytes, #report.flagged, report.threshold)
-  for _, p in ipairs(report.flagged) do
-    out[#out + 1] = string.format("FLAGGED %s -> %s: %s", label(report, p.src), label(report, p.dst), p.why)
+  local bytes, measured, flagged, unmeasured, reasons = 0, 0, {}, 0, {}
+  for _, p in ipairs(report.pairs) do
+    if (p.pass or "first") == "first" then
+      bytes = bytes + (p.verified_bytes or 0)
+      if p.unmeasured then
+        unmeasured = unmeasured + 1
+        reasons[p.unmeasured] = (reasons[p.unmeasured] or 0) + 1
+      else
+        measured = measured + 1
+        if p.flagged then flagged[#flagged + 1] = p end
+      end
+    end
   end
-  out[#out + 1] = report.pass and "PASS" or "FAIL"
+  unmeasured = unmeasured + math.max(0, (report.unscheduled or 0) - (report.listed_unscheduled or 0))
+  local med = o.reference == "median"
+  out[#out + 1] = string.format("%d pairs, %d bytes verified, %d flagged (latency > %gx %s, bandwidth < %g x %s)",
+    measured, bytes, #flagged, o.lat_factor or 0, med and "median" or "min", o.bw_fraction or 0,
+    med and "median" or "max")
+  if unmeasured > 0 then
+    local r = {}
+    for why, n in pairs(reasons) do r[#r + 1] = string.format("%d: %s", n, why) end
+    table.sort(r)
+    if #r == 0 then r[1] = "not scheduled" end
+    out[#out + 1] = string.format("%d pairs unmeasured (%s)", unmeasured, table.concat(r, "; "))
+  end
+  for i, p in ipairs(flagged) do
+    if i > 50 then out[#out + 1] = string.format("... and %d more flagged", #flagged - 50); break end
+    out[#out + 1] = string.format("FLAGGED %s -> %s%s: %s", label(report, p.src), label(report, p.dst),
+      (report.rails and #report.rails > 1) and (" rail " .. tostring(report.rails[p.rail])) or "", p.why)
+  end
+  for _, t in ipairs(report.transient or {}) do
+    out[#out + 1] = string.format("transient: %s <-> %s passed when measured again", name(report, t[1]),
+      name(report, t[2]))
+  end
+  for _, v in ipairs(report.verdicts or {}) do
+    local who = {}
+    for i, r in ipairs(v.ranks) do who[i] = name(report, r) end
+    out[#out + 1] = string.format("VERDICT %s: %s%s: %s", v.kind, table.concat(who, " <-> "),
+      v.rail and (" " .. v.rail) or "", v.why)
+  end
+  local c = report.control
+  if c then
+    out[#out + 1] = string.format("control plane: %d exchanges; rank 0 %.2f ms per round (%.2f ms CPU), slowest "
+      .. "rank %d %.2f ms per round", c.exchanges, c.rank0_ms_per_round, c.rank0_cpu_ms_per_round, c.slowest_rank,
+      c.slowest_ms_per_round)
+  end
+  if report.seconds then
+    out[#out + 1] = string.format("first pass: %d rounds in %.2f s", report.rounds or 0, report.seconds)
+  end
+  out[#out + 1] = #(report.verdicts or {}) == 0 and "PASS" or "FAIL"
   return table.concat(out, "\n")
 end
 
---- The report as one JSON object (pairs is always an array).
+--- The report as one JSON object (lists are arrays even when empty).
 function matrix.json(report)
-  local pairs_list = setmetatable({}, { __jsontype = "array" })
+  local function array(t) return setmetatable(t or {}, { __jsontype = "array" }) end
+  local pairs_list = array({})
+  local flagged = array({})
   for i, p in ipairs(report.pairs) do
     local q = {}
-    for k, v in pairs(p) do if k ~= "bad" then q[k] = v end end
+    for k, v in pairs(p) do if k ~= "bad" and k ~= "kind_done" and k ~= "dry" then q[k] = v end end
+    if report.rails then q.rail = report.rails[p.rail] or p.rail end
     pairs_list[i] = q
+    if p.flagged and (p.pass or "first") == "first" then
+      flagged[#flagged + 1] = { src = p.src, dst = p.dst, rail = q.rail, why = p.why }
+    end
   end
-  local flagged = setmetatable({}, { __jsontype = "array" })
-  for i, p in ipairs(report.flagged) do flagged[i] = { src = p.src, dst = p.dst, why = p.why } end
-  return dkjson.encode({ size = report.size, threshold = report.threshold, medians = report.medians,
-    hosts = report.hosts, pairs = pairs_list, flagged = flagged, pass = report.pass, options = report.options },
-    { keyorder = { "size", "pass", "threshold", "medians", "hosts", "flagged", "pairs", "options" } })
+  local verdicts = array({})
+  for i, v in ipairs(report.verdicts or {}) do
+    verdicts[i] = { kind = v.kind, ranks = array(v.ranks), hosts = array(v.hosts), rail = v.rail, why = v.why }
+  end
+  local transient = array({})
+  for i, t in ipairs(report.transient or {}) do transient[i] = array({ t[1], t[2] }) end
+  return dkjson.encode({ size = report.size, pass = #verdicts == 0, pattern = report.pattern,
+    rounds = report.rounds, retest_rounds = report.retest_rounds, rails = array(report.rails), hosts = report.hosts,
+    verdicts = verdicts, flagged = flagged, transient = transient, control = report.control,
+    seconds = report.seconds, pairs = pairs_list, options = report.options },
+    { keyorder = { "size", "pass", "pattern", "rounds", "retest_rounds", "rails", "hosts", "verdicts", "flagged",
+      "transient", "control", "seconds", "pairs", "options" } })
 end
 
 --- The gnuplot script of the heatmaps (one per metric) for file (.png or .svg).
@@ -140,8 +162,8 @@ function matrix.gnuplot_script(report, file, datafile)
     "set terminal " .. term,
     string.format("set output '%s'", file:gsub("'", "''")),
     "set datafile missing 'nan'",
-    string.format("set multiplot layout 1,%d title 'fabric\\_matrix: %d ranks, %d pairs, %d flagged'",
-      #matrix.METRICS, n, #report.pairs, #report.flagged),
+    string.format("set multiplot layout 1,%d title 'fabric\\_matrix: %d ranks, %d pairs, %d verdicts'",
+      #matrix.METRICS, n, #report.pairs, #(report.verdicts or {})),
     string.format("set xrange [-0.5:%g]; set yrange [%g:-0.5]", n - 0.5, n - 0.5),
     "set xlabel 'to rank'; set ylabel 'from rank'",
     string.format("set xtics 0,1,%d; set ytics 0,1,%d", n - 1, n - 1),
@@ -168,7 +190,7 @@ function matrix.gnuplot_data(report)
       local row = {}
       for d = 0, report.size - 1 do
         local p = cell(report, sr, d)
-        local v = p and not p.error and p[m.key]
+        local v = p and not p.error and not p.unmeasured and p[m.key]
         row[#row + 1] = type(v) == "number" and string.format("%.6g", v) or "nan"
       end
       out[#out + 1] = table.concat(row, " ")
@@ -177,8 +199,9 @@ function matrix.gnuplot_data(report)
   end
   for _, m in ipairs(matrix.METRICS) do -- the flagged cells of each metric (failed pairs in all)
     local any = false
-    for _, p in ipairs(report.flagged) do
-      if p.error or p.data_ok == false or p.bad[m.key] then
+    for _, p in ipairs(report.pairs) do
+      if p.flagged and (p.rail or 1) == 1 and (p.pass or "first") == "first" and
+        (p.error or p.data_ok == false or (p.bad and p.bad[m.key])) then
         out[#out + 1] = string.format("%d %d", p.dst, p.src)
         any = true
       end

@@ -26,7 +26,9 @@ describe("two soft-RoCE nodes", function()
   it("fabric_matrix.lua measures both ordered pairs and verifies the bytes", function()
     local json = ".cache/nodes-matrix.json"
     if NODE == 1 then os.remove(json) end
-    local out, rc = run("fabric_matrix.lua", "-d rxe0 -n 100 -N 32 -S 16384 -T 0.01 --json " .. json)
+    -- thresholds no emulated pair misses: this spec is about the bytes, the 4-node one about verdicts
+    local out, rc = run("fabric_matrix.lua", "-d rxe0 -n 100 -N 32 -S 16384 --reference median --lat-factor 100 "
+      .. "--bw-fraction 0.01 --json " .. json)
     assert.equal(0, rc, out)
     if NODE ~= 1 then return end
     assert.matches("2 pairs, %d+ bytes verified, 0 flagged", out)
@@ -41,8 +43,8 @@ describe("two soft-RoCE nodes", function()
     for _, p in ipairs(m.pairs) do
       assert.is_nil(p.error)
       assert.is_true(p.lat_us > 0 and p.write_mbs > 0 and p.send_mbs > 0, dkjson.encode(p))
-      -- ping + echo, one RDMA write buffer, 16 send buffers
-      assert.equal(2 * 8 + 16384 + 16 * 16384, p.verified_bytes)
+      -- the last ping, one RDMA write buffer, the 32 send buffers
+      assert.equal(8 + 16384 + 32 * 16384, p.verified_bytes)
       assert.is_true(p.data_ok)
     end
     assert.equal(1, m.pairs[1].dst + m.pairs[2].dst)

@@ -1,0 +1,187 @@
+-- Run on every node of `tools/rxe-vm --nodes 4` (tools/run-tests): the four
+-- nodes run these steps in the same order, one rank each (rank K-1 on node
+-- K), so every step is one four-rank run of fabric_matrix.lua in rounds.
+-- Faults are made with tc on the fabric NIC (eth0): node 3 rate-limited (tbf),
+-- the link node2 -> node4 delayed (prio + netem + a u32 filter on node 2's
+-- eth0 matching node 4's fabric address), rank 3 killed mid-run.  Rank 0
+-- (node 1) checks the report; every node checks its own exit status.
+local support = require "support"
+local dkjson = require "dkjson"
+local socket = require "socket"
+
+local NODE = tonumber(os.getenv("RXE_VM_NODE") or "0")
+local KTREE = os.getenv("RXE_VM_KTREE") or ""
+local sh = support.sh
+
+-- Small figures: TCG emulation on shared cores, so the healthy pairs vary a
+-- lot (latency by 2x and more, bandwidth by 10x on a busy machine); the
+-- faults are made much larger than that (node 3 at 400 kbit/s, 300 ms more on
+-- the link) and the thresholds are taken against the median.  The QPs' ack
+-- timeout is raised to 2 s (--qp-timeout 19) so that node 3's queue, which
+-- drops nothing, delays its packets rather than making RC retransmit them.
+local COMMON = "-d rxe0 -S 8192 --qp-timeout 19 --wait event --reference median --lat-factor 3 --bw-fraction 0.05"
+local ARGS = COMMON .. " -n 10 -N 8"
+local KILL_ARGS = COMMON .. " -n 200 -N 64" -- rounds of seconds: the kill lands in one
+
+local function matrix(args, limit, common)
+  local t0 = socket.gettime()
+  local out, rc = support.spawn("timeout " .. limit .. " " .. support.example("fabric_matrix.lua",
+    (common or ARGS) .. " " .. args)):wait(limit + 10)
+  return out, rc, socket.gettime() - t0
+end
+
+local function load(file)
+  local f = assert(io.open(file))
+  local m = assert(dkjson.decode(f:read("a")))
+  f:close()
+  return m
+end
+
+local function first_pass(m)
+  local l = {}
+  for _, p in ipairs(m.pairs) do if p.pass == "first" then l[#l + 1] = p end end
+  return l
+end
+
+local function tc(cmds)
+  for _, c in ipairs(cmds) do assert(sh(c), c) end
+end
+
+describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
+  setup(function()
+    os.remove(".cache/nodes4-kill.jsonl") -- an earlier run's: node 4 waits for this file to fill
+    for _, m in ipairs({ "sch_tbf", "sch_prio", "sch_netem", "cls_u32" }) do
+      assert(sh("modprobe -d '" .. KTREE .. "' " .. m), "modprobe " .. m)
+    end
+  end)
+
+  it("runs under tools/rxe-vm --nodes 4 with tc and rxe0 on eth0", function()
+    assert.is_true(NODE >= 1 and NODE <= 4, "RXE_VM_NODE is " .. tostring(os.getenv("RXE_VM_NODE")))
+    assert.equal("4", os.getenv("RXE_VM_NODES"))
+    assert.is_true(sh("tc qdisc show dev eth0 >/dev/null"))
+  end)
+
+  it("healthy: a tournament measures every ordered pair once, no rank twice in a round, no verdict", function()
+    local json = ".cache/nodes4-healthy.json"
+    if NODE == 1 then os.remove(json) end
+    local out, rc = matrix("-t 10 --json " .. json, 150)
+    assert.equal(0, rc, out)
+    if NODE ~= 1 then return end
+    assert.matches("PASS", out)
+    local m = load(json)
+    assert.equal("tournament", m.pattern)
+    assert.equal(3, m.rounds)
+    assert.same({}, m.verdicts)
+    assert.same({ "node1", "node2", "node3", "node4" }, m.hosts)
+    local seen, in_round = {}, {}
+    local l = first_pass(m)
+    assert.equal(12, #l)
+    for _, p in ipairs(l) do
+      local key = p.src .. "-" .. p.dst
+      assert.is_nil(seen[key], "pair measured twice: " .. key)
+      seen[key] = true
+      assert.is_nil(p.error, dkjson.encode(p))
+      assert.is_nil(p.unmeasured, dkjson.encode(p))
+      assert.is_true(p.lat_us > 0 and p.write_mbs > 0 and p.send_mbs > 0, dkjson.encode(p))
+      assert.is_true(p.data_ok)
+      assert.equal(8 + 8192 + 8 * 8192, p.verified_bytes) -- the last ping, one write, 8 sends
+      assert.is_true(p.round >= 0 and p.round < 3)
+      -- a round pairs each rank with one partner: a rank meets only one other rank in it
+      in_round[p.round] = in_round[p.round] or {}
+      for _, x in ipairs({ { p.src, p.dst }, { p.dst, p.src } }) do
+        local was = in_round[p.round][x[1]]
+        assert.is_true(was == nil or was == x[2], string.format("rank %d in two pairs of round %d", x[1], p.round))
+        in_round[p.round][x[1]] = x[2]
+      end
+    end
+  end)
+
+  it("node 3 rate-limited (tbf on its eth0): the verdict names node 3 as a slow node, and no other", function()
+    local json = ".cache/nodes4-slow.json"
+    if NODE == 1 then os.remove(json) end
+    if NODE == 3 then tc{ "tc qdisc add dev eth0 root tbf rate 400kbit burst 4kb limit 256kb" } end
+    local ok, err = pcall(function()
+      local out, rc = matrix("-t 10 --json " .. json, 200)
+      assert.equal(1, rc, out)
+      if NODE ~= 1 then return end
+      local m = load(json)
+      assert.equal(1, #m.verdicts, out)
+      local v = m.verdicts[1]
+      assert.equal("node", v.kind, out)
+      assert.same({ 2 }, v.ranks)
+      assert.same({ "node3" }, v.hosts)
+      assert.equal("rxe0:1", v.rail)
+      assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: still bad against", out)
+    end)
+    if NODE == 3 then sh("tc qdisc del dev eth0 root") end
+    assert(ok, err)
+  end)
+
+  it("the link node2 -> node4 delayed (a tc filter on node 2): the verdict names that link, neither node", function()
+    local json = ".cache/nodes4-link.json"
+    if NODE == 1 then os.remove(json) end
+    if NODE == 2 then
+      tc{ "tc qdisc add dev eth0 root handle 1: prio",
+          "tc qdisc add dev eth0 parent 1:3 handle 30: netem delay 300ms",
+          "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
+    end
+    local ok, err = pcall(function()
+      local out, rc = matrix("-t 10 --json " .. json, 200)
+      assert.equal(1, rc, out)
+      if NODE ~= 1 then return end
+      local m = load(json)
+      assert.equal(1, #m.verdicts, out)
+      local v = m.verdicts[1]
+      assert.equal("link", v.kind, out)
+      assert.same({ 1, 3 }, v.ranks)
+      assert.same({ "node2", "node4" }, v.hosts)
+      assert.matches("VERDICT link: rank 1 %(node2%) <%-> rank 3 %(node4%) rxe0:1: both pass with other partners", out)
+    end)
+    if NODE == 2 then sh("tc qdisc del dev eth0 root") end
+    assert(ok, err)
+  end)
+
+  it("rank 3 killed mid-run: named unreachable, the others finish and exit 1 within the budget", function()
+    local json, lines = ".cache/nodes4-kill.json", ".cache/nodes4-kill.jsonl"
+    if NODE == 1 then os.remove(json) end
+    -- node 4 waits until rank 0 streamed the first round's pairs, then kills its rank
+    if NODE == 4 then
+      sh("sleep 1")
+      local out, rc = support.capture(support.example("fabric_matrix.lua", KILL_ARGS .. " -t 5") ..
+        " > /tmp/killed.out 2>&1 & pid=$!; i=0; while [ ! -s " .. lines .. " ] && [ $i -lt 1200 ]; do sleep 0.1; " ..
+        "i=$((i + 1)); done; kill -9 $pid; wait $pid; echo killed=$?")
+      assert.matches("killed=137", out, tostring(rc))
+      return
+    end
+    local out, rc, took = matrix("-t 5 --json " .. json .. (NODE == 1 and " --json-lines " .. lines or ""), 150,
+      KILL_ARGS)
+    assert.equal(1, rc, out)
+    -- the budget: three healthy rounds, the timeout of the round rank 3 died in, one exchange limit
+    assert.is_true(took < 90, "took " .. took .. " s")
+    if NODE ~= 1 then return end
+    local m = load(json)
+    assert.equal(1, #m.verdicts, out)
+    local v = m.verdicts[1]
+    assert.equal("unreachable", v.kind, out)
+    assert.same({ 3 }, v.ranks)
+    assert.same({ "node4" }, v.hosts)
+    assert.matches("rank 3 %(node4%) left the fabric", v.why)
+    local lost = 0
+    for _, p in ipairs(first_pass(m)) do
+      if p.round == 0 or (p.src ~= 3 and p.dst ~= 3) then -- before the kill, or without rank 3: measured
+        assert.is_nil(p.unmeasured, dkjson.encode(p))
+        assert.is_nil(p.error, dkjson.encode(p))
+        assert.is_true(p.data_ok, dkjson.encode(p))
+      elseif p.unmeasured then -- a pair of rank 3 after the kill (one it finished before it stays)
+        assert.matches("rank 3 %(node4%) unreachable", p.unmeasured)
+        lost = lost + 1
+      end
+    end
+    assert.is_true(lost >= 2, out)
+    -- what was streamed before the kill is kept
+    local f = assert(io.open(lines))
+    local first = assert(dkjson.decode(f:read("l")))
+    f:close()
+    assert.equal(0, first.round)
+  end)
+end)
