@@ -251,8 +251,7 @@ for _, make in ipairs(makers) do
   if type(mt) == "table" then mt.__gc = raising edited = edited + 1 end
 end
 assert(edited == #makers, "a metatable was not a table")
-if rawget(_G, "jit") then collectgarbage("setpause", 1); collectgarbage("setstepmul", 1000)
-else collectgarbage("incremental", 1, 1000, 0) end
+if rawget(_G, "jit") then collectgarbage("setpause", 1); collectgarbage("setstepmul", 1000) end
 local errors = 0
 for _ = 1, 40 do
   for _ = 1, 40 do for _, make in ipairs(makers) do make() end end
