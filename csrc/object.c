@@ -455,6 +455,9 @@ void ibvl_register_plain(lua_State *L, const char *tname, const luaL_Reg *method
 	luaL_setfuncs(L, methods, 0);
 	lua_pushvalue(L, -1);
 	lua_setfield(L, -3, "__index");
+	lua_pushvalue(L, -2); /* a script may not give these userdata a __gc either */
+	protect(L);
+	lua_pop(L, 1);
 	lua_remove(L, -2);
 }
 

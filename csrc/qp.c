@@ -775,6 +775,10 @@ void ibvl_open_qp(lua_State *L)
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 	luaL_newmetatable(L, QP_ATTR);
+	lua_createtable(L, 0, 1); /* what scripts get instead: none gives these a __gc */
+	lua_pushliteral(L, QP_ATTR);
+	lua_setfield(L, -2, "__name");
+	lua_setfield(L, -2, "__metatable");
 	lua_pop(L, 1);
 	ibvl_type_key(L, QP_ATTR, &prepared_key);
 	lua_pushcfunction(L, l_qp_attr);
