@@ -19,6 +19,7 @@
  * is no index of recv_wrs, a send or receive of a side the loop lacks, is
  * skipped and counted in st.foreign, never taken for one of the loop's.
  */
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -99,6 +100,8 @@ struct xfer {
 	uint32_t sqpn, rqpn; /* the QPs' numbers, what a completion names */
 	int any_rqp;         /* receives of any QP are the loop's (an SRQ's) */
 	int qpn[2];          /* send_cq, recv_cq report qp_num */
+	uint32_t sqpn_at[2]; /* per CQ: the qp_num of the loop's sends (UINT32_MAX: none) */
+	int sany_at[2];      /* per CQ: every send is the loop's (no qp_num to tell) */
 };
 
 /* The object in field, kept on the stack (a weak argument table may hold
@@ -162,6 +165,10 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 	x->any_rqp = x->rqp == NULL;
 	x->qpn[0] = reports_qpn(x->scq);
 	x->qpn[1] = reports_qpn(x->rcq);
+	for (int c = 0; c < 2; c++) { /* qp_num is 24 bits: no completion names UINT32_MAX */
+		x->sqpn_at[c] = x->sqp != NULL && x->qpn[c] ? x->sqpn : UINT32_MAX;
+		x->sany_at[c] = x->sqp != NULL && !x->qpn[c];
+	}
 }
 
 static int post_chain(struct xfer *x, struct ibv_recv_wr *head)
@@ -206,6 +213,22 @@ static int owner(const struct xfer *x, const struct ibv_wc *w, int byqpn)
 	return x->sqp && (!byqpn || w->qp_num == x->sqpn) ? OURS_SEND : FOREIGN;
 }
 
+/* Whether w is a successful receive: status IBV_WC_SUCCESS (0) and an opcode
+ * with IBV_WC_RECV set, read as the one 64-bit word the two adjacent fields
+ * make (one load and one compare a completion in the loop below). */
+static inline int ok_recv(const struct ibv_wc *w)
+{
+	_Static_assert(offsetof(struct ibv_wc, opcode) == offsetof(struct ibv_wc, status) + 4 &&
+	               sizeof(w->status) == 4 && sizeof(w->opcode) == 4, "status, opcode adjacent");
+	uint64_t v;
+	memcpy(&v, &w->status, sizeof v);
+	uint64_t mask = 0xffffffffu | (uint64_t)IBV_WC_RECV << 32, want = (uint64_t)IBV_WC_RECV << 32;
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+	mask = (uint64_t)0xffffffffu << 32 | IBV_WC_RECV, want = IBV_WC_RECV;
+#endif
+	return (v & mask) == want;
+}
+
 /* How many of wc[0..n) are successful receives of the loop's QP (any QP for
  * an SRQ, or a CQ without qp_num) of consecutive list entries from wc[0]'s
  * on, without wrapping: the common case, read in one pass. */
@@ -216,11 +239,14 @@ static int in_order(const struct xfer *x, const struct ibv_wc *wc, int n, int by
 		return 0;
 	uint64_t left = (uint64_t)x->nrecv - id; /* entries from id's to the list's end */
 	const struct ibv_wc *w = wc, *end = wc + ((uint64_t)n < left ? n : (int)left);
-	int anyq = !byqpn || x->any_rqp;
-	uint32_t qpn = x->rqpn;
-	while (w < end && w->status == IBV_WC_SUCCESS && (w->opcode & IBV_WC_RECV) &&
-	       w->wr_id == id && (anyq || w->qp_num == qpn))
-		w++, id++;
+	if (!byqpn || x->any_rqp) {
+		while (w < end && ok_recv(w) && w->wr_id == id)
+			w++, id++;
+	} else {
+		uint32_t qpn = x->rqpn;
+		while (w < end && ok_recv(w) && w->wr_id == id && w->qp_num == qpn)
+			w++, id++;
+	}
 	return (int)(w - wc);
 }
 
@@ -261,15 +287,24 @@ struct progress {
  * its result count.  Every completion of the batch is counted, also after an
  * error (the batch is gone from the CQ): p->errors, p->first_error. */
 static int consume(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc *wc, int n,
-                   int byqpn)
+                   int cq)
 {
+	int byqpn = x->qpn[cq];
 	struct consumed c;
 	int i0 = in_order(x, wc, n, byqpn);
 	c.n = i0, c.runs = i0 > 0, c.first = i0 > 0 ? (int)wc[0].wr_id : 0, c.len = c.second = 0;
 	c.i0 = i0, c.first0 = c.first;
 	int prev = i0 > 0 ? c.first + i0 - 1 : -2;
+	uint32_t sqpn = x->sqpn_at[cq]; /* the common case first: a successful send of send_qp */
+	int sany = x->sany_at[cq];
 	for (int i = i0; i < n; i++) {
-		int whose = owner(x, &wc[i], byqpn);
+		const struct ibv_wc *w = &wc[i];
+		if (w->status == IBV_WC_SUCCESS && !(w->opcode & IBV_WC_RECV) &&
+		    (w->qp_num == sqpn || sany)) {
+			p->completed += x->nsend;
+			continue;
+		}
+		int whose = owner(x, w, byqpn);
 		if (whose == FOREIGN) {
 			p->foreign++;
 		} else if (whose == OURS_ERROR) {
@@ -345,7 +380,7 @@ static int step(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc 
 		int n = cqs[c] ? ibvl_cq_poll(cqs[c], 64, wc) : 0;
 		if (n < 0)
 			return -ibvl_fail(L, "ibv_poll_cq", -n);
-		int err = consume(L, x, p, wc, n, x->qpn[c]);
+		int err = consume(L, x, p, wc, n, c);
 		if (err)
 			return -err;
 		busy |= n > 0;
