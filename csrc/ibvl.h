@@ -451,18 +451,7 @@ void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ib
                         struct ibvl_sge_src *src, int max_sge, struct ibvl_wr_slot *slot);
 struct ibvl_obj *ibvl_parse_bind_info(lua_State *L, int idx, struct ibv_mw_bind_info *bi);
 
-/* A chain about to be posted: the list is cut after its last WR and
- * restored by ibvl_chain_done. */
-struct ibvl_chain {
-	void *base;       /* the WR that index0 names */
-	void **next_slot; /* the next pointer of the last WR */
-	void *saved;      /* its value before the cut */
-	int index0;
-	int count;                  /* WRs in the chain */
-	struct ibvl_wr_slot *slot;  /* their slots (send chains) */
-	void *list;                 /* the prepared list posted, or NULL (WR tables) */
-};
-
+struct ibvl_chain; /* post.h */
 struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
 void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c); /* known list */
@@ -471,24 +460,9 @@ void ibvl_chain_check(lua_State *L, const struct ibvl_chain *c); /* its list sti
 void *ibvl_test_list(lua_State *L, int idx, int send, int *n);
 const char *ibvl_no_queue(const struct ibv_qp *q, int send); /* qp.c: why q cannot post, or NULL */
 
-/* Cuts the list after the chain's last WR, right before the verbs call (a
- * list is never left cut by an error); ibvl_chain_done restores the link. */
-static inline void ibvl_chain_cut(struct ibvl_chain *c)
-{
-	c->saved = *c->next_slot;
-	*c->next_slot = NULL;
-}
-
-static inline void ibvl_chain_done(struct ibvl_chain *c)
-{
-	*c->next_slot = c->saved;
-}
-void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c);
 void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
 void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
                        int *nsge);
-int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
-                     const void *bad, size_t wrsize, const char *hint);
 
 /* ---- rdma_cm (cm_base.c, cm_addr.c, cm_id.c, cm_channel.c, cm_qp.c) ------- */
 struct rdma_cm_id;

@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "ibvl.h"
+#include "post.h"
 
 static double now(void)
 {
@@ -89,8 +90,11 @@ struct xfer {
 	struct ibvl_cq *scq, *rcq;
 	struct ibv_send_wr *swr;
 	int nsend;
+	struct ibvl_chain schain; /* the whole send list */
 	struct ibv_qp *rqp;
 	struct ibv_srq *rsrq;
+	enum ibvl_post_kind rkind; /* IBVL_POST_RECV (rqp) or IBVL_POST_SRQ (rsrq) */
+	void *rtarget;             /* rqp or rsrq */
 	struct ibv_recv_wr *rwr;
 	int nrecv;
 	long long count, window;
@@ -134,9 +138,8 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 		ibvl_getfield(L, 1, "send_wrs");
 		x->sidx = lua_gettop(L);
 		x->swr = ibvl_wr_list(L, x->sidx, 1, &x->nsend);
-		struct ibvl_chain c; /* on a UD QP, every WR needs its AH */
-		ibvl_send_chain(L, x->sidx, &c);
-		ibvl_check_send_chain(L, sqp, &c);
+		ibvl_send_chain(L, x->sidx, &x->schain); /* the whole list */
+		ibvl_check_send_chain(L, sqp, &x->schain); /* on a UD QP, every WR needs its AH */
 		if (x->nsend > x->window)
 			ibvl_error(L, "window %d is smaller than send_wrs (%d WRs)",
 			           (int)x->window, x->nsend);
@@ -149,6 +152,8 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 			ibvl_error(L, "field 'recv': ibverbs.qp or ibverbs.srq expected");
 		x->rqp = r ? r->ptr : NULL;
 		x->rsrq = s ? s->ptr : NULL;
+		x->rkind = r ? IBVL_POST_RECV : IBVL_POST_SRQ;
+		x->rtarget = r ? r->ptr : s->ptr;
 		if (x->rcq == NULL)
 			ibvl_error(L, "recv needs recv_cq");
 		ibvl_getfield(L, 1, "recv_wrs");
@@ -164,20 +169,13 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 	x->qpn[1] = reports_qpn(x->rcq);
 }
 
-static int post_chain(struct xfer *x, struct ibv_recv_wr *head)
-{
-	struct ibv_recv_wr *bad;
-	return x->rqp ? ibv_post_recv(x->rqp, head, &bad) : ibv_post_srq_recv(x->rsrq, head, &bad);
-}
-
-/* Posts the list's WRs [first, first+n) as they are linked, cut after the last. */
+/* Posts the list's WRs [first, first+n) as they are linked (post.h). */
 static int post_range(struct xfer *x, int first, int n)
 {
-	struct ibv_recv_wr *last = &x->rwr[first + n - 1], *saved = last->next;
-	last->next = NULL;
-	int rc = post_chain(x, &x->rwr[first]);
-	last->next = saved;
-	return rc;
+	struct ibvl_chain c;
+	void *bad;
+	ibvl_chain_recv_range(&c, x->rwr, first, n);
+	return ibvl_post_run(x->rkind, x->rtarget, &c, &bad);
 }
 
 /* The receives a poll consumed: how many, the runs of consecutive list
@@ -235,18 +233,19 @@ static int repost(struct xfer *x, struct consumed *c, int n)
 		int rc = post_range(x, c->first, len);
 		return rc != 0 || len == n ? rc : post_range(x, c->second, n - len);
 	}
-	struct ibv_recv_wr *head = NULL, **tail = &head, *saved[64];
+	struct ibv_recv_wr *saved[64];
 	for (int k = 0; k < c->i0; k++)
 		c->idx[k] = c->first0 + k;
-	for (int k = 0; k < n; k++) {
+	for (int k = 0; k < n - 1; k++) { /* linked for the call; the last is cut by the post */
 		struct ibv_recv_wr *w = &x->rwr[c->idx[k]];
 		saved[k] = w->next;
-		*tail = w;
-		tail = &w->next;
+		w->next = &x->rwr[c->idx[k + 1]];
 	}
-	*tail = NULL;
-	int rc = post_chain(x, head);
-	for (int k = n - 1; k >= 0; k--) /* restore the list's own links */
+	struct ibvl_chain chain = {.base = &x->rwr[c->idx[0]], .index0 = 1, .count = n,
+	                           .next_slot = (void **)&x->rwr[c->idx[n - 1]].next};
+	void *bad;
+	int rc = ibvl_post_run(x->rkind, x->rtarget, &chain, &bad);
+	for (int k = n - 2; k >= 0; k--) /* restore the list's own links */
 		x->rwr[c->idx[k]].next = saved[k];
 	return rc;
 }
@@ -333,8 +332,8 @@ static int step(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc 
 {
 	int busy = 0;
 	if (x->sqp && p->sent < x->count && p->sent - p->completed + x->nsend <= x->window) {
-		struct ibv_send_wr *bad;
-		int rc = ibv_post_send(x->sqp, x->swr, &bad);
+		void *bad;
+		int rc = ibvl_post_run(IBVL_POST_SEND, x->sqp, &x->schain, &bad);
 		if (rc != 0)
 			return -ibvl_fail(L, "ibv_post_send", rc);
 		p->sent += x->nsend;

@@ -23,6 +23,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "ibvl.h"
+#include "post.h"
 
 static int destroy_qp(struct ibvl_obj *o, void *ptr)
 {
@@ -704,18 +705,17 @@ static const char *post_hint(const struct ibv_qp *q, int send)
 /* The WRs at arg 2 as a chain, the QP at arg 1 checked.  The prepared list
  * the QP posted last is known by its address (the QP keeps it alive): it
  * needs no type check, and as no table is read, no guard either.  Anything
- * else is read under a guard, the QP checked again inside it. */
-static void *post_chain(lua_State *L, struct ibvl_qp **qp, int send, struct ibvl_chain *c)
+ * else is read under a guard, the QP checked again inside it (post.c). */
+static void qp_post_chain(lua_State *L, struct ibvl_qp **qp, int send, struct ibvl_chain *c)
 {
 	void *ud = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
-	if (ud != NULL && ud == (*qp)->last_list[send])
-		return ibvl_list_chain(L, ud, 2, c); /* runs no Lua code */
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	*qp = ibvl_check_qp(L, 1);
-	void *wr = send ? (void *)ibvl_send_chain(L, 2, c) : (void *)ibvl_recv_chain(L, 2, c);
-	ibvl_guard_end(L, &g);
-	return wr;
+	if (ud != NULL && ud == (*qp)->last_list[send]) {
+		ibvl_list_chain(L, ud, 2, c); /* runs no Lua code */
+		if (send)
+			ibvl_check_send_chain(L, *qp, c);
+		return;
+	}
+	*qp = ibvl_post_prepare(L, &ibvl_qp_class, send, c);
 }
 
 /* After the verbs call (it may allocate): the QP remembers the list it posted. */
@@ -729,7 +729,7 @@ static void remember_list(lua_State *L, struct ibvl_qp *qp, int send, const stru
 
 /* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]),
  * qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
-static int post(lua_State *L, int send)
+static int qp_post(lua_State *L, int send)
 {
 	struct ibvl_qp *qp = ibvl_self(L);
 	if (qp == NULL || qp->o.ptr == NULL)
@@ -737,28 +737,24 @@ static int post(lua_State *L, int send)
 	if (no_queue(L, qp->o.ptr, send))
 		return 4;
 	struct ibvl_chain c;
-	void *wr = post_chain(L, &qp, send, &c), *bad = NULL;
+	qp_post_chain(L, &qp, send, &c);
 	struct ibv_qp *q = qp->o.ptr;
-	if (send)
-		ibvl_check_send_chain(L, qp, &c);
-	ibvl_chain_cut(&c);
-	int rc = send ? ibv_post_send(q, wr, (struct ibv_send_wr **)&bad)
-	              : ibv_post_recv(q, wr, (struct ibv_recv_wr **)&bad);
-	ibvl_chain_done(&c);
+	void *bad = NULL;
+	enum ibvl_post_kind kind = send ? IBVL_POST_SEND : IBVL_POST_RECV;
+	int rc = ibvl_post_run(kind, q, &c, &bad);
 	const char *hint = rc ? post_hint(q, send) : NULL; /* before anything allocates */
 	remember_list(L, qp, send, &c);
-	return ibvl_post_result(L, send ? "ibv_post_send" : "ibv_post_recv", rc, &c, bad,
-	                        send ? sizeof(struct ibv_send_wr) : sizeof(struct ibv_recv_wr), hint);
+	return ibvl_post_result(L, kind, rc, &c, bad, hint);
 }
 
 static int l_post_recv(lua_State *L)
 {
-	return post(L, 0);
+	return qp_post(L, 0);
 }
 
 static int l_post_send(lua_State *L)
 {
-	return post(L, 1);
+	return qp_post(L, 1);
 }
 
 void ibvl_open_qp(lua_State *L)

@@ -20,6 +20,7 @@
 #include <rdma/rdma_verbs.h>
 
 #include "ibvl.h"
+#include "post.h"
 
 static int destroy_srq(struct ibvl_obj *o, void *ptr)
 {
@@ -261,24 +262,15 @@ static int l_get_srq_num(lua_State *L)
 }
 
 /* ---- posting ------------------------------------------------------------- */
-static int l_post_recv(lua_State *L)
+static int srq_post_recv(lua_State *L)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
-	struct ibvl_chain c;
-	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
-	ibvl_guard_end(L, &g);
-	ibvl_chain_cut(&c);
-	int rc = ibv_post_srq_recv(s->o.ptr, wr, &bad);
-	ibvl_chain_done(&c);
-	return ibvl_post_result(L, "ibv_post_srq_recv", rc, &c, bad, sizeof *wr, NULL);
+	return ibvl_post_queue(L, IBVL_POST_SRQ, &ibvl_srq_class);
 }
 
 void ibvl_open_srq(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"post_recv", l_post_recv}, {"modify", l_modify}, {"query", l_query},
+		{"post_recv", srq_post_recv}, {"modify", l_modify}, {"query", l_query},
 		{"get_srq_num", l_get_srq_num}, {NULL, NULL},
 	};
 	static const luaL_Reg pd_methods[] = {{"create_srq", l_create_srq}, {NULL, NULL}};

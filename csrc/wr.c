@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ibvl.h"
+#include "post.h"
 
 #define RECV_WRS "ibverbs.recv_wrs"
 #define SEND_WRS "ibverbs.send_wrs"
@@ -757,35 +758,6 @@ struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c)
 struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c)
 {
 	return chain(L, arg, c, 1);
-}
-
-/* Raises when a send chain cannot go to qp: a WR on a UD QP needs an address
- * handle, which verbs would dereference. */
-void ibvl_check_send_chain(lua_State *L, struct ibvl_qp *qp, struct ibvl_chain *c)
-{
-	if (((struct ibv_qp *)qp->o.ptr)->qp_type != IBV_QPT_UD)
-		return;
-	for (int i = 0; i < c->count; i++)
-		if (c->slot[i].ah == NULL)
-			ibvl_error(L, "WR %d: field 'ah' is required on a UD QP", c->index0 + i);
-}
-
-/* nil, msg, errno, bad_index (1-based, in the list or table given); hint, when
- * not NULL, is the likely cause added to the message */
-int ibvl_post_result(lua_State *L, const char *call, int rc, struct ibvl_chain *c,
-                     const void *bad, size_t wrsize, const char *hint)
-{
-	if (rc == 0) {
-		lua_pushboolean(L, 1);
-		return 1;
-	}
-	ibvl_fail_hint(L, call, rc, hint);
-	if (bad != NULL)
-		lua_pushinteger(L, c->index0 + ((const char *)bad - (const char *)c->base) /
-		                                   (ptrdiff_t)wrsize);
-	else
-		lua_pushnil(L);
-	return 4;
 }
 
 void ibvl_open_wr(lua_State *L)
