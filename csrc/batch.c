@@ -20,6 +20,7 @@
  */
 #include <string.h>
 
+#include "cq.h"
 #include "ibvl.h"
 #include "post.h"
 

@@ -24,6 +24,7 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include "cq.h"
 #include "ibvl.h"
 
 enum { OWN_QP, OWN_SRQ, OWN_SEND_CQ, OWN_RECV_CQ, OWN_SEND_CH, OWN_RECV_CH };
@@ -473,7 +474,7 @@ static uint64_t check_sge(lua_State *L, int arg, struct ibv_sge *sge)
 }
 
 /* id:post_recv(wr_id, mr [, offset, length]): on the id's SRQ when it has one */
-static int l_post_recv(lua_State *L)
+static int cm_post_recv(lua_State *L)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
@@ -519,7 +520,7 @@ static int post_send(lua_State *L, enum ibv_wr_opcode op)
 	return ibvl_result(L, "ibv_post_send", ibv_post_send(qp, &wr, &bad));
 }
 
-static int l_post_send(lua_State *L)
+static int cm_post_send(lua_State *L)
 {
 	return post_send(L, IBV_WR_SEND);
 }
@@ -578,23 +579,6 @@ static int l_get_send_comp(lua_State *L)
 static int l_get_recv_comp(lua_State *L)
 {
 	return get_comp(L, OWN_RECV_CQ, OWN_RECV_CH, "rdma_get_recv_comp");
-}
-
-void ibvl_open_cm_qp(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"create_qp", l_create_qp}, {"create_qp_ex", l_create_qp_ex},
-		{"destroy_qp", l_destroy_qp}, {"create_srq", l_create_srq},
-		{"create_srq_ex", l_create_srq_ex}, {"destroy_srq", l_destroy_srq},
-		{"post_recv", l_post_recv}, {"post_send", l_post_send}, {"post_read", l_post_read},
-		{"post_write", l_post_write}, {"post_ud_send", l_post_ud_send},
-		{"get_send_comp", l_get_send_comp}, {"get_recv_comp", l_get_recv_comp},
-		{"get_request", l_get_request},
-		{NULL, NULL},
-	};
-	static const luaL_Reg fns[] = {{"create_ep", l_create_ep}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
-	ibvl_cm_functions(L, fns);
 }
 
 /* ---- the vectored rdma_verbs helpers ---------------------------------------
@@ -693,11 +677,20 @@ static int l_post_writev(lua_State *L)
 	return vpost(L, VWRITE);
 }
 
-void ibvl_open_cm_qp_vectored(lua_State *L)
+void ibvl_open_cm_qp(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"post_sendv", l_post_sendv}, {"post_recvv", l_post_recvv},
-		{"post_readv", l_post_readv}, {"post_writev", l_post_writev}, {NULL, NULL},
+		{"create_qp", l_create_qp}, {"create_qp_ex", l_create_qp_ex},
+		{"destroy_qp", l_destroy_qp}, {"create_srq", l_create_srq},
+		{"create_srq_ex", l_create_srq_ex}, {"destroy_srq", l_destroy_srq},
+		{"post_recv", cm_post_recv}, {"post_send", cm_post_send}, {"post_read", l_post_read},
+		{"post_write", l_post_write}, {"post_ud_send", l_post_ud_send},
+		{"get_send_comp", l_get_send_comp}, {"get_recv_comp", l_get_recv_comp},
+		{"get_request", l_get_request}, {"post_sendv", l_post_sendv},
+		{"post_recvv", l_post_recvv}, {"post_readv", l_post_readv},
+		{"post_writev", l_post_writev}, {NULL, NULL},
 	};
+	static const luaL_Reg fns[] = {{"create_ep", l_create_ep}, {NULL, NULL}};
 	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
+	ibvl_cm_functions(L, fns);
 }

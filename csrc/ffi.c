@@ -12,6 +12,7 @@
  */
 #include <string.h>
 
+#include "cq.h"
 #include "ibvl.h"
 
 /* The exported ABI, declared here for -Wmissing-prototypes and nowhere else. */

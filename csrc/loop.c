@@ -1,7 +1,6 @@
 /*
- * loop.c: the common data-path loops, entirely in C.
+ * loop.c: the transfer loop, entirely in C (cq:wait is in cq.c).
  *
- *   local n = cq:wait(wcs, 16 [, timeout_s])   -- poll until 16 completions (or timeout)
  *   local st = assert(ibv.transfer{
  *     send_qp = qp, send_cq = scq, send_wrs = sl,     -- post sl whole, again and again
  *     recv = rqp_or_srq, recv_cq = rcq, recv_wrs = rl, -- repost each consumed receive
@@ -22,59 +21,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "cq.h"
 #include "ibvl.h"
 #include "post.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ibv.now(): a monotonic clock in seconds, for timing loops */
-static int l_now(lua_State *L)
-{
-	lua_pushnumber(L, now());
-	return 1;
-}
-
-/* cq:wait(wcs, n [, timeout_s = 10]) -> completions gathered into wcs[1..];
- * timeout math.huge: until n came; SIGINT raises "cq:wait: interrupted". */
-static int l_wait(lua_State *L)
-{
-	struct ibvl_cq *cq = ibvl_check(L, 1, &ibvl_cq_class);
-	struct ibvl_wc_array *w = ibvl_check_wcs(L, 2);
-	int n = (int)ibvl_check_range(L, 3, 1, w->n);
-	double timeout = ibvl_opt_timeout(L, 4, 10.0);
-	int got = ibvl_cq_poll(cq, n, w->wc); /* no signal handler when they are there */
-	if (got < 0)
-		return ibvl_fail(L, "ibv_poll_cq", -got);
-	if (got < n) {
-		double deadline = now() + timeout;
-		struct ibvl_sigint s;
-		ibvl_sigint_begin(&s);
-		int err = 0;
-		while (got < n && !ibvl_sigint_pending()) {
-			int rc = ibvl_cq_poll(cq, n - got, &w->wc[got]);
-			if (rc < 0) {
-				err = -rc;
-				break;
-			}
-			got += rc;
-			if (rc == 0 && now() > deadline)
-				break;
-		}
-		w->count = got;
-		if (ibvl_sigint_end(&s))
-			return ibvl_interrupted(L, "cq:wait");
-		if (err)
-			return ibvl_fail(L, "ibv_poll_cq", err);
-	}
-	w->count = got;
-	lua_pushinteger(L, got);
-	return 1;
-}
 
 static int wc_error(lua_State *L, const struct ibv_wc *wc)
 {
@@ -369,7 +318,7 @@ static int l_transfer(lua_State *L)
 		ibvl_wr_list(L, x.ridx, 0, &nwr);
 	struct ibv_wc wc[64];
 	struct progress p = {0, 0, 0, x.nrecv, 0, 0, {0}};
-	double start = now(), deadline = start + x.timeout;
+	double start = ibvl_monotonic(), deadline = start + x.timeout;
 	int progressed = 0, fail = 0;
 	struct ibvl_sigint s;
 	ibvl_sigint_begin(&s);
@@ -385,7 +334,7 @@ static int l_transfer(lua_State *L)
 			progressed = 1;
 			continue;
 		}
-		double t = now();
+		double t = ibvl_monotonic();
 		if (progressed) { /* the idle time counts from the last progress */
 			deadline = t + x.timeout;
 			progressed = 0;
@@ -396,16 +345,12 @@ static int l_transfer(lua_State *L)
 	}
 	if (ibvl_sigint_end(&s))
 		return ibvl_interrupted(L, "ibv.transfer");
-	push_stats(L, &p, now() - start);
+	push_stats(L, &p, ibvl_monotonic() - start);
 	return fail ? fail + 1 : 1;
 }
 
 void ibvl_open_loop(lua_State *L)
 {
-	static const luaL_Reg cq_methods[] = {{"wait", l_wait}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_cq_class.name, cq_methods);
 	lua_pushcfunction(L, l_transfer);
 	lua_setfield(L, -2, "transfer");
-	lua_pushcfunction(L, l_now);
-	lua_setfield(L, -2, "now");
 }

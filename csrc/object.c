@@ -11,7 +11,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "ibvl.h"
+#include "args.h"
+#include "err.h"
+#include "object.h"
 
 static const char TRACK_KEY[] = "ibverbs.track";
 
@@ -739,4 +741,37 @@ int ibvl_push_tracked(lua_State *L, const void *cptr)
 	lua_pop(L, 1);
 	lua_pushnil(L);
 	return 0;
+}
+
+/* ---- objects in argument tables ------------------------------------------- */
+
+/* Returns the object in field (or NULL when absent) and leaves the field's
+ * value on the stack, where it keeps the object alive for the caller. */
+void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
+                          const struct ibvl_class *cls)
+{
+	ibvl_getfield(L, idx, field);
+	void *o = NULL;
+	if (!lua_isnil(L, -1)) {
+		o = ibvl_test_class(L, -1, cls);
+		if (o == NULL)
+			ibvl_error(L, "field '%s': %s expected, got %s", field, cls->name,
+			           luaL_typename(L, -1));
+		if (((struct ibvl_obj *)o)->ptr == NULL)
+			ibvl_error(L, "field '%s': attempt to use a closed %s", field, cls->name);
+		ibvl_guard_log(o);
+	}
+	return o;
+}
+
+/* Returns the object in field (or NULL when absent) and leaves nothing on the
+ * stack: only for a private copy (ibvl_copy_arg), which keeps the object. */
+void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls)
+{
+	if (!ibvl_is_copy(L, idx))
+		luaL_error(L, "ibverbs: internal error: field '%s' read from a table the call "
+		              "does not own", field);
+	void *o = ibvl_obj_field_keep(L, idx, field, cls);
+	lua_pop(L, 1);
+	return o;
 }

@@ -71,11 +71,11 @@ static int qp_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
-static int l_post_recv(lua_State *L);
-static int l_post_send(lua_State *L);
-static int l_modify(lua_State *L);
-static const luaL_Reg qp_hot[] = {{"post_recv", l_post_recv}, {"post_send", l_post_send},
-                                  {"modify", l_modify}, {NULL, NULL}};
+static int qp_post_recv(lua_State *L);
+static int qp_post_send(lua_State *L);
+static int qp_modify(lua_State *L);
+static const luaL_Reg qp_hot[] = {{"post_recv", qp_post_recv}, {"post_send", qp_post_send},
+                                  {"modify", qp_modify}, {NULL, NULL}};
 const struct ibvl_class ibvl_qp_class = {"ibverbs.qp", destroy_qp, "ibv_destroy_qp", qp_field,
                                          qp_hot};
 
@@ -587,7 +587,7 @@ static const struct prepared_attr *learn_attr(lua_State *L, struct ibvl_qp *qp, 
 	return p;
 }
 
-static int l_modify(lua_State *L)
+static int qp_modify(lua_State *L)
 {
 	struct ibvl_qp *qp = ibvl_self(L);
 	struct ibv_qp_attr a;
@@ -636,7 +636,7 @@ static const struct ibvl_field query_init_out[] = {
 #undef T
 
 /* qp:query([t]) -> every attribute, and init_attr's cap as cap */
-static int l_query(lua_State *L)
+static int qp_query(lua_State *L)
 {
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	struct ibv_qp_attr a;
@@ -747,34 +747,14 @@ static int qp_post(lua_State *L, int send)
 	return ibvl_post_result(L, kind, rc, &c, bad, hint);
 }
 
-static int l_post_recv(lua_State *L)
+static int qp_post_recv(lua_State *L)
 {
 	return qp_post(L, 0);
 }
 
-static int l_post_send(lua_State *L)
+static int qp_post_send(lua_State *L)
 {
 	return qp_post(L, 1);
-}
-
-void ibvl_open_qp(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"modify", l_modify}, {"query", l_query}, {"post_recv", l_post_recv},
-		{"post_send", l_post_send}, {NULL, NULL},
-	};
-	static const luaL_Reg pd_methods[] = {{"create_qp", l_create_qp}, {NULL, NULL}};
-	static const luaL_Reg ctx_methods[] = {
-		{"create_qp_ex", l_create_qp_ex}, {"open_qp", l_open_qp}, {NULL, NULL},
-	};
-	ibvl_register(L, &ibvl_qp_class, methods);
-	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
-	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
-	luaL_newmetatable(L, QP_ATTR);
-	lua_pop(L, 1);
-	ibvl_type_key(L, QP_ATTR, &prepared_key);
-	lua_pushcfunction(L, l_qp_attr);
-	lua_setfield(L, -2, "qp_attr");
 }
 
 /* ---- ECE, rate limit, data ordering -------------------------------------
@@ -837,16 +817,6 @@ static int l_query_data_in_order(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_qp_more(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"query_ece", l_query_ece}, {"set_ece", l_set_ece},
-		{"modify_rate_limit", l_modify_rate_limit},
-		{"query_data_in_order", l_query_data_in_order}, {NULL, NULL},
-	};
-	ibvl_add_methods(L, ibvl_qp_class.name, methods);
-}
-
 /* ---- multicast: qp:attach_mcast(gid, lid), qp:detach_mcast(gid, lid) ------
  * A UD QP joins a group by its GID (and LID on InfiniBand; 0 on RoCE).  On
  * soft-RoCE the group's packets reach the QP only when the netdev is a member
@@ -900,10 +870,26 @@ void ibvl_push_qp_attr_mask(lua_State *L, const struct ibv_qp_attr *a, int mask)
 	}
 }
 
-void ibvl_open_qp_mcast(lua_State *L)
+void ibvl_open_qp(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"attach_mcast", l_attach_mcast}, {"detach_mcast", l_detach_mcast}, {NULL, NULL},
+		{"modify", qp_modify}, {"query", qp_query}, {"post_recv", qp_post_recv},
+		{"post_send", qp_post_send}, {"query_ece", l_query_ece}, {"set_ece", l_set_ece},
+		{"modify_rate_limit", l_modify_rate_limit},
+		{"query_data_in_order", l_query_data_in_order}, {"attach_mcast", l_attach_mcast},
+		{"detach_mcast", l_detach_mcast}, {"wr_post", ibvl_qp_wr_post},
+		{"create_flow", ibvl_qp_create_flow}, {NULL, NULL},
 	};
-	ibvl_add_methods(L, ibvl_qp_class.name, methods);
+	static const luaL_Reg pd_methods[] = {{"create_qp", l_create_qp}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {
+		{"create_qp_ex", l_create_qp_ex}, {"open_qp", l_open_qp}, {NULL, NULL},
+	};
+	ibvl_register(L, &ibvl_qp_class, methods);
+	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+	luaL_newmetatable(L, QP_ATTR);
+	lua_pop(L, 1);
+	ibvl_type_key(L, QP_ATTR, &prepared_key);
+	lua_pushcfunction(L, l_qp_attr);
+	lua_setfield(L, -2, "qp_attr");
 }

@@ -193,7 +193,7 @@ static int build(struct ibv_qp_ex *x, enum ibv_qp_type type, const struct ibv_se
 }
 
 /* qp:wr_post(wr | {wr, ...} | send_wrs [, first, count]) */
-static int l_wr_post(lua_State *L)
+int ibvl_qp_wr_post(lua_State *L)
 {
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	if (qp->qpx == NULL)
@@ -222,10 +222,4 @@ static int l_wr_post(lua_State *L)
 		}
 	}
 	return ibvl_result(L, "ibv_wr_complete", ibv_wr_complete(qp->qpx));
-}
-
-void ibvl_open_qp_ex(lua_State *L)
-{
-	static const luaL_Reg methods[] = {{"wr_post", l_wr_post}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_qp_class.name, methods);
 }

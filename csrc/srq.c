@@ -203,7 +203,7 @@ static int l_create_srq_ex(lua_State *L)
 static const char *const modify_fields[] = {"max_wr", "srq_limit", NULL};
 
 /* srq:modify{max_wr=, srq_limit=}: the mask comes from the fields given */
-static int l_modify(lua_State *L)
+static int srq_modify(lua_State *L)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
@@ -237,7 +237,7 @@ static const struct ibvl_field srq_attr_out[] = {
 #undef T
 
 /* srq:query([t]) -> {max_wr=, max_sge=, srq_limit=} */
-static int l_query(lua_State *L)
+static int srq_query(lua_State *L)
 {
 	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
 	struct ibv_srq_attr a;
@@ -265,19 +265,6 @@ static int l_get_srq_num(lua_State *L)
 static int srq_post_recv(lua_State *L)
 {
 	return ibvl_post_queue(L, IBVL_POST_SRQ, &ibvl_srq_class);
-}
-
-void ibvl_open_srq(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"post_recv", srq_post_recv}, {"modify", l_modify}, {"query", l_query},
-		{"get_srq_num", l_get_srq_num}, {NULL, NULL},
-	};
-	static const luaL_Reg pd_methods[] = {{"create_srq", l_create_srq}, {NULL, NULL}};
-	static const luaL_Reg ctx_methods[] = {{"create_srq_ex", l_create_srq_ex}, {NULL, NULL}};
-	ibvl_register(L, &ibvl_srq_class, methods);
-	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
-	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }
 
 /* ---- tag matching operations (ibv_post_srq_ops) ---------------------------
@@ -364,8 +351,15 @@ static int l_post_srq_ops(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_srq_more(lua_State *L)
+void ibvl_open_srq(lua_State *L)
 {
-	static const luaL_Reg methods[] = {{"post_srq_ops", l_post_srq_ops}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_srq_class.name, methods);
+	static const luaL_Reg methods[] = {
+		{"post_recv", srq_post_recv}, {"modify", srq_modify}, {"query", srq_query},
+		{"get_srq_num", l_get_srq_num}, {"post_srq_ops", l_post_srq_ops}, {NULL, NULL},
+	};
+	static const luaL_Reg pd_methods[] = {{"create_srq", l_create_srq}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {{"create_srq_ex", l_create_srq_ex}, {NULL, NULL}};
+	ibvl_register(L, &ibvl_srq_class, methods);
+	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }

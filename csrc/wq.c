@@ -90,7 +90,7 @@ static const char *const modify_fields[] = {"wq_state", "curr_wq_state", "flags"
                                             NULL};
 
 /* wq:modify{wq_state=, curr_wq_state=, flags=, flags_mask=}: the mask from the fields */
-static int l_modify(lua_State *L)
+static int wq_modify(lua_State *L)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
@@ -129,7 +129,7 @@ static int wq_post_recv(lua_State *L)
 void ibvl_open_wq(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"modify", l_modify}, {"post_recv", wq_post_recv}, {NULL, NULL},
+		{"modify", wq_modify}, {"post_recv", wq_post_recv}, {NULL, NULL},
 	};
 	static const luaL_Reg ctx_methods[] = {{"create_wq", l_create_wq}, {NULL, NULL}};
 	ibvl_register(L, &ibvl_wq_class, methods);

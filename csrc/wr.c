@@ -505,7 +505,7 @@ static int l_length(lua_State *L)
 	return 0;
 }
 
-static int l_len(lua_State *L)
+static int wr_len(lua_State *L)
 {
 	lua_pushinteger(L, check_list(L, 1)->n);
 	return 1;
@@ -768,7 +768,7 @@ void ibvl_open_wr(lua_State *L)
 	};
 	const char *names[] = {RECV_WRS, SEND_WRS};
 	for (int k = 0; k < 2; k++) {
-		ibvl_register_plain(L, names[k], methods, l_len);
+		ibvl_register_plain(L, names[k], methods, wr_len);
 		lua_pop(L, 1);
 		ibvl_type_key(L, names[k], LIST_KEY(k));
 	}
