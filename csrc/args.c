@@ -549,20 +549,9 @@ void ibvl_set_str(lua_State *L, const char *field, const char *v)
 	lua_setfield(L, -2, field);
 }
 
-void ibvl_set_bool(lua_State *L, const char *field, int v)
-{
-	lua_pushboolean(L, v);
-	lua_setfield(L, -2, field);
-}
-
 void ibvl_set_enum(lua_State *L, const char *field, const struct ibvl_enum *e, lua_Integer v)
 {
 	ibvl_push_enum(L, e, v);
 	lua_setfield(L, -2, field);
 }
 
-void ibvl_set_flags(lua_State *L, const char *field, const struct ibvl_enum *e, lua_Integer v)
-{
-	ibvl_push_flags(L, e, v);
-	lua_setfield(L, -2, field);
-}

@@ -71,8 +71,6 @@ int ibvl_out_table(lua_State *L, int arg, int nrec);
 void ibvl_set_int(lua_State *L, const char *field, lua_Integer v);
 void ibvl_set_u64(lua_State *L, const char *field, uint64_t v);
 void ibvl_set_str(lua_State *L, const char *field, const char *v);
-void ibvl_set_bool(lua_State *L, const char *field, int v);
 void ibvl_set_enum(lua_State *L, const char *field, const struct ibvl_enum *e, lua_Integer v);
-void ibvl_set_flags(lua_State *L, const char *field, const struct ibvl_enum *e, lua_Integer v);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include "cq.h"
 #include "ibvl.h"
+#include "wr.h"
 #include "post.h"
 
 #define BATCH_MAX 8

@@ -26,6 +26,11 @@
 
 #include "cq.h"
 #include "ibvl.h"
+#include "wr.h"
+
+static void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
+static void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid);
+static void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx);
 
 enum { OWN_QP, OWN_SRQ, OWN_SEND_CQ, OWN_RECV_CQ, OWN_SEND_CH, OWN_RECV_CH };
 static const char *const own_keys[] = {"qp", "srq", "send_cq", "recv_cq", "send_channel",
@@ -118,7 +123,7 @@ static void use_owned(lua_State *L, int idx, int which)
 /* The id at idx uses the PD at pd_idx from now on, in place of the one it
  * used (id.pd names it; librdmacm keeps it as id->pd): one slot, however many
  * PDs the id's QPs are made on in turn. */
-void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx)
+static void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx)
 {
 	struct ibvl_cm_id *id = lua_touserdata(L, idx);
 	struct ibvl_obj *pd = lua_touserdata(L, pd_idx);
@@ -165,7 +170,7 @@ static void adopt_qp(lua_State *L, int idx, int used, struct ibv_qp_init_attr_ex
 
 /* For rdma_get_request: the new id at idx got a QP from its listener's
  * init attr, on the listener's (at pd_from_idx) PD. */
-void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx)
+static void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx)
 {
 	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, idx))->ptr;
 	if (cid->qp == NULL)
@@ -202,7 +207,7 @@ static int init_attr_table(lua_State *L, int arg, enum ibv_qp_type type)
 }
 
 /* Raises unless the id is bound to a device: librdmacm dereferences it. */
-void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid)
+static void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid)
 {
 	if (cid->verbs == NULL)
 		ibvl_error(L, "the id is not bound to a device yet (bind_addr to a local RDMA "

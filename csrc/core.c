@@ -11,6 +11,8 @@
 
 #include "ibvl.h"
 
+static void ibvl_open_constants(lua_State *L);
+
 /* ibv.ACCESS_LOCAL_WRITE = 1, ibv.SEND_SIGNALED = 2, ... from the enum tables */
 static void set_constants(lua_State *L, const char *prefix, const struct ibvl_enum *e)
 {
@@ -27,7 +29,7 @@ static void set_constants(lua_State *L, const char *prefix, const struct ibvl_en
 	}
 }
 
-void ibvl_open_constants(lua_State *L)
+static void ibvl_open_constants(lua_State *L)
 {
 	set_constants(L, "ACCESS_", ibvl_access_flags);
 	set_constants(L, "SEND_", ibvl_send_flags);

@@ -34,7 +34,6 @@ void ibvl_open_context(lua_State *L);
 void ibvl_open_pd(lua_State *L);
 void ibvl_open_mr(lua_State *L);
 void ibvl_open_buffer(lua_State *L);
-void ibvl_open_constants(lua_State *L);
 void ibvl_open_errno(lua_State *L); /* errno.c: ibv.errno, ibv.strerror */
 void ibvl_open_ffi(lua_State *L); /* last: core.rawptr, core.rawmem */
 
@@ -70,16 +69,13 @@ struct ibvl_qp {
 };
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg);
+const char *ibvl_no_queue(const struct ibv_qp *q, int send); /* qp.c: why q cannot post, or NULL */
 /* QP methods made in other files, in qp.c's method table */
 int ibvl_qp_wr_post(lua_State *L);     /* qp_ex.c: qp:wr_post */
 int ibvl_qp_create_flow(lua_State *L); /* flow.c: qp:create_flow */
 void ibvl_qp_adopt(lua_State *L, int used_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a);
-int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
-const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
-                             int mask);
 #define IBVL_QP_USED 6 /* pd, send_cq, recv_cq, srq, xrcd, rwq_ind_tbl */
 int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
-void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
 /* ---- address handles (ah.c) ------------------------------------------- */
 void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
@@ -102,45 +98,6 @@ void ibvl_srq_adopt(lua_State *L, const struct ibv_srq_attr *granted, int srq_ty
 
 /* ---- XRC domains (xrcd.c) ----------------------------------------------- */
 int ibvl_xrc_errno(struct ibv_context *ctx, int err);
-
-/* ---- work requests (wr.c) ----------------------------------------------- */
-/* What an SGE of a WR was made from, checked again when it is posted. */
-struct ibvl_sge_src {
-	struct ibvl_obj *mr; /* an SGE given with mr= */
-	const char *data;    /* the 'inline' string (kept alive by the list) */
-	size_t size;
-	int held;            /* a prepared list's SGE set by set/fill (wr.c) */
-};
-
-struct ibvl_wr_slot {
-	struct ibvl_obj *ah; /* objects a prepared WR points to, checked at post time */
-	struct ibvl_obj *mw;
-	struct ibvl_obj *mr; /* a bind_mw WR's bind_info.mr */
-	const void *hdr;     /* a tso WR's header, hdr_sz bytes */
-	int opcode;          /* the WR's opcode, as set: what its union holds */
-	int hdr_sz;
-};
-
-int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, struct ibvl_sge_src *src,
-                    int max_sge);
-void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ibv_sge *sge,
-                        struct ibvl_sge_src *src, int max_sge);
-void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,
-                        struct ibvl_sge_src *src, int max_sge, struct ibvl_wr_slot *slot);
-struct ibvl_obj *ibvl_parse_bind_info(lua_State *L, int idx, struct ibv_mw_bind_info *bi);
-
-struct ibvl_chain; /* post.h */
-struct ibv_recv_wr *ibvl_recv_chain(lua_State *L, int arg, struct ibvl_chain *c);
-struct ibv_send_wr *ibvl_send_chain(lua_State *L, int arg, struct ibvl_chain *c);
-void *ibvl_list_chain(lua_State *L, void *list, int arg, struct ibvl_chain *c); /* known list */
-void *ibvl_range_chain(lua_State *L, void *list, int first, int count, struct ibvl_chain *c);
-void ibvl_chain_check(lua_State *L, const struct ibvl_chain *c); /* its list still sound */
-void *ibvl_test_list(lua_State *L, int idx, int send, int *n);
-const char *ibvl_no_queue(const struct ibv_qp *q, int send); /* qp.c: why q cannot post, or NULL */
-
-void *ibvl_wr_list(lua_State *L, int idx, int send, int *n);
-void *ibvl_wr_list_mem(lua_State *L, int idx, int *send, int *n, struct ibv_sge **sge,
-                       int *nsge);
 
 /* ---- rdma_cm (cm_base.c, cm_addr.c, cm_id.c, cm_channel.c, cm_qp.c) ------- */
 struct rdma_cm_id;
@@ -184,11 +141,8 @@ void ibvl_open_cm_id(lua_State *L);
 void ibvl_open_cm_addr(lua_State *L);
 struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L, struct ibvl_guard *g);
 void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_idx);
-void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
 void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx);
 void ibvl_open_cm_qp(lua_State *L);
-void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid);
-void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx);
 void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);
 void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa);
 
@@ -208,6 +162,5 @@ void ibvl_open_wq(lua_State *L);
 void ibvl_open_rwq_ind_tbl(lua_State *L);
 void ibvl_open_flow(lua_State *L);
 void ibvl_open_counters(lua_State *L);
-void ibvl_parse_tso(lua_State *L, int idx, struct ibv_send_wr *wr); /* wr.c */
 
 #endif

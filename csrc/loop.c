@@ -23,6 +23,7 @@
 
 #include "cq.h"
 #include "ibvl.h"
+#include "wr.h"
 #include "post.h"
 
 static int wc_error(lua_State *L, const struct ibv_wc *wc)

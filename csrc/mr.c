@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ibvl.h"
+#include "wr.h"
 
 struct mr {
 	struct ibvl_obj o;

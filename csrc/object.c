@@ -15,6 +15,10 @@
 #include "err.h"
 #include "object.h"
 
+static void ibvl_guard_closed(void);
+static void ibvl_guard_log(struct ibvl_obj *o);
+static int ibvl_ndeps(const struct ibvl_obj *o);
+
 static const char TRACK_KEY[] = "ibverbs.track";
 
 static void list_init(struct ibvl_link *head)
@@ -38,7 +42,7 @@ static void list_append(struct ibvl_link *head, struct ibvl_link *l)
 	head->prev = l;
 }
 
-int ibvl_ndeps(const struct ibvl_obj *o)
+static int ibvl_ndeps(const struct ibvl_obj *o)
 {
 	int n = 0;
 	for (const struct ibvl_link *l = o->deps.next; l != &o->deps; l = l->next)
@@ -631,12 +635,12 @@ static _Thread_local struct {
 	struct ibvl_obj *ring[GUARD_RING];
 } seen;
 
-void ibvl_guard_closed(void)
+static void ibvl_guard_closed(void)
 {
 	atomic_fetch_add_explicit(&ibvl_closes, 1, memory_order_relaxed);
 }
 
-void ibvl_guard_log(struct ibvl_obj *o)
+static void ibvl_guard_log(struct ibvl_obj *o)
 {
 	if (seen.n > seen.floor && seen.ring[(seen.n - 1) % GUARD_RING] == o)
 		return; /* the same object twice in a row (every SGE's MR) */

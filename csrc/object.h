@@ -103,8 +103,6 @@ void ibvl_guard_begin(struct ibvl_guard *g);
 /* A new, closed object of cls at the top of the stack; ends g (object.c). */
 void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size, struct ibvl_guard *g);
 void ibvl_guard_end(lua_State *L, struct ibvl_guard *g);
-void ibvl_guard_log(struct ibvl_obj *o);
-void ibvl_guard_closed(void);
 /* Objects closed so far, counted across every Lua state and thread: a value
  * that has not moved since a check says nothing checked then was closed. */
 extern _Atomic unsigned long long ibvl_closes;
@@ -114,7 +112,6 @@ static inline unsigned long long ibvl_guard_closes(void)
 }
 void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls);
 void *ibvl_opt(lua_State *L, int idx, const struct ibvl_class *cls);
-int ibvl_ndeps(const struct ibvl_obj *o);
 int ibvl_close(lua_State *L, struct ibvl_obj *o);
 void ibvl_close_forced(struct ibvl_obj *o);
 void ibvl_track(lua_State *L, int idx);

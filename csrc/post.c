@@ -3,7 +3,9 @@
  * the send chain's checks, the results.  The cut, the verbs call and the
  * restore are ibvl_post_run, inline in post.h.
  */
+#include "ibvl.h"
 #include "post.h"
+#include "wr.h"
 
 const char *const ibvl_post_calls[4] = {
 	[IBVL_POST_RECV] = "ibv_post_recv",

@@ -27,22 +27,12 @@
 #include <lua.h>
 
 #include "ibvl.h"
+#include "wr.h"
 
 /* What a post goes to: the verbs object is a struct ibv_qp * (send, recv),
  * a struct ibv_srq * or a struct ibv_wq *. */
 enum ibvl_post_kind { IBVL_POST_RECV, IBVL_POST_SEND, IBVL_POST_SRQ, IBVL_POST_WQ };
 
-/* A chain about to be posted: the list is cut after its last WR and
- * restored after the verbs call (ibvl_post_run). */
-struct ibvl_chain {
-	void *base;       /* the WR that index0 names */
-	void **next_slot; /* the next pointer of the last WR */
-	void *saved;      /* its value before the cut */
-	int index0;
-	int count;                  /* WRs in the chain */
-	struct ibvl_wr_slot *slot;  /* their slots (send chains) */
-	void *list;                 /* the prepared list posted, or NULL (WR tables) */
-};
 
 /* The verbs call of a kind, for messages. */
 extern const char *const ibvl_post_calls[4];

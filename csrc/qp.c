@@ -23,7 +23,13 @@
 #include <rdma/rdma_cma.h>
 
 #include "ibvl.h"
+#include "wr.h"
 #include "post.h"
+
+static const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
+                                    int mask);
+static int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
+static void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
 static int destroy_qp(struct ibvl_obj *o, void *ptr)
 {
@@ -43,7 +49,7 @@ static const struct ibvl_field cap_out[] = {
 };
 #undef T
 
-void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap)
+static void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap)
 {
 	ibvl_push_fields(L, cap, cap_out);
 }
@@ -444,7 +450,7 @@ static int parse_attr_field(lua_State *L, int idx, const char *k, int v, struct 
 
 /* Reads an ibv_qp_attr table in one pass over the fields given; returns
  * their attribute mask. */
-int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
+static int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 {
 	idx = lua_absindex(L, idx);
 	if (lua_type(L, idx) != LUA_TTABLE)
@@ -486,7 +492,7 @@ static int required_mask(enum ibv_qp_type type, enum ibv_qp_state from, enum ibv
 /* The likely cause of an EINVAL from ibv_modify_qp: a transition the state
  * machine does not have, or attributes the transition requires missing.
  * Pushes the text (a string on the stack) or returns NULL. */
-const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
+static const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
                              int mask)
 {
 	if (!(mask & IBV_QP_STATE))

@@ -20,6 +20,7 @@
 #include <rdma/rdma_verbs.h>
 
 #include "ibvl.h"
+#include "wr.h"
 #include "post.h"
 
 static int destroy_srq(struct ibvl_obj *o, void *ptr)
