@@ -50,7 +50,7 @@ EMBED = $(BUILD)/embed
 
 all: $(MODULE) $(HOST)
 
-$(BUILD)/obj/%.o: csrc/%.c csrc/ibvl.h csrc/ibverbs.h
+$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC $(PKG_CFLAGS) -c $< -o $@
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "cq.h"
 #include "ibvl.h"
 
 static int destroy_ah(struct ibvl_obj *o, void *ptr)

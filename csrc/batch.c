@@ -20,11 +20,16 @@
  */
 #include <string.h>
 
+#include "cq.h"
 #include "ibvl.h"
+#include "wr.h"
+#include "post.h"
 
 #define BATCH_MAX 8
 
-enum step_kind { POST_RECV, POST_SEND, POLL, POST_SRQ_RECV }; /* the first three: kinds[] */
+/* a post step's kind is its enum ibvl_post_kind */
+enum step_kind { POST_RECV = IBVL_POST_RECV, POST_SEND = IBVL_POST_SEND,
+                 POST_SRQ_RECV = IBVL_POST_SRQ, POLL = IBVL_POST_WQ + 1 };
 
 struct step {
 	enum step_kind kind;
@@ -40,6 +45,7 @@ struct batch {
 };
 
 static const char *const kinds[] = {"post_recv", "post_send", "poll", NULL};
+static const enum step_kind kind_of[] = {POST_RECV, POST_SEND, POLL}; /* of kinds[] */
 
 /* The object of class cls at idx, for step i (raises naming the step). */
 static void *step_obj(lua_State *L, int idx, const struct ibvl_class *cls, int i)
@@ -97,7 +103,7 @@ static void parse_step(lua_State *L, int idx, int bi, struct step *st, int i)
 		kind++;
 	if (kinds[kind] == NULL)
 		ibvl_error(L, "step %d: its first entry must be post_recv, post_send or poll", i);
-	if (kind == POLL) {
+	if (kind_of[kind] == POLL) {
 		st->kind = POLL;
 		st->obj = step_obj(L, base + 2, &ibvl_cq_class, i);
 		st->wcs = luaL_testudata(L, base + 3, IBVL_WC_ARRAY);
@@ -107,7 +113,7 @@ static void parse_step(lua_State *L, int idx, int bi, struct step *st, int i)
 		if (!lua_isnil(L, base + 4))
 			ibvl_error(L, "step %d: poll takes a cq and a wc array only", i);
 	} else {
-		parse_post(L, base, st, kind == POST_SEND, i);
+		parse_post(L, base, st, kind_of[kind] == POST_SEND, i);
 	}
 	for (int k = 2; k <= 3; k++) { /* the batch keeps them alive */
 		lua_pushvalue(L, base + k);
@@ -117,36 +123,22 @@ static void parse_step(lua_State *L, int idx, int bi, struct step *st, int i)
 }
 
 /* Posts step i's chain (checked by run); 0, or the failure's 5 results. */
-static int post(lua_State *L, struct step *st, int i)
+static int step_post(lua_State *L, struct step *st, int i)
 {
-	void *bad = NULL, *wr = st->chain.base;
-	int rc;
-	const char *call;
-	size_t wrsize = sizeof(struct ibv_recv_wr);
-	ibvl_chain_cut(&st->chain);
-	if (st->kind == POST_SEND) {
-		rc = ibv_post_send(st->obj->ptr, wr, (struct ibv_send_wr **)&bad);
-		call = "ibv_post_send";
-		wrsize = sizeof(struct ibv_send_wr);
-	} else if (st->kind == POST_RECV) {
-		rc = ibv_post_recv(st->obj->ptr, wr, (struct ibv_recv_wr **)&bad);
-		call = "ibv_post_recv";
-	} else {
-		rc = ibv_post_srq_recv(st->obj->ptr, wr, (struct ibv_recv_wr **)&bad);
-		call = "ibv_post_srq_recv";
-	}
-	ibvl_chain_done(&st->chain);
+	void *bad = NULL;
+	enum ibvl_post_kind kind = (enum ibvl_post_kind)st->kind;
+	int rc = ibvl_post_run(kind, st->obj->ptr, &st->chain, &bad);
 	if (rc == 0)
 		return 0;
 	lua_settop(L, 0); /* what earlier polls pushed */
-	ibvl_post_result(L, call, rc, &st->chain, bad, wrsize, NULL);
+	ibvl_post_result(L, kind, rc, &st->chain, bad, NULL);
 	lua_pushinteger(L, i);
 	return 5;
 }
 
 /* Polls step st's CQ into its wc array, pushing the count and the first
  * unsuccessful one; a failure's results (1: the count of them), or 0. */
-static int poll(lua_State *L, struct step *st)
+static int step_poll(lua_State *L, struct step *st)
 {
 	int got = ibvl_cq_poll((struct ibvl_cq *)st->obj, st->wcs->n, st->wcs->wc);
 	if (got < 0) {
@@ -175,7 +167,7 @@ static int run(lua_State *L)
 	}
 	/* nothing from here on runs Lua code or raises */
 	for (struct step *st = b->step; st < end; st++) {
-		int r = st->kind == POLL ? poll(L, st) : post(L, st, (int)(st - b->step) + 1);
+		int r = st->kind == POLL ? step_poll(L, st) : step_post(L, st, (int)(st - b->step) + 1);
 		if (r != 0)
 			return r;
 	}

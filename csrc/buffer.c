@@ -137,7 +137,7 @@ static int l_u64(lua_State *L)
 	return ibvl_mem_u64(L, b->o.ptr, b->size, 2);
 }
 
-static int l_len(lua_State *L)
+static int buffer_len(lua_State *L)
 {
 	lua_pushinteger(L, (lua_Integer)check_buffer(L)->size);
 	return 1;
@@ -146,7 +146,7 @@ static int l_len(lua_State *L)
 void ibvl_open_buffer(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"read", l_read}, {"write", l_write}, {"u64", l_u64}, {"__len", l_len}, {NULL, NULL},
+		{"read", l_read}, {"write", l_write}, {"u64", l_u64}, {"__len", buffer_len}, {NULL, NULL},
 	};
 	ibvl_register(L, &ibvl_buffer_class, methods);
 	lua_pushcfunction(L, l_buffer);

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <string.h>
 
+#include "cq.h"
 #include "ibvl.h"
 
 static int destroy_channel(struct ibvl_obj *o, void *ptr)

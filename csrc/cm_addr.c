@@ -151,7 +151,7 @@ static int l_list(lua_State *L)
 	return 1;
 }
 
-static int l_len(lua_State *L)
+static int cm_addr_len(lua_State *L)
 {
 	struct ibvl_obj *o = ibvl_check(L, 1, &ibvl_cm_addrinfo_class);
 	lua_Integer n = 0;
@@ -220,7 +220,7 @@ static int l_getaddrinfo(lua_State *L)
 
 void ibvl_open_cm_addr(lua_State *L)
 {
-	static const luaL_Reg methods[] = {{"list", l_list}, {"__len", l_len}, {NULL, NULL}};
+	static const luaL_Reg methods[] = {{"list", l_list}, {"__len", cm_addr_len}, {NULL, NULL}};
 	static const luaL_Reg fns[] = {{"getaddrinfo", l_getaddrinfo}, {NULL, NULL}};
 	ibvl_register(L, &ibvl_cm_addrinfo_class, methods);
 	ibvl_cm_functions(L, fns);

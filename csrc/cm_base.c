@@ -14,6 +14,8 @@
  *   cm_qp.c      -> cm_base.c, cm_id.c, cm_addr.c  QPs/SRQs on ids, create_ep, get_request
  * cm_base.c uses only the core (helpers.c, object.c, ah.c, enums.c, wait.c).
  */
+#include <fcntl.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,4 +186,53 @@ void ibvl_cm_push_request(lua_State *L, const struct ibvl_cm_request *r)
 void ibvl_cm_push_copy(lua_State *L, const struct rdma_cm_event *c, int kind, int new_id_idx)
 {
 	push_event(L, c, kind, new_id_idx);
+}
+
+/* ---- synchronous rdma_cm ids ----------------------------------------------
+ * A synchronous rdma_cm id (no event channel) blocks inside librdmacm, which
+ * reads its private channel until the call's event comes (ucma_complete).
+ * ibvl_cm_sync_prepare makes that channel non-blocking, so the call returns
+ * EAGAIN once its command is written; ibvl_cm_sync_result then waits here for
+ * the event and takes it as ucma_complete does (id->event, status to errno).
+ */
+void ibvl_cm_sync_prepare(struct ibvl_cm_id *id)
+{
+	struct rdma_cm_id *cid = id->o.ptr;
+	if (id->chan_slot >= 0 || cid->channel == NULL)
+		return;
+	int fl = fcntl(cid->channel->fd, F_GETFL);
+	if (fl != -1 && !(fl & O_NONBLOCK))
+		fcntl(cid->channel->fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+int ibvl_cm_sync_result(lua_State *L, struct ibvl_cm_id *id, const char *call, int rc,
+                        double timeout)
+{
+	struct rdma_cm_id *cid = id->o.ptr;
+	if (rc == 0 || id->chan_slot >= 0 || errno != EAGAIN)
+		return ibvl_result(L, call, rc);
+	/* the command went out; its event is still to come */
+	double deadline = isinf(timeout) ? HUGE_VAL : ibvl_monotonic() + timeout;
+	for (;;) {
+		double left = isinf(deadline) ? HUGE_VAL : deadline - ibvl_monotonic();
+		int r = ibvl_poll_fd(cid->channel->fd, left > 0 ? left : 0);
+		if (r < 0)
+			return ibvl_interrupted(L, call);
+		if (r == 0)
+			return ibvl_fail(L, call, ETIMEDOUT);
+		if (cid->event != NULL) { /* as ucma_complete: the previous one is acknowledged */
+			rdma_ack_cm_event(cid->event);
+			cid->event = NULL;
+		}
+		if (rdma_get_cm_event(cid->channel, &cid->event) == 0)
+			break;
+		if (errno != EAGAIN) /* EAGAIN: librdmacm consumed an event of its own */
+			return ibvl_fail(L, call, errno);
+	}
+	int status = cid->event->status;
+	if (status == 0)
+		return ibvl_result(L, call, 0);
+	if (cid->event->event == RDMA_CM_EVENT_REJECTED)
+		return ibvl_fail(L, call, ECONNREFUSED);
+	return ibvl_fail(L, call, status < 0 ? -status : status);
 }

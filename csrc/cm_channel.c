@@ -76,14 +76,6 @@ static int l_event_channel(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_cm_channel(lua_State *L)
-{
-	static const luaL_Reg methods[] = {{"get_event", l_get_event}, {"fd", l_fd}, {NULL, NULL}};
-	static const luaL_Reg fns[] = {{"event_channel", l_event_channel}, {NULL, NULL}};
-	ibvl_register(L, &ibvl_cm_channel_class, methods);
-	ibvl_cm_functions(L, fns);
-}
-
 /* cm.event_str(event): librdmacm's name of an event type given by name or
  * number: cm.event_str("addr_resolved") --> "RDMA_CM_EVENT_ADDR_RESOLVED" */
 static int l_event_str(lua_State *L)
@@ -94,8 +86,12 @@ static int l_event_str(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_cm_event_str(lua_State *L)
+void ibvl_open_cm_channel(lua_State *L)
 {
-	static const luaL_Reg fns[] = {{"event_str", l_event_str}, {NULL, NULL}};
+	static const luaL_Reg methods[] = {{"get_event", l_get_event}, {"fd", l_fd}, {NULL, NULL}};
+	static const luaL_Reg fns[] = {
+		{"event_channel", l_event_channel}, {"event_str", l_event_str}, {NULL, NULL},
+	};
+	ibvl_register(L, &ibvl_cm_channel_class, methods);
 	ibvl_cm_functions(L, fns);
 }

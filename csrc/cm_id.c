@@ -459,26 +459,6 @@ static int l_leave_multicast(lua_State *L)
 	                   rdma_leave_multicast(cid, (struct sockaddr *)&ss));
 }
 
-void ibvl_open_cm_id(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"bind_addr", l_bind_addr}, {"resolve_addr", l_resolve_addr},
-		{"resolve_route", l_resolve_route}, {"listen", l_listen},
-		{"connect", l_connect}, {"accept", l_accept},
-		{"reject", l_reject}, {"disconnect", l_disconnect}, {"establish", l_establish},
-		{"migrate_id", l_migrate_id}, {"set_option", l_set_option},
-		{"get_local_addr", l_get_local_addr}, {"get_peer_addr", l_get_peer_addr},
-		{"get_src_port", l_get_src_port}, {"get_dst_port", l_get_dst_port},
-		{"join_multicast", l_join_multicast}, {"leave_multicast", l_leave_multicast},
-		{NULL, NULL},
-	};
-	static const luaL_Reg ch_methods[] = {{"create_id", l_create_id}, {NULL, NULL}};
-	static const luaL_Reg fns[] = {{"create_id", l_create_id}, {NULL, NULL}};
-	ibvl_register(L, &ibvl_cm_id_class, methods);
-	ibvl_add_methods(L, ibvl_cm_channel_class.name, ch_methods);
-	ibvl_cm_functions(L, fns);
-}
-
 /* ---- QP attributes, notify, ECE, the device list ---------------------------- */
 /* id:init_qp_attr(qp_state) -> the attributes (a qp:modify table) that take a
  * QP the cm did not make to qp_state for this id's connection */
@@ -575,14 +555,26 @@ static int l_get_devices(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_cm_id_more(lua_State *L)
+void ibvl_open_cm_id(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
+		{"bind_addr", l_bind_addr}, {"resolve_addr", l_resolve_addr},
+		{"resolve_route", l_resolve_route}, {"listen", l_listen},
+		{"connect", l_connect}, {"accept", l_accept},
+		{"reject", l_reject}, {"disconnect", l_disconnect}, {"establish", l_establish},
+		{"migrate_id", l_migrate_id}, {"set_option", l_set_option},
+		{"get_local_addr", l_get_local_addr}, {"get_peer_addr", l_get_peer_addr},
+		{"get_src_port", l_get_src_port}, {"get_dst_port", l_get_dst_port},
+		{"join_multicast", l_join_multicast}, {"leave_multicast", l_leave_multicast},
 		{"init_qp_attr", l_init_qp_attr}, {"notify", l_notify},
 		{"set_local_ece", l_set_local_ece}, {"get_remote_ece", l_get_remote_ece},
 		{"reject_ece", l_reject_ece}, {NULL, NULL},
 	};
-	static const luaL_Reg fns[] = {{"get_devices", l_get_devices}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
+	static const luaL_Reg ch_methods[] = {{"create_id", l_create_id}, {NULL, NULL}};
+	static const luaL_Reg fns[] = {
+		{"create_id", l_create_id}, {"get_devices", l_get_devices}, {NULL, NULL},
+	};
+	ibvl_register(L, &ibvl_cm_id_class, methods);
+	ibvl_add_methods(L, ibvl_cm_channel_class.name, ch_methods);
 	ibvl_cm_functions(L, fns);
 }

@@ -24,7 +24,13 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include "cq.h"
 #include "ibvl.h"
+#include "wr.h"
+
+static void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
+static void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid);
+static void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx);
 
 enum { OWN_QP, OWN_SRQ, OWN_SEND_CQ, OWN_RECV_CQ, OWN_SEND_CH, OWN_RECV_CH };
 static const char *const own_keys[] = {"qp", "srq", "send_cq", "recv_cq", "send_channel",
@@ -117,7 +123,7 @@ static void use_owned(lua_State *L, int idx, int which)
 /* The id at idx uses the PD at pd_idx from now on, in place of the one it
  * used (id.pd names it; librdmacm keeps it as id->pd): one slot, however many
  * PDs the id's QPs are made on in turn. */
-void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx)
+static void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx)
 {
 	struct ibvl_cm_id *id = lua_touserdata(L, idx);
 	struct ibvl_obj *pd = lua_touserdata(L, pd_idx);
@@ -164,7 +170,7 @@ static void adopt_qp(lua_State *L, int idx, int used, struct ibv_qp_init_attr_ex
 
 /* For rdma_get_request: the new id at idx got a QP from its listener's
  * init attr, on the listener's (at pd_from_idx) PD. */
-void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx)
+static void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx)
 {
 	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, idx))->ptr;
 	if (cid->qp == NULL)
@@ -201,7 +207,7 @@ static int init_attr_table(lua_State *L, int arg, enum ibv_qp_type type)
 }
 
 /* Raises unless the id is bound to a device: librdmacm dereferences it. */
-void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid)
+static void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid)
 {
 	if (cid->verbs == NULL)
 		ibvl_error(L, "the id is not bound to a device yet (bind_addr to a local RDMA "
@@ -473,7 +479,7 @@ static uint64_t check_sge(lua_State *L, int arg, struct ibv_sge *sge)
 }
 
 /* id:post_recv(wr_id, mr [, offset, length]): on the id's SRQ when it has one */
-static int l_post_recv(lua_State *L)
+static int cm_post_recv(lua_State *L)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
@@ -519,7 +525,7 @@ static int post_send(lua_State *L, enum ibv_wr_opcode op)
 	return ibvl_result(L, "ibv_post_send", ibv_post_send(qp, &wr, &bad));
 }
 
-static int l_post_send(lua_State *L)
+static int cm_post_send(lua_State *L)
 {
 	return post_send(L, IBV_WR_SEND);
 }
@@ -578,23 +584,6 @@ static int l_get_send_comp(lua_State *L)
 static int l_get_recv_comp(lua_State *L)
 {
 	return get_comp(L, OWN_RECV_CQ, OWN_RECV_CH, "rdma_get_recv_comp");
-}
-
-void ibvl_open_cm_qp(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"create_qp", l_create_qp}, {"create_qp_ex", l_create_qp_ex},
-		{"destroy_qp", l_destroy_qp}, {"create_srq", l_create_srq},
-		{"create_srq_ex", l_create_srq_ex}, {"destroy_srq", l_destroy_srq},
-		{"post_recv", l_post_recv}, {"post_send", l_post_send}, {"post_read", l_post_read},
-		{"post_write", l_post_write}, {"post_ud_send", l_post_ud_send},
-		{"get_send_comp", l_get_send_comp}, {"get_recv_comp", l_get_recv_comp},
-		{"get_request", l_get_request},
-		{NULL, NULL},
-	};
-	static const luaL_Reg fns[] = {{"create_ep", l_create_ep}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
-	ibvl_cm_functions(L, fns);
 }
 
 /* ---- the vectored rdma_verbs helpers ---------------------------------------
@@ -693,11 +682,20 @@ static int l_post_writev(lua_State *L)
 	return vpost(L, VWRITE);
 }
 
-void ibvl_open_cm_qp_vectored(lua_State *L)
+void ibvl_open_cm_qp(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"post_sendv", l_post_sendv}, {"post_recvv", l_post_recvv},
-		{"post_readv", l_post_readv}, {"post_writev", l_post_writev}, {NULL, NULL},
+		{"create_qp", l_create_qp}, {"create_qp_ex", l_create_qp_ex},
+		{"destroy_qp", l_destroy_qp}, {"create_srq", l_create_srq},
+		{"create_srq_ex", l_create_srq_ex}, {"destroy_srq", l_destroy_srq},
+		{"post_recv", cm_post_recv}, {"post_send", cm_post_send}, {"post_read", l_post_read},
+		{"post_write", l_post_write}, {"post_ud_send", l_post_ud_send},
+		{"get_send_comp", l_get_send_comp}, {"get_recv_comp", l_get_recv_comp},
+		{"get_request", l_get_request}, {"post_sendv", l_post_sendv},
+		{"post_recvv", l_post_recvv}, {"post_readv", l_post_readv},
+		{"post_writev", l_post_writev}, {NULL, NULL},
 	};
+	static const luaL_Reg fns[] = {{"create_ep", l_create_ep}, {NULL, NULL}};
 	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
+	ibvl_cm_functions(L, fns);
 }

@@ -262,18 +262,6 @@ static int l_name(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_context(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"query_device", l_query_device}, {"query_device_ex", l_query_device_ex},
-		{"query_port", l_query_port}, {"query_gid", l_query_gid},
-		{"query_gid_ex", l_query_gid_ex}, {"query_gid_table", l_query_gid_table},
-		{"query_pkey", l_query_pkey}, {"get_async_event", l_get_async_event},
-		{"async_fd", l_async_fd}, {"name", l_name}, {NULL, NULL},
-	};
-	ibvl_register(L, &ibvl_context_class, methods);
-}
-
 /* ---- more of the context: fds, completion vectors, P_Keys, clocks, L2 ---- */
 static int l_cmd_fd(lua_State *L)
 {
@@ -343,12 +331,17 @@ static int l_resolve_eth_l2_from_gid(lua_State *L)
 	return 2;
 }
 
-void ibvl_open_context_more(lua_State *L)
+void ibvl_open_context(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"cmd_fd", l_cmd_fd}, {"num_comp_vectors", l_num_comp_vectors},
-		{"get_pkey_index", l_get_pkey_index}, {"query_rt_values_ex", l_query_rt_values_ex},
+		{"query_device", l_query_device}, {"query_device_ex", l_query_device_ex},
+		{"query_port", l_query_port}, {"query_gid", l_query_gid},
+		{"query_gid_ex", l_query_gid_ex}, {"query_gid_table", l_query_gid_table},
+		{"query_pkey", l_query_pkey}, {"get_async_event", l_get_async_event},
+		{"async_fd", l_async_fd}, {"name", l_name}, {"cmd_fd", l_cmd_fd},
+		{"num_comp_vectors", l_num_comp_vectors}, {"get_pkey_index", l_get_pkey_index},
+		{"query_rt_values_ex", l_query_rt_values_ex},
 		{"resolve_eth_l2_from_gid", l_resolve_eth_l2_from_gid}, {NULL, NULL},
 	};
-	ibvl_add_methods(L, ibvl_context_class.name, methods);
+	ibvl_register(L, &ibvl_context_class, methods);
 }

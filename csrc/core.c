@@ -11,6 +11,8 @@
 
 #include "ibvl.h"
 
+static void ibvl_open_constants(lua_State *L);
+
 /* ibv.ACCESS_LOCAL_WRITE = 1, ibv.SEND_SIGNALED = 2, ... from the enum tables */
 static void set_constants(lua_State *L, const char *prefix, const struct ibvl_enum *e)
 {
@@ -27,7 +29,7 @@ static void set_constants(lua_State *L, const char *prefix, const struct ibvl_en
 	}
 }
 
-void ibvl_open_constants(lua_State *L)
+static void ibvl_open_constants(lua_State *L)
 {
 	set_constants(L, "ACCESS_", ibvl_access_flags);
 	set_constants(L, "SEND_", ibvl_send_flags);
@@ -85,13 +87,10 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_ah(L);
 	ibvl_open_mw(L);
 	ibvl_open_qp(L);
-	ibvl_open_qp_ex(L);
 	ibvl_open_wr(L);
 	ibvl_open_loop(L);
+	ibvl_open_wait(L);
 	ibvl_open_batch(L);
-	ibvl_open_cq_more(L);
-	ibvl_open_qp_more(L);
-	ibvl_open_srq_more(L);
 	ibvl_open_dm(L);
 	ibvl_open_td(L);
 	ibvl_open_wq(L);
@@ -104,13 +103,6 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_cm_addr(L);
 	ibvl_open_cm_qp(L);
 	ibvl_open_names(L);
-	ibvl_open_context_more(L);
-	ibvl_open_pd_import(L);
-	ibvl_open_mr_import(L);
-	ibvl_open_qp_mcast(L);
-	ibvl_open_cm_id_more(L);
-	ibvl_open_cm_qp_vectored(L);
-	ibvl_open_cm_event_str(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");
 	return 1;

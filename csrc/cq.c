@@ -14,7 +14,9 @@
  */
 #include <string.h>
 
+#include "cq.h"
 #include "ibvl.h"
+#include "wait.h"
 
 static int destroy_cq(struct ibvl_obj *o, void *ptr)
 {
@@ -235,18 +237,43 @@ static int l_resize(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_cq(lua_State *L)
+/* cq:wait(wcs, n [, timeout_s = 10]) -> completions gathered into wcs[1..];
+ * timeout math.huge: until n came; SIGINT raises "cq:wait: interrupted". */
+static int l_wait(lua_State *L)
 {
-	static const luaL_Reg methods[] = {
-		{"poll", l_poll}, {"req_notify", l_req_notify}, {"ack_events", l_ack_events},
-		{"resize", l_resize}, {NULL, NULL},
-	};
-	static const luaL_Reg ctx_methods[] = {
-		{"create_cq", l_create_cq}, {"create_cq_ex", l_create_cq_ex}, {NULL, NULL},
-	};
-	ibvl_register(L, &ibvl_cq_class, methods);
-	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+	struct ibvl_cq *cq = ibvl_check(L, 1, &ibvl_cq_class);
+	struct ibvl_wc_array *w = ibvl_check_wcs(L, 2);
+	int n = (int)ibvl_check_range(L, 3, 1, w->n);
+	double timeout = ibvl_opt_timeout(L, 4, 10.0);
+	int got = ibvl_cq_poll(cq, n, w->wc); /* no signal handler when they are there */
+	if (got < 0)
+		return ibvl_fail(L, "ibv_poll_cq", -got);
+	if (got < n) {
+		double deadline = ibvl_monotonic() + timeout;
+		struct ibvl_sigint s;
+		ibvl_sigint_begin(&s);
+		int err = 0;
+		while (got < n && !ibvl_sigint_pending()) {
+			int rc = ibvl_cq_poll(cq, n - got, &w->wc[got]);
+			if (rc < 0) {
+				err = -rc;
+				break;
+			}
+			got += rc;
+			if (rc == 0 && ibvl_monotonic() > deadline)
+				break;
+		}
+		w->count = got;
+		if (ibvl_sigint_end(&s))
+			return ibvl_interrupted(L, "cq:wait");
+		if (err)
+			return ibvl_fail(L, "ibv_poll_cq", err);
+	}
+	w->count = got;
+	lua_pushinteger(L, got);
+	return 1;
 }
+
 
 /* ---- moderation, and the cq_ex fields a struct ibv_wc lacks ---------------
  *   cq:modify{cq_count = 16, cq_period = 10}   -- ibv_modify_cq (moderation, us)
@@ -256,7 +283,7 @@ void ibvl_open_cq(lua_State *L)
  * flow_tag, tm_info = {tag =, priv =}. */
 static const char *const modify_fields[] = {"cq_count", "cq_period", NULL};
 
-static int l_modify(lua_State *L)
+static int cq_modify(lua_State *L)
 {
 	check_cq(L);
 	luaL_checktype(L, 2, LUA_TTABLE);
@@ -347,8 +374,16 @@ static int l_poll_ex(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_cq_more(lua_State *L)
+void ibvl_open_cq(lua_State *L)
 {
-	static const luaL_Reg methods[] = {{"modify", l_modify}, {"poll_ex", l_poll_ex}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_cq_class.name, methods);
+	static const luaL_Reg methods[] = {
+		{"poll", l_poll}, {"req_notify", l_req_notify}, {"ack_events", l_ack_events},
+		{"resize", l_resize}, {"modify", cq_modify}, {"poll_ex", l_poll_ex}, {"wait", l_wait},
+		{NULL, NULL},
+	};
+	static const luaL_Reg ctx_methods[] = {
+		{"create_cq", l_create_cq}, {"create_cq_ex", l_create_cq_ex}, {NULL, NULL},
+	};
+	ibvl_register(L, &ibvl_cq_class, methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }

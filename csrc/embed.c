@@ -19,6 +19,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "ibverbs.h"
+#include "cq.h"
 #include "ibvl.h"
 
 static int detach_plain(struct ibvl_obj *o, void *ptr)

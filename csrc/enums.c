@@ -11,7 +11,8 @@
 
 #include <rdma/rdma_cma.h>
 
-#include "ibvl.h"
+#include "args.h"
+#include "enums.h"
 
 #define E(name, value) {name, value}
 #define END {NULL, 0}

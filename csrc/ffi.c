@@ -12,7 +12,9 @@
  */
 #include <string.h>
 
+#include "cq.h"
 #include "ibvl.h"
+#include "wr.h"
 
 /* The exported ABI, declared here for -Wmissing-prototypes and nowhere else. */
 int ibvl_ffi_post_recv(struct ibvl_obj *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);

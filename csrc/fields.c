@@ -17,7 +17,8 @@
  */
 #include <string.h>
 
-#include "ibvl.h"
+#include "args.h"
+#include "fields.h"
 
 static lua_Integer read_int(const char *p, const struct ibvl_field *f)
 {

@@ -292,7 +292,7 @@ static struct ibv_flow_attr *parse_attr(lua_State *L, int idx, int *ncounters)
 }
 
 /* qp:create_flow{type=, priority=, port=, flags=, specs = {...}} */
-static int l_create_flow(lua_State *L)
+int ibvl_qp_create_flow(lua_State *L)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
@@ -314,7 +314,5 @@ static int l_create_flow(lua_State *L)
 void ibvl_open_flow(lua_State *L)
 {
 	static const luaL_Reg methods[] = {{NULL, NULL}};
-	static const luaL_Reg qp_methods[] = {{"create_flow", l_create_flow}, {NULL, NULL}};
 	ibvl_register(L, &ibvl_flow_class, methods);
-	ibvl_add_methods(L, ibvl_qp_class.name, qp_methods);
 }

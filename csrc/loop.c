@@ -1,7 +1,6 @@
 /*
- * loop.c: the common data-path loops, entirely in C.
+ * loop.c: the transfer loop, entirely in C (cq:wait is in cq.c).
  *
- *   local n = cq:wait(wcs, 16 [, timeout_s])   -- poll until 16 completions (or timeout)
  *   local st = assert(ibv.transfer{
  *     send_qp = qp, send_cq = scq, send_wrs = sl,     -- post sl whole, again and again
  *     recv = rqp_or_srq, recv_cq = rcq, recv_wrs = rl, -- repost each consumed receive
@@ -23,58 +22,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "cq.h"
 #include "ibvl.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ibv.now(): a monotonic clock in seconds, for timing loops */
-static int l_now(lua_State *L)
-{
-	lua_pushnumber(L, now());
-	return 1;
-}
-
-/* cq:wait(wcs, n [, timeout_s = 10]) -> completions gathered into wcs[1..];
- * timeout math.huge: until n came; SIGINT raises "cq:wait: interrupted". */
-static int l_wait(lua_State *L)
-{
-	struct ibvl_cq *cq = ibvl_check(L, 1, &ibvl_cq_class);
-	struct ibvl_wc_array *w = ibvl_check_wcs(L, 2);
-	int n = (int)ibvl_check_range(L, 3, 1, w->n);
-	double timeout = ibvl_opt_timeout(L, 4, 10.0);
-	int got = ibvl_cq_poll(cq, n, w->wc); /* no signal handler when they are there */
-	if (got < 0)
-		return ibvl_fail(L, "ibv_poll_cq", -got);
-	if (got < n) {
-		double deadline = now() + timeout;
-		struct ibvl_sigint s;
-		ibvl_sigint_begin(&s);
-		int err = 0;
-		while (got < n && !ibvl_sigint_pending()) {
-			int rc = ibvl_cq_poll(cq, n - got, &w->wc[got]);
-			if (rc < 0) {
-				err = -rc;
-				break;
-			}
-			got += rc;
-			if (rc == 0 && now() > deadline)
-				break;
-		}
-		w->count = got;
-		if (ibvl_sigint_end(&s))
-			return ibvl_interrupted(L, "cq:wait");
-		if (err)
-			return ibvl_fail(L, "ibv_poll_cq", err);
-	}
-	w->count = got;
-	lua_pushinteger(L, got);
-	return 1;
-}
+#include "wr.h"
+#include "post.h"
 
 static int wc_error(lua_State *L, const struct ibv_wc *wc)
 {
@@ -90,8 +41,11 @@ struct xfer {
 	struct ibvl_cq *scq, *rcq;
 	struct ibv_send_wr *swr;
 	int nsend;
+	struct ibvl_chain schain; /* the whole send list */
 	struct ibv_qp *rqp;
 	struct ibv_srq *rsrq;
+	enum ibvl_post_kind rkind; /* IBVL_POST_RECV (rqp) or IBVL_POST_SRQ (rsrq) */
+	void *rtarget;             /* rqp or rsrq */
 	struct ibv_recv_wr *rwr;
 	int nrecv;
 	long long count, window;
@@ -137,9 +91,8 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 		ibvl_getfield(L, 1, "send_wrs");
 		x->sidx = lua_gettop(L);
 		x->swr = ibvl_wr_list(L, x->sidx, 1, &x->nsend);
-		struct ibvl_chain c; /* on a UD QP, every WR needs its AH */
-		ibvl_send_chain(L, x->sidx, &c);
-		ibvl_check_send_chain(L, sqp, &c);
+		ibvl_send_chain(L, x->sidx, &x->schain); /* the whole list */
+		ibvl_check_send_chain(L, sqp, &x->schain); /* on a UD QP, every WR needs its AH */
 		if (x->nsend > x->window)
 			ibvl_error(L, "window %d is smaller than send_wrs (%d WRs)",
 			           (int)x->window, x->nsend);
@@ -152,6 +105,8 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 			ibvl_error(L, "field 'recv': ibverbs.qp or ibverbs.srq expected");
 		x->rqp = r ? r->ptr : NULL;
 		x->rsrq = s ? s->ptr : NULL;
+		x->rkind = r ? IBVL_POST_RECV : IBVL_POST_SRQ;
+		x->rtarget = r ? r->ptr : s->ptr;
 		if (x->rcq == NULL)
 			ibvl_error(L, "recv needs recv_cq");
 		ibvl_getfield(L, 1, "recv_wrs");
@@ -171,20 +126,13 @@ static void parse_xfer(lua_State *L, struct xfer *x)
 	}
 }
 
-static int post_chain(struct xfer *x, struct ibv_recv_wr *head)
-{
-	struct ibv_recv_wr *bad;
-	return x->rqp ? ibv_post_recv(x->rqp, head, &bad) : ibv_post_srq_recv(x->rsrq, head, &bad);
-}
-
-/* Posts the list's WRs [first, first+n) as they are linked, cut after the last. */
+/* Posts the list's WRs [first, first+n) as they are linked (post.h). */
 static int post_range(struct xfer *x, int first, int n)
 {
-	struct ibv_recv_wr *last = &x->rwr[first + n - 1], *saved = last->next;
-	last->next = NULL;
-	int rc = post_chain(x, &x->rwr[first]);
-	last->next = saved;
-	return rc;
+	struct ibvl_chain c;
+	void *bad;
+	ibvl_chain_recv_range(&c, x->rwr, first, n);
+	return ibvl_post_run(x->rkind, x->rtarget, &c, &bad);
 }
 
 /* The receives a poll consumed: how many, the runs of consecutive list
@@ -261,18 +209,19 @@ static int repost(struct xfer *x, struct consumed *c, int n)
 		int rc = post_range(x, c->first, len);
 		return rc != 0 || len == n ? rc : post_range(x, c->second, n - len);
 	}
-	struct ibv_recv_wr *head = NULL, **tail = &head, *saved[64];
+	struct ibv_recv_wr *saved[64];
 	for (int k = 0; k < c->i0; k++)
 		c->idx[k] = c->first0 + k;
-	for (int k = 0; k < n; k++) {
+	for (int k = 0; k < n - 1; k++) { /* linked for the call; the last is cut by the post */
 		struct ibv_recv_wr *w = &x->rwr[c->idx[k]];
 		saved[k] = w->next;
-		*tail = w;
-		tail = &w->next;
+		w->next = &x->rwr[c->idx[k + 1]];
 	}
-	*tail = NULL;
-	int rc = post_chain(x, head);
-	for (int k = n - 1; k >= 0; k--) /* restore the list's own links */
+	struct ibvl_chain chain = {.base = &x->rwr[c->idx[0]], .index0 = 1, .count = n,
+	                           .next_slot = (void **)&x->rwr[c->idx[n - 1]].next};
+	void *bad;
+	int rc = ibvl_post_run(x->rkind, x->rtarget, &chain, &bad);
+	for (int k = n - 2; k >= 0; k--) /* restore the list's own links */
 		x->rwr[c->idx[k]].next = saved[k];
 	return rc;
 }
@@ -368,8 +317,8 @@ static int step(lua_State *L, struct xfer *x, struct progress *p, struct ibv_wc 
 {
 	int busy = 0;
 	if (x->sqp && p->sent < x->count && p->sent - p->completed + x->nsend <= x->window) {
-		struct ibv_send_wr *bad;
-		int rc = ibv_post_send(x->sqp, x->swr, &bad);
+		void *bad;
+		int rc = ibvl_post_run(IBVL_POST_SEND, x->sqp, &x->schain, &bad);
 		if (rc != 0)
 			return -ibvl_fail(L, "ibv_post_send", rc);
 		p->sent += x->nsend;
@@ -405,7 +354,7 @@ static int l_transfer(lua_State *L)
 		ibvl_wr_list(L, x.ridx, 0, &nwr);
 	struct ibv_wc wc[64];
 	struct progress p = {0, 0, 0, x.nrecv, 0, 0, {0}};
-	double start = now(), deadline = start + x.timeout;
+	double start = ibvl_monotonic(), deadline = start + x.timeout;
 	int progressed = 0, fail = 0;
 	struct ibvl_sigint s;
 	ibvl_sigint_begin(&s);
@@ -421,7 +370,7 @@ static int l_transfer(lua_State *L)
 			progressed = 1;
 			continue;
 		}
-		double t = now();
+		double t = ibvl_monotonic();
 		if (progressed) { /* the idle time counts from the last progress */
 			deadline = t + x.timeout;
 			progressed = 0;
@@ -432,16 +381,12 @@ static int l_transfer(lua_State *L)
 	}
 	if (ibvl_sigint_end(&s))
 		return ibvl_interrupted(L, "ibv.transfer");
-	push_stats(L, &p, now() - start);
+	push_stats(L, &p, ibvl_monotonic() - start);
 	return fail ? fail + 1 : 1;
 }
 
 void ibvl_open_loop(lua_State *L)
 {
-	static const luaL_Reg cq_methods[] = {{"wait", l_wait}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_cq_class.name, cq_methods);
 	lua_pushcfunction(L, l_transfer);
 	lua_setfield(L, -2, "transfer");
-	lua_pushcfunction(L, l_now);
-	lua_setfield(L, -2, "now");
 }

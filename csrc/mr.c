@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ibvl.h"
+#include "wr.h"
 
 struct mr {
 	struct ibvl_obj o;
@@ -167,7 +168,7 @@ static int l_rereg(lua_State *L)
 	return 1;
 }
 
-static int l_len(lua_State *L)
+static int mr_len(lua_State *L)
 {
 	lua_pushinteger(L, (lua_Integer)check_mr(L)->length);
 	return 1;
@@ -261,23 +262,6 @@ static int l_advise_mr(lua_State *L)
 	                                                     (uint32_t)n));
 }
 
-void ibvl_open_mr(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"read", l_read}, {"write", l_write}, {"u64", l_u64}, {"rereg", l_rereg},
-		{"__len", l_len}, {NULL, NULL},
-	};
-	static const luaL_Reg pd_methods[] = {
-		{"reg_mr", l_reg_mr}, {"reg_mr_iova", l_reg_mr_iova},
-		{"alloc_null_mr", l_alloc_null_mr}, {"reg_dmabuf_mr", l_reg_dmabuf_mr},
-		{"advise_mr", l_advise_mr}, {NULL, NULL},
-	};
-	static const luaL_Reg dev_methods[] = {{NULL, NULL}};
-	ibvl_register(L, &ibvl_mr_class, methods);
-	ibvl_register(L, &ibvl_dev_mr_class, dev_methods);
-	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
-}
-
 /* ---- imported MRs: pd:import_mr(handle), closed with ibv_unimport_mr ----- */
 static int unimport_mr(struct ibvl_obj *o, void *ptr)
 {
@@ -315,8 +299,19 @@ static int l_import_mr(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_mr_import(lua_State *L)
+void ibvl_open_mr(lua_State *L)
 {
-	static const luaL_Reg pd_methods[] = {{"import_mr", l_import_mr}, {NULL, NULL}};
+	static const luaL_Reg methods[] = {
+		{"read", l_read}, {"write", l_write}, {"u64", l_u64}, {"rereg", l_rereg},
+		{"__len", mr_len}, {NULL, NULL},
+	};
+	static const luaL_Reg pd_methods[] = {
+		{"reg_mr", l_reg_mr}, {"reg_mr_iova", l_reg_mr_iova},
+		{"alloc_null_mr", l_alloc_null_mr}, {"reg_dmabuf_mr", l_reg_dmabuf_mr},
+		{"advise_mr", l_advise_mr}, {"import_mr", l_import_mr}, {NULL, NULL},
+	};
+	static const luaL_Reg dev_methods[] = {{NULL, NULL}};
+	ibvl_register(L, &ibvl_mr_class, methods);
+	ibvl_register(L, &ibvl_dev_mr_class, dev_methods);
 	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ibvl.h"
+#include "wr.h"
 
 static int destroy_mw(struct ibvl_obj *o, void *ptr)
 {

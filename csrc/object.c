@@ -11,7 +11,13 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "ibvl.h"
+#include "args.h"
+#include "err.h"
+#include "object.h"
+
+static void ibvl_guard_closed(void);
+static void ibvl_guard_log(struct ibvl_obj *o);
+static int ibvl_ndeps(const struct ibvl_obj *o);
 
 static const char TRACK_KEY[] = "ibverbs.track";
 
@@ -36,7 +42,7 @@ static void list_append(struct ibvl_link *head, struct ibvl_link *l)
 	head->prev = l;
 }
 
-int ibvl_ndeps(const struct ibvl_obj *o)
+static int ibvl_ndeps(const struct ibvl_obj *o)
 {
 	int n = 0;
 	for (const struct ibvl_link *l = o->deps.next; l != &o->deps; l = l->next)
@@ -632,12 +638,12 @@ static _Thread_local struct {
 	struct ibvl_obj *ring[GUARD_RING];
 } seen;
 
-void ibvl_guard_closed(void)
+static void ibvl_guard_closed(void)
 {
 	atomic_fetch_add_explicit(&ibvl_closes, 1, memory_order_relaxed);
 }
 
-void ibvl_guard_log(struct ibvl_obj *o)
+static void ibvl_guard_log(struct ibvl_obj *o)
 {
 	if (seen.n > seen.floor && seen.ring[(seen.n - 1) % GUARD_RING] == o)
 		return; /* the same object twice in a row (every SGE's MR) */
@@ -742,4 +748,37 @@ int ibvl_push_tracked(lua_State *L, const void *cptr)
 	lua_pop(L, 1);
 	lua_pushnil(L);
 	return 0;
+}
+
+/* ---- objects in argument tables ------------------------------------------- */
+
+/* Returns the object in field (or NULL when absent) and leaves the field's
+ * value on the stack, where it keeps the object alive for the caller. */
+void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
+                          const struct ibvl_class *cls)
+{
+	ibvl_getfield(L, idx, field);
+	void *o = NULL;
+	if (!lua_isnil(L, -1)) {
+		o = ibvl_test_class(L, -1, cls);
+		if (o == NULL)
+			ibvl_error(L, "field '%s': %s expected, got %s", field, cls->name,
+			           luaL_typename(L, -1));
+		if (((struct ibvl_obj *)o)->ptr == NULL)
+			ibvl_error(L, "field '%s': attempt to use a closed %s", field, cls->name);
+		ibvl_guard_log(o);
+	}
+	return o;
+}
+
+/* Returns the object in field (or NULL when absent) and leaves nothing on the
+ * stack: only for a private copy (ibvl_copy_arg), which keeps the object. */
+void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl_class *cls)
+{
+	if (!ibvl_is_copy(L, idx))
+		luaL_error(L, "ibverbs: internal error: field '%s' read from a table the call "
+		              "does not own", field);
+	void *o = ibvl_obj_field_keep(L, idx, field, cls);
+	lua_pop(L, 1);
+	return o;
 }

@@ -46,14 +46,6 @@ static int l_context(lua_State *L)
 	return ibvl_push_ref(L, 1, 1);
 }
 
-void ibvl_open_pd(lua_State *L)
-{
-	static const luaL_Reg methods[] = {{"context", l_context}, {NULL, NULL}};
-	static const luaL_Reg ctx_methods[] = {{"alloc_pd", l_alloc_pd}, {NULL, NULL}};
-	ibvl_register(L, &ibvl_pd_class, methods);
-	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
-}
-
 /* ---- imported PDs: ctx:import_pd(handle), closed with ibv_unimport_pd ----- */
 static int unimport_pd(struct ibvl_obj *o, void *ptr)
 {
@@ -81,8 +73,12 @@ static int l_import_pd(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_pd_import(lua_State *L)
+void ibvl_open_pd(lua_State *L)
 {
-	static const luaL_Reg ctx_methods[] = {{"import_pd", l_import_pd}, {NULL, NULL}};
+	static const luaL_Reg methods[] = {{"context", l_context}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {
+		{"alloc_pd", l_alloc_pd}, {"import_pd", l_import_pd}, {NULL, NULL},
+	};
+	ibvl_register(L, &ibvl_pd_class, methods);
 	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }

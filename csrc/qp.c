@@ -23,6 +23,13 @@
 #include <rdma/rdma_cma.h>
 
 #include "ibvl.h"
+#include "wr.h"
+#include "post.h"
+
+static const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
+                                    int mask);
+static int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
+static void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
 static int destroy_qp(struct ibvl_obj *o, void *ptr)
 {
@@ -42,7 +49,7 @@ static const struct ibvl_field cap_out[] = {
 };
 #undef T
 
-void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap)
+static void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap)
 {
 	ibvl_push_fields(L, cap, cap_out);
 }
@@ -70,11 +77,11 @@ static int qp_field(lua_State *L, void *obj, const char *key)
 	return 1;
 }
 
-static int l_post_recv(lua_State *L);
-static int l_post_send(lua_State *L);
-static int l_modify(lua_State *L);
-static const luaL_Reg qp_hot[] = {{"post_recv", l_post_recv}, {"post_send", l_post_send},
-                                  {"modify", l_modify}, {NULL, NULL}};
+static int qp_post_recv(lua_State *L);
+static int qp_post_send(lua_State *L);
+static int qp_modify(lua_State *L);
+static const luaL_Reg qp_hot[] = {{"post_recv", qp_post_recv}, {"post_send", qp_post_send},
+                                  {"modify", qp_modify}, {NULL, NULL}};
 const struct ibvl_class ibvl_qp_class = {"ibverbs.qp", destroy_qp, "ibv_destroy_qp", qp_field,
                                          qp_hot};
 
@@ -443,7 +450,7 @@ static int parse_attr_field(lua_State *L, int idx, const char *k, int v, struct 
 
 /* Reads an ibv_qp_attr table in one pass over the fields given; returns
  * their attribute mask. */
-int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
+static int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 {
 	idx = lua_absindex(L, idx);
 	if (lua_type(L, idx) != LUA_TTABLE)
@@ -485,7 +492,7 @@ static int required_mask(enum ibv_qp_type type, enum ibv_qp_state from, enum ibv
 /* The likely cause of an EINVAL from ibv_modify_qp: a transition the state
  * machine does not have, or attributes the transition requires missing.
  * Pushes the text (a string on the stack) or returns NULL. */
-const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
+static const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
                              int mask)
 {
 	if (!(mask & IBV_QP_STATE))
@@ -586,7 +593,7 @@ static const struct prepared_attr *learn_attr(lua_State *L, struct ibvl_qp *qp, 
 	return p;
 }
 
-static int l_modify(lua_State *L)
+static int qp_modify(lua_State *L)
 {
 	struct ibvl_qp *qp = ibvl_self(L);
 	struct ibv_qp_attr a;
@@ -635,7 +642,7 @@ static const struct ibvl_field query_init_out[] = {
 #undef T
 
 /* qp:query([t]) -> every attribute, and init_attr's cap as cap */
-static int l_query(lua_State *L)
+static int qp_query(lua_State *L)
 {
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	struct ibv_qp_attr a;
@@ -704,18 +711,17 @@ static const char *post_hint(const struct ibv_qp *q, int send)
 /* The WRs at arg 2 as a chain, the QP at arg 1 checked.  The prepared list
  * the QP posted last is known by its address (the QP keeps it alive): it
  * needs no type check, and as no table is read, no guard either.  Anything
- * else is read under a guard, the QP checked again inside it. */
-static void *post_chain(lua_State *L, struct ibvl_qp **qp, int send, struct ibvl_chain *c)
+ * else is read under a guard, the QP checked again inside it (post.c). */
+static void qp_post_chain(lua_State *L, struct ibvl_qp **qp, int send, struct ibvl_chain *c)
 {
 	void *ud = lua_type(L, 2) == LUA_TUSERDATA ? lua_touserdata(L, 2) : NULL;
-	if (ud != NULL && ud == (*qp)->last_list[send])
-		return ibvl_list_chain(L, ud, 2, c); /* runs no Lua code */
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	*qp = ibvl_check_qp(L, 1);
-	void *wr = send ? (void *)ibvl_send_chain(L, 2, c) : (void *)ibvl_recv_chain(L, 2, c);
-	ibvl_guard_end(L, &g);
-	return wr;
+	if (ud != NULL && ud == (*qp)->last_list[send]) {
+		ibvl_list_chain(L, ud, 2, c); /* runs no Lua code */
+		if (send)
+			ibvl_check_send_chain(L, *qp, c);
+		return;
+	}
+	*qp = ibvl_post_prepare(L, &ibvl_qp_class, send, c);
 }
 
 /* After the verbs call (it may allocate): the QP remembers the list it posted. */
@@ -729,7 +735,7 @@ static void remember_list(lua_State *L, struct ibvl_qp *qp, int send, const stru
 
 /* qp:post_recv(wr | {wr, ...} | recv_wrs [, first, count]),
  * qp:post_send(wr | {wr, ...} | send_wrs [, first, count]) */
-static int post(lua_State *L, int send)
+static int qp_post(lua_State *L, int send)
 {
 	struct ibvl_qp *qp = ibvl_self(L);
 	if (qp == NULL || qp->o.ptr == NULL)
@@ -737,52 +743,24 @@ static int post(lua_State *L, int send)
 	if (no_queue(L, qp->o.ptr, send))
 		return 4;
 	struct ibvl_chain c;
-	void *wr = post_chain(L, &qp, send, &c), *bad = NULL;
+	qp_post_chain(L, &qp, send, &c);
 	struct ibv_qp *q = qp->o.ptr;
-	if (send)
-		ibvl_check_send_chain(L, qp, &c);
-	ibvl_chain_cut(&c);
-	int rc = send ? ibv_post_send(q, wr, (struct ibv_send_wr **)&bad)
-	              : ibv_post_recv(q, wr, (struct ibv_recv_wr **)&bad);
-	ibvl_chain_done(&c);
+	void *bad = NULL;
+	enum ibvl_post_kind kind = send ? IBVL_POST_SEND : IBVL_POST_RECV;
+	int rc = ibvl_post_run(kind, q, &c, &bad);
 	const char *hint = rc ? post_hint(q, send) : NULL; /* before anything allocates */
 	remember_list(L, qp, send, &c);
-	return ibvl_post_result(L, send ? "ibv_post_send" : "ibv_post_recv", rc, &c, bad,
-	                        send ? sizeof(struct ibv_send_wr) : sizeof(struct ibv_recv_wr), hint);
+	return ibvl_post_result(L, kind, rc, &c, bad, hint);
 }
 
-static int l_post_recv(lua_State *L)
+static int qp_post_recv(lua_State *L)
 {
-	return post(L, 0);
+	return qp_post(L, 0);
 }
 
-static int l_post_send(lua_State *L)
+static int qp_post_send(lua_State *L)
 {
-	return post(L, 1);
-}
-
-void ibvl_open_qp(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"modify", l_modify}, {"query", l_query}, {"post_recv", l_post_recv},
-		{"post_send", l_post_send}, {NULL, NULL},
-	};
-	static const luaL_Reg pd_methods[] = {{"create_qp", l_create_qp}, {NULL, NULL}};
-	static const luaL_Reg ctx_methods[] = {
-		{"create_qp_ex", l_create_qp_ex}, {"open_qp", l_open_qp}, {NULL, NULL},
-	};
-	ibvl_register(L, &ibvl_qp_class, methods);
-	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
-	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
-	luaL_newmetatable(L, QP_ATTR);
-	lua_createtable(L, 0, 1); /* what scripts get instead: none gives these a __gc */
-	lua_pushliteral(L, QP_ATTR);
-	lua_setfield(L, -2, "__name");
-	lua_setfield(L, -2, "__metatable");
-	lua_pop(L, 1);
-	ibvl_type_key(L, QP_ATTR, &prepared_key);
-	lua_pushcfunction(L, l_qp_attr);
-	lua_setfield(L, -2, "qp_attr");
+	return qp_post(L, 1);
 }
 
 /* ---- ECE, rate limit, data ordering -------------------------------------
@@ -845,16 +823,6 @@ static int l_query_data_in_order(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_qp_more(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"query_ece", l_query_ece}, {"set_ece", l_set_ece},
-		{"modify_rate_limit", l_modify_rate_limit},
-		{"query_data_in_order", l_query_data_in_order}, {NULL, NULL},
-	};
-	ibvl_add_methods(L, ibvl_qp_class.name, methods);
-}
-
 /* ---- multicast: qp:attach_mcast(gid, lid), qp:detach_mcast(gid, lid) ------
  * A UD QP joins a group by its GID (and LID on InfiniBand; 0 on RoCE).  On
  * soft-RoCE the group's packets reach the QP only when the netdev is a member
@@ -908,10 +876,30 @@ void ibvl_push_qp_attr_mask(lua_State *L, const struct ibv_qp_attr *a, int mask)
 	}
 }
 
-void ibvl_open_qp_mcast(lua_State *L)
+void ibvl_open_qp(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"attach_mcast", l_attach_mcast}, {"detach_mcast", l_detach_mcast}, {NULL, NULL},
+		{"modify", qp_modify}, {"query", qp_query}, {"post_recv", qp_post_recv},
+		{"post_send", qp_post_send}, {"query_ece", l_query_ece}, {"set_ece", l_set_ece},
+		{"modify_rate_limit", l_modify_rate_limit},
+		{"query_data_in_order", l_query_data_in_order}, {"attach_mcast", l_attach_mcast},
+		{"detach_mcast", l_detach_mcast}, {"wr_post", ibvl_qp_wr_post},
+		{"create_flow", ibvl_qp_create_flow}, {NULL, NULL},
 	};
-	ibvl_add_methods(L, ibvl_qp_class.name, methods);
+	static const luaL_Reg pd_methods[] = {{"create_qp", l_create_qp}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {
+		{"create_qp_ex", l_create_qp_ex}, {"open_qp", l_open_qp}, {NULL, NULL},
+	};
+	ibvl_register(L, &ibvl_qp_class, methods);
+	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+	luaL_newmetatable(L, QP_ATTR);
+	lua_createtable(L, 0, 1); /* what scripts get instead: none gives these a __gc */
+	lua_pushliteral(L, QP_ATTR);
+	lua_setfield(L, -2, "__name");
+	lua_setfield(L, -2, "__metatable");
+	lua_pop(L, 1);
+	ibvl_type_key(L, QP_ATTR, &prepared_key);
+	lua_pushcfunction(L, l_qp_attr);
+	lua_setfield(L, -2, "qp_attr");
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ibvl.h"
+#include "post.h"
 
 enum data_kind { NO_DATA, SGE_ONLY, SGE_OR_INLINE };
 
@@ -192,18 +193,14 @@ static int build(struct ibv_qp_ex *x, enum ibv_qp_type type, const struct ibv_se
 }
 
 /* qp:wr_post(wr | {wr, ...} | send_wrs [, first, count]) */
-static int l_wr_post(lua_State *L)
+int ibvl_qp_wr_post(lua_State *L)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	if (qp->qpx == NULL)
 		return luaL_argerror(L, 1, "QP made without send_ops_flags (use ctx:create_qp_ex)");
 	struct ibvl_chain c;
-	struct ibv_send_wr *first = ibvl_send_chain(L, 2, &c);
-	ibvl_guard_end(L, &g);
-	ibvl_check_send_chain(L, qp, &c);
-	const struct ibv_send_wr *wr = first;
+	qp = ibvl_post_prepare(L, &ibvl_qp_class, 1, &c); /* checked again under its guard */
+	const struct ibv_send_wr *first = c.base, *wr = first;
 	for (int i = 0; i < c.count; i++, wr = wr->next) {
 		const char *msg = (uint32_t)i >= qp->max_send_wr
 			? lua_pushfstring(L, "WR %d: more than the %d WRs the send queue holds",
@@ -225,10 +222,4 @@ static int l_wr_post(lua_State *L)
 		}
 	}
 	return ibvl_result(L, "ibv_wr_complete", ibv_wr_complete(qp->qpx));
-}
-
-void ibvl_open_qp_ex(lua_State *L)
-{
-	static const luaL_Reg methods[] = {{"wr_post", l_wr_post}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_qp_class.name, methods);
 }

@@ -20,6 +20,8 @@
 #include <rdma/rdma_verbs.h>
 
 #include "ibvl.h"
+#include "wr.h"
+#include "post.h"
 
 static int destroy_srq(struct ibvl_obj *o, void *ptr)
 {
@@ -202,7 +204,7 @@ static int l_create_srq_ex(lua_State *L)
 static const char *const modify_fields[] = {"max_wr", "srq_limit", NULL};
 
 /* srq:modify{max_wr=, srq_limit=}: the mask comes from the fields given */
-static int l_modify(lua_State *L)
+static int srq_modify(lua_State *L)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
@@ -236,7 +238,7 @@ static const struct ibvl_field srq_attr_out[] = {
 #undef T
 
 /* srq:query([t]) -> {max_wr=, max_sge=, srq_limit=} */
-static int l_query(lua_State *L)
+static int srq_query(lua_State *L)
 {
 	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
 	struct ibv_srq_attr a;
@@ -261,31 +263,9 @@ static int l_get_srq_num(lua_State *L)
 }
 
 /* ---- posting ------------------------------------------------------------- */
-static int l_post_recv(lua_State *L)
+static int srq_post_recv(lua_State *L)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_srq *s = ibvl_check(L, 1, &ibvl_srq_class);
-	struct ibvl_chain c;
-	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
-	ibvl_guard_end(L, &g);
-	ibvl_chain_cut(&c);
-	int rc = ibv_post_srq_recv(s->o.ptr, wr, &bad);
-	ibvl_chain_done(&c);
-	return ibvl_post_result(L, "ibv_post_srq_recv", rc, &c, bad, sizeof *wr, NULL);
-}
-
-void ibvl_open_srq(lua_State *L)
-{
-	static const luaL_Reg methods[] = {
-		{"post_recv", l_post_recv}, {"modify", l_modify}, {"query", l_query},
-		{"get_srq_num", l_get_srq_num}, {NULL, NULL},
-	};
-	static const luaL_Reg pd_methods[] = {{"create_srq", l_create_srq}, {NULL, NULL}};
-	static const luaL_Reg ctx_methods[] = {{"create_srq_ex", l_create_srq_ex}, {NULL, NULL}};
-	ibvl_register(L, &ibvl_srq_class, methods);
-	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
-	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
+	return ibvl_post_queue(L, IBVL_POST_SRQ, &ibvl_srq_class);
 }
 
 /* ---- tag matching operations (ibv_post_srq_ops) ---------------------------
@@ -372,8 +352,15 @@ static int l_post_srq_ops(lua_State *L)
 	return 1;
 }
 
-void ibvl_open_srq_more(lua_State *L)
+void ibvl_open_srq(lua_State *L)
 {
-	static const luaL_Reg methods[] = {{"post_srq_ops", l_post_srq_ops}, {NULL, NULL}};
-	ibvl_add_methods(L, ibvl_srq_class.name, methods);
+	static const luaL_Reg methods[] = {
+		{"post_recv", srq_post_recv}, {"modify", srq_modify}, {"query", srq_query},
+		{"get_srq_num", l_get_srq_num}, {"post_srq_ops", l_post_srq_ops}, {NULL, NULL},
+	};
+	static const luaL_Reg pd_methods[] = {{"create_srq", l_create_srq}, {NULL, NULL}};
+	static const luaL_Reg ctx_methods[] = {{"create_srq_ex", l_create_srq_ex}, {NULL, NULL}};
+	ibvl_register(L, &ibvl_srq_class, methods);
+	ibvl_add_methods(L, ibvl_pd_class.name, pd_methods);
+	ibvl_add_methods(L, ibvl_context_class.name, ctx_methods);
 }

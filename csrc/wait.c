@@ -17,12 +17,6 @@
  * check and the sleep.  A SIGINT the process ignores (SIG_IGN) stays ignored,
  * and one the thread blocks stays blocked.  An interrupted call raises the Lua
  * error "<call>: interrupted" after restoring everything.
- *
- * A synchronous rdma_cm id (no event channel) blocks inside librdmacm, which
- * reads its private channel until the call's event comes (ucma_complete).
- * ibvl_cm_sync_prepare makes that channel non-blocking, so the call returns
- * EAGAIN once its command is written; ibvl_cm_sync_result then waits here for
- * the event and takes it as ucma_complete does (id->event, status to errno).
  */
 #include <fcntl.h>
 #include <math.h>
@@ -31,9 +25,9 @@
 #include <string.h>
 #include <time.h>
 
-#include <rdma/rdma_cma.h>
-
-#include "ibvl.h"
+#include "args.h"
+#include "err.h"
+#include "wait.h"
 
 static volatile sig_atomic_t got_sigint;
 
@@ -77,7 +71,7 @@ int ibvl_interrupted(lua_State *L, const char *call)
 	return luaL_error(L, "%s: interrupted", call);
 }
 
-static double mono(void)
+double ibvl_monotonic(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -140,10 +134,10 @@ int ibvl_poll_fd(int fd, double timeout)
 {
 	struct ibvl_sigint s;
 	ibvl_sigint_begin(&s);
-	double deadline = isinf(timeout) ? HUGE_VAL : mono() + timeout;
+	double deadline = isinf(timeout) ? HUGE_VAL : ibvl_monotonic() + timeout;
 	int ready = 0;
 	for (;;) {
-		double left = isinf(deadline) ? 3600 : deadline - mono();
+		double left = isinf(deadline) ? 3600 : deadline - ibvl_monotonic();
 		int rc = poll_once(fd, left > 0 ? left : 0);
 		if (rc > 0) {
 			ready = 1;
@@ -153,7 +147,7 @@ int ibvl_poll_fd(int fd, double timeout)
 			break;
 		if (rc < 0 && errno != EINTR)
 			break; /* a bad fd: let the call that follows report it */
-		if (rc == 0 && !isinf(deadline) && mono() >= deadline)
+		if (rc == 0 && !isinf(deadline) && ibvl_monotonic() >= deadline)
 			break;
 	}
 	if (ibvl_sigint_end(&s))
@@ -161,45 +155,27 @@ int ibvl_poll_fd(int fd, double timeout)
 	return ready;
 }
 
-/* ---- synchronous rdma_cm ids ---------------------------------------------- */
-void ibvl_cm_sync_prepare(struct ibvl_cm_id *id)
+/* Waits until fd is readable.  The timeout argument is in seconds (nil or
+ * math.huge: forever; NaN or negative raise).  Returns 1 when readable, 0 on
+ * timeout; raises "<call>: interrupted" on SIGINT (wait.c). */
+int ibvl_wait_fd(lua_State *L, int fd, int timeout_arg, const char *call)
 {
-	struct rdma_cm_id *cid = id->o.ptr;
-	if (id->chan_slot >= 0 || cid->channel == NULL)
-		return;
-	int fl = fcntl(cid->channel->fd, F_GETFL);
-	if (fl != -1 && !(fl & O_NONBLOCK))
-		fcntl(cid->channel->fd, F_SETFL, fl | O_NONBLOCK);
+	double t = ibvl_opt_timeout(L, timeout_arg, HUGE_VAL); /* nil, math.huge: forever */
+	int r = ibvl_poll_fd(fd, t);
+	if (r < 0)
+		ibvl_interrupted(L, call);
+	return r > 0;
 }
 
-int ibvl_cm_sync_result(lua_State *L, struct ibvl_cm_id *id, const char *call, int rc,
-                        double timeout)
+/* ibv.now(): a monotonic clock in seconds, for timing loops */
+static int l_now(lua_State *L)
 {
-	struct rdma_cm_id *cid = id->o.ptr;
-	if (rc == 0 || id->chan_slot >= 0 || errno != EAGAIN)
-		return ibvl_result(L, call, rc);
-	/* the command went out; its event is still to come */
-	double deadline = isinf(timeout) ? HUGE_VAL : mono() + timeout;
-	for (;;) {
-		double left = isinf(deadline) ? HUGE_VAL : deadline - mono();
-		int r = ibvl_poll_fd(cid->channel->fd, left > 0 ? left : 0);
-		if (r < 0)
-			return ibvl_interrupted(L, call);
-		if (r == 0)
-			return ibvl_fail(L, call, ETIMEDOUT);
-		if (cid->event != NULL) { /* as ucma_complete: the previous one is acknowledged */
-			rdma_ack_cm_event(cid->event);
-			cid->event = NULL;
-		}
-		if (rdma_get_cm_event(cid->channel, &cid->event) == 0)
-			break;
-		if (errno != EAGAIN) /* EAGAIN: librdmacm consumed an event of its own */
-			return ibvl_fail(L, call, errno);
-	}
-	int status = cid->event->status;
-	if (status == 0)
-		return ibvl_result(L, call, 0);
-	if (cid->event->event == RDMA_CM_EVENT_REJECTED)
-		return ibvl_fail(L, call, ECONNREFUSED);
-	return ibvl_fail(L, call, status < 0 ? -status : status);
+	lua_pushnumber(L, ibvl_monotonic());
+	return 1;
+}
+
+void ibvl_open_wait(lua_State *L)
+{
+	lua_pushcfunction(L, l_now);
+	lua_setfield(L, -2, "now");
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "cq.h"
 #include "ibvl.h"
 
 static const char wcs_key; /* its metatable, by address (ibvl_type_key) */
@@ -143,7 +144,7 @@ WC_INT_ACCESSOR(sl)
 WC_INT_ACCESSOR(dlid_path_bits)
 WC_INT_ACCESSOR(invalidated_rkey)
 
-static int l_len(lua_State *L)
+static int wc_len(lua_State *L)
 {
 	lua_pushinteger(L, ibvl_check_wcs(L, 1)->n);
 	return 1;
@@ -164,7 +165,7 @@ void ibvl_open_wc(lua_State *L)
 		{"dlid_path_bits", l_dlid_path_bits}, {"invalidated_rkey", l_invalidated_rkey},
 		{"count", l_count}, {NULL, NULL},
 	};
-	ibvl_register_plain(L, IBVL_WC_ARRAY, methods, l_len);
+	ibvl_register_plain(L, IBVL_WC_ARRAY, methods, wc_len);
 	add_named(L, "status", l_status, ibvl_wc_statuses);
 	add_named(L, "opcode", l_opcode, ibvl_wc_opcodes);
 	lua_pop(L, 1);

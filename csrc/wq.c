@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ibvl.h"
+#include "post.h"
 
 struct wq {
 	struct ibvl_obj o; /* o.ptr: struct ibv_wq * */
@@ -89,7 +90,7 @@ static const char *const modify_fields[] = {"wq_state", "curr_wq_state", "flags"
                                             NULL};
 
 /* wq:modify{wq_state=, curr_wq_state=, flags=, flags_mask=}: the mask from the fields */
-static int l_modify(lua_State *L)
+static int wq_modify(lua_State *L)
 {
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
@@ -120,24 +121,15 @@ static int l_modify(lua_State *L)
 }
 
 /* wq:post_recv(wr | {wr, ...} | recv_wrs [, first, count]) */
-static int l_post_recv(lua_State *L)
+static int wq_post_recv(lua_State *L)
 {
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_obj *w = ibvl_check(L, 1, &ibvl_wq_class);
-	struct ibvl_chain c;
-	struct ibv_recv_wr *wr = ibvl_recv_chain(L, 2, &c), *bad = NULL;
-	ibvl_guard_end(L, &g);
-	ibvl_chain_cut(&c);
-	int rc = ibv_post_wq_recv(w->ptr, wr, &bad);
-	ibvl_chain_done(&c);
-	return ibvl_post_result(L, "ibv_post_wq_recv", rc, &c, bad, sizeof *wr, NULL);
+	return ibvl_post_queue(L, IBVL_POST_WQ, &ibvl_wq_class);
 }
 
 void ibvl_open_wq(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"modify", l_modify}, {"post_recv", l_post_recv}, {NULL, NULL},
+		{"modify", wq_modify}, {"post_recv", wq_post_recv}, {NULL, NULL},
 	};
 	static const luaL_Reg ctx_methods[] = {{"create_wq", l_create_wq}, {NULL, NULL}};
 	ibvl_register(L, &ibvl_wq_class, methods);

@@ -2,7 +2,7 @@
 -- installs this version; the version here is ibverbs.core's _VERSION
 -- ("ibverbs.core 0.1"): packaging_spec checks that they agree.
 -- Lua 5.4 and LuaJIT 2.1 (`luarocks --lua-version 5.1 ... LUA_INCDIR=/usr/include/luajit-2.1`);
--- plain Lua 5.1 stops at an #error in csrc/ibvl.h.
+-- plain Lua 5.1 stops at an #error in csrc/compat.h.
 rockspec_format = "3.0"
 package = "ibverbs"
 version = "0.1-1"
@@ -41,14 +41,14 @@ build = {
   modules = {
     ["ibverbs.core"] = {
       sources = {
-        "csrc/ah.c", "csrc/batch.c", "csrc/buffer.c", "csrc/channel.c", "csrc/cm_addr.c", "csrc/cm_base.c",
-        "csrc/cm_channel.c", "csrc/cm_id.c", "csrc/cm_qp.c", "csrc/context.c", "csrc/core.c",
-        "csrc/counters.c", "csrc/cq.c", "csrc/device.c", "csrc/dm.c", "csrc/embed.c",
-        "csrc/enums.c", "csrc/errno.c", "csrc/ffi.c", "csrc/fields.c", "csrc/flow.c",
-        "csrc/helpers.c", "csrc/loop.c", "csrc/mr.c", "csrc/mw.c", "csrc/names.c",
-        "csrc/object.c", "csrc/pd.c", "csrc/qp.c", "csrc/qp_ex.c", "csrc/rwq_ind_tbl.c",
-        "csrc/srq.c", "csrc/td.c", "csrc/wait.c", "csrc/wc.c", "csrc/wq.c", "csrc/wr.c",
-        "csrc/xrcd.c",
+        "csrc/ah.c", "csrc/args.c", "csrc/batch.c", "csrc/buffer.c", "csrc/channel.c",
+        "csrc/cm_addr.c", "csrc/cm_base.c", "csrc/cm_channel.c", "csrc/cm_id.c", "csrc/cm_qp.c",
+        "csrc/context.c", "csrc/core.c", "csrc/counters.c", "csrc/cq.c", "csrc/device.c",
+        "csrc/dm.c", "csrc/embed.c", "csrc/enums.c", "csrc/err.c", "csrc/errno.c", "csrc/ffi.c",
+        "csrc/fields.c", "csrc/flow.c", "csrc/loop.c", "csrc/mr.c", "csrc/mw.c", "csrc/names.c",
+        "csrc/object.c", "csrc/pd.c", "csrc/post.c", "csrc/qp.c", "csrc/qp_ex.c",
+        "csrc/rwq_ind_tbl.c", "csrc/srq.c", "csrc/td.c", "csrc/wait.c", "csrc/wc.c", "csrc/wq.c",
+        "csrc/wr.c", "csrc/wr_parse.c", "csrc/xrcd.c",
       },
       defines = { "_GNU_SOURCE" },
       libraries = { "ibverbs", "rdmacm" },
