@@ -990,6 +990,9 @@ if ME == 0 then
       end
     end
   end
+  for _, x in ipairs(list) do -- each pair names its hosts, as the streamed lines do
+    x.src_host, x.dst_host = x.src_host or f.hosts[x.src + 1], x.dst_host or f.hosts[x.dst + 1]
+  end
   local report = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = R2,
     rails = plan.names[1], pairs = list, verdicts = verdicts, transient = transient_all, control = control,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
