@@ -586,14 +586,19 @@ local NOTHING = setmetatable({}, { __jsontype = "array" })
 -- calls instead of dkjson (a tenth of the time).  Frames: "R<seq> <len(up)|-1>
 -- <up>" then "<to> <len> <payload>" per message; the reply "r<len> <dead as
 -- JSON>" then "<from> <len> <payload>" per message.
-function fabric.route_encode(seq, v)
-  local parts = { "R", seq, " ", v.u and #v.u or -1, " ", v.u or "" }
-  for _, m in ipairs(v.m) do
+-- A frame: the header parts, then "<rank> <len> <payload>" per message of list,
+-- after the 8-hex-digit length every frame has.
+local function frame(parts, list)
+  for _, m in ipairs(list) do
     parts[#parts + 1] = m[1] .. " " .. #m[2] .. " "
     parts[#parts + 1] = m[2]
   end
   local body = table.concat(parts)
   return string.format("%08x", #body) .. body
+end
+
+function fabric.route_encode(seq, v)
+  return frame({ "R", seq, " ", v.u and #v.u or -1, " ", v.u or "" }, v.m)
 end
 
 function fabric.route_decode(body)
@@ -617,13 +622,7 @@ local function route_reply(list, dead)
     if type(m[2]) ~= "string" then return encode({ v = list, dead = dead }) end -- sent by a rank that used JSON
   end
   local d = dead and dkjson.encode(dead) or ""
-  local parts = { "r", #d, " ", d }
-  for _, m in ipairs(list) do
-    parts[#parts + 1] = m[1] .. " " .. #m[2] .. " "
-    parts[#parts + 1] = m[2]
-  end
-  local body = table.concat(parts)
-  return string.format("%08x", #body) .. body
+  return frame({ "r", #d, " ", d }, list)
 end
 
 function fabric.route_reply_decode(body)
