@@ -212,6 +212,7 @@ local function read_frame(sock, deadline)
   body, err = sock:receive(n)
   if not body then return nil, err end
   if body:byte(1) == 114 then return fabric.route_reply_decode(body) end -- "r"
+  if body:byte(1) == 98 then return fabric.bundle_reply_decode(body) end -- "b": rank 0 to a relay
   local msg, _, derr = dkjson.decode(body)
   if type(msg) ~= "table" then return nil, "malformed frame: " .. tostring(derr) end
   return msg
@@ -272,6 +273,8 @@ local function drain(c)
     local msg, derr
     if body:byte(1) == 82 then -- "R": a route frame, no JSON to parse
       msg, derr = fabric.route_decode(body)
+    elseif body:byte(1) == 66 then -- "B": a relay's bundle
+      msg, derr = fabric.bundle_decode(body)
     else
       local _
       msg, _, derr = dkjson.decode(body)
@@ -406,21 +409,48 @@ end
 --- Whether rank r takes part (always true on a fabric that is not tolerant).
 function Fabric:alive(r) return not self.dead[r] end
 
--- Rank 0: wait for a message from every other live rank (op and seq must
--- match).  The cost is one visit per message: O(size) per collective.
-local function hub_collect(self, op, local_value, deadline)
+-- Rank 0 (and a relay of the tree): wait for a message from every rank of w.ranks
+-- (default: every other live rank); op and seq must match.  The cost is one
+-- visit per message: O(ranks) per collective.  The tree's hooks (w): late
+-- (ranks given until w.late_deadline: relays, which wait for their own
+-- members first), stray(r, msg) for a frame from a rank outside the wait
+-- ("take" it as this call's, "drop" it and wait for r's next one, or nil to
+-- leave it), lost(r, expect) when a rank is buried (returns how many ranks it
+-- added to the wait, and may move w.extend later).
+local function hub_collect(self, op, local_value, deadline, w)
+  w = w or {}
   local values = { [1] = local_value }
-  local want = self.size - 1 - self.ndead
+  local expect, want = {}, 0
+  local function add(r) if not expect[r] and not self.dead[r] then expect[r] = true; want = want + 1 end end
+  if w.ranks then
+    for _, r in ipairs(w.ranks) do add(r) end
+  else
+    for r = 1, self.size - 1 do add(r) end
+  end
+  w.add = add
   local got = {}
   local err
+  local function lose(r, why)
+    if not self.tolerant then err = why; return end
+    bury(self, r, why)
+    want = want - 1
+    if w.lost then w.lost(r) end
+  end
   local function visit(c)
     local r = c.rank
     if not r or got[r] or err then return end
+    if not expect[r] then
+      local how = w.stray and c.frames[1] and w.stray(r, c.frames[1])
+      if not how then return end
+      add(r)
+      if how == "drop" then
+        table.remove(c.frames, 1)
+        if not c.frames[1] and not c.closed then return end
+      end
+    end
     local msg = table.remove(c.frames, 1)
     if not msg then
-      if not c.closed then return end
-      local why = string.format("%s left the fabric during %s (%s)", self:name(r), op, c.closed)
-      if self.tolerant then bury(self, r, why); want = want - 1 else err = why end
+      if c.closed then lose(r, string.format("%s left the fabric during %s (%s)", self:name(r), op, c.closed)) end
       return
     end
     if msg.op ~= op or msg.seq ~= self.seq then
@@ -438,24 +468,30 @@ local function hub_collect(self, op, local_value, deadline)
     local c = self.peers[r]
     if c and (c.frames[1] or c.closed) then visit(c) end
   end
-  while want > 0 and not err do
-    if not self.hub:wait(deadline, visit) then break end
-  end
-  if not err and want > 0 then
+  local last = math.max(deadline, w.late_deadline or deadline)
+  local limit = deadline
+  while not err do
+    while want > 0 and not err and self.hub:wait(limit, visit) do end
+    if err or want == 0 then break end
+    last = math.max(last, w.extend or last)
+    local final = socket.gettime() >= last
     local missing = {}
-    for r = 1, self.size - 1 do
-      if not got[r] and not self.dead[r] then missing[#missing + 1] = r end
+    for r in pairs(expect) do
+      if not got[r] and not self.dead[r] and (final or not (w.late and w.late[r])) then missing[#missing + 1] = r end
     end
-    local why = string.format("%s did not arrive at %s #%d within %g s", names(self, missing), op, self.seq,
-      self.last_timeout)
-    if self.tolerant then
-      for _, r in ipairs(missing) do
-        bury(self, r, string.format("%s did not arrive at %s #%d within %g s", self:name(r), op, self.seq,
-          self.last_timeout))
-      end
-    else
-      err = why
+    table.sort(missing)
+    if #missing > 0 and not self.tolerant then
+      err = string.format("%s did not arrive at %s #%d within %g s", names(self, missing), op, self.seq,
+        self.last_timeout)
     end
+    for _, r in ipairs(missing) do
+      if err then break end
+      lose(r, string.format("%s did not arrive at %s #%d within %g s", self:name(r), op, self.seq,
+        self.last_timeout))
+    end
+    last = math.max(last, w.extend or last)
+    if want == 0 or (final and socket.gettime() >= last) then break end
+    limit = last
   end
   return values, err
 end
@@ -644,6 +680,484 @@ end
 
 local RAW = { send = function(seq, v) return fabric.route_encode(seq, v) end, reply = route_reply }
 
+-- ---------------------------------------------------------------- the relay tree
+
+-- Past fabric.TREE_MIN ranks (or with opts.group / IBV_FABRIC_GROUP = k), route
+-- runs over a two-level tree: the ranks form groups of k (about sqrt(size)),
+-- rank g*k is group g's relay, and a group's other ranks (its members) send
+-- their route frames to their relay, which bundles them: the messages sorted
+-- by the group they go to, each group's part one opaque string, and the ups.
+-- Rank 0 (group 0's relay) takes its own group's frames and one bundle per
+-- relay, joins the parts for each group without reading them, and sends each
+-- relay one frame; a relay splits it among its members.  Rank 0's cost per
+-- route is then O(size / k) frames plus O(size) string joins, a relay's O(k).
+-- The other collectives stay on the star (a few per run).
+-- A relay that dies or misses its limit (tolerant fabrics) is buried alone:
+-- rank 0 tells its members on their own connections and they send to rank 0
+-- from then on (adopted); a member that finds its relay gone does the same.
+fabric.TREE_MIN = 64
+
+local function tree_k(opts, getenv, size)
+  local given = opts.group or getenv("IBV_FABRIC_GROUP")
+  local k = int(given)
+  if given ~= nil and (not k or k < 0) then return nil, "fabric: group must be 0 (no tree) or a group size, got " ..
+    tostring(given) end
+  if k == nil and size >= fabric.TREE_MIN then k = math.ceil(math.sqrt(size)) end
+  if not k or k < 2 or k >= size then return 0 end
+  return k
+end
+
+local function group_of(self, r) return math.floor(r / self.tree.k) end
+
+-- The members of group g (its ranks but the relay).
+local function members(self, g)
+  local l = {}
+  for r = g * self.tree.k + 1, math.min((g + 1) * self.tree.k, self.size) - 1 do l[#l + 1] = r end
+  return l
+end
+
+-- Payloads travel tagged: "s" and a string, or "j" and JSON.
+local function tag(v)
+  if type(v) == "string" then return "s" .. v end
+  local s, err = encode(v)
+  if not s then error(err, 0) end
+  return "j" .. s:sub(9)
+end
+
+local function untag(s)
+  if s:byte(1) == 115 then return s:sub(2) end
+  return (dkjson.decode(s, 2))
+end
+
+-- Items "<from> <to> <len> <payload>" joined in a string; fn(from, to, payload) for each.
+local function items(blob, fn)
+  local p = 1
+  while p <= #blob do
+    local from, to, len, q = blob:match("^(%d+) (%-?%d+) (%d+) ()", p)
+    if not from then return nil, "malformed tree frame" end
+    len = tonumber(len)
+    fn(tonumber(from), tonumber(to), blob:sub(q, q + len - 1))
+    p = q + len
+  end
+  return true
+end
+
+local function item(from, to, payload) return from .. " " .. to .. " " .. #payload .. " " .. payload end
+
+-- A relay's bundle: "B<seq> <len> <dead as JSON><len> <sources>" then
+-- "<group> <len> <part>" per group that has messages (group -1: the ups).
+function fabric.bundle_encode(seq, dead, srcs, parts)
+  local d = #dead > 0 and dkjson.encode(dead) or ""
+  local s = table.concat(srcs, ",")
+  local out = { "B", seq, " ", #d, " ", d, #s, " ", s }
+  for g, l in pairs(parts) do
+    local blob = table.concat(l)
+    out[#out + 1] = g .. " " .. #blob .. " "
+    out[#out + 1] = blob
+  end
+  local body = table.concat(out)
+  return string.format("%08x", #body) .. body
+end
+
+function fabric.bundle_decode(body)
+  local seq, dlen, p = body:match("^B(%d+) (%d+) ()")
+  if not seq then return nil, "malformed bundle" end
+  dlen = tonumber(dlen)
+  local v = { parts = {}, srcs = {} }
+  if dlen > 0 then v.dead = dkjson.decode(body:sub(p, p + dlen - 1)) end
+  p = p + dlen
+  local slen, q = body:match("^(%d+) ()", p)
+  if not slen then return nil, "malformed bundle" end
+  for r in body:sub(q, q + tonumber(slen) - 1):gmatch("%d+") do v.srcs[#v.srcs + 1] = tonumber(r) end
+  p = q + tonumber(slen)
+  while p <= #body do
+    local g, len, b = body:match("^(%-?%d+) (%d+) ()", p)
+    if not g then return nil, "malformed bundle" end
+    v.parts[tonumber(g)] = body:sub(b, b + tonumber(len) - 1)
+    p = b + tonumber(len)
+  end
+  return { op = "route", seq = tonumber(seq), v = v }
+end
+
+-- Rank 0's answer to a relay: "b<len> <dead as JSON>" and the items for its group.
+local function bundle_reply(dead, parts)
+  local d = dead and dkjson.encode(dead) or ""
+  local body = "b" .. #d .. " " .. d .. table.concat(parts or {})
+  return string.format("%08x", #body) .. body
+end
+
+function fabric.bundle_reply_decode(body)
+  local dlen, p = body:match("^b(%d+) ()")
+  if not dlen then return nil, "malformed bundle reply" end
+  dlen = tonumber(dlen)
+  local msg = { blob = body:sub(p + dlen) }
+  if dlen > 0 then msg.dead = dkjson.decode(body:sub(p, p + dlen - 1)) end
+  return msg
+end
+
+local function learn_dead(self, list)
+  for _, d in ipairs(list or {}) do
+    if not self.dead[d[1]] then
+      self.dead[d[1]] = d[2]
+      self.ndead = self.ndead + 1
+      self.dead_list[#self.dead_list + 1] = d
+    end
+  end
+end
+
+local function untag_list(list)
+  for _, m in ipairs(list) do m[2] = untag(m[2]) end
+  return list
+end
+
+-- A member: its frame to the relay, the answer from the relay, or from rank 0
+-- when the relay is gone (tolerant fabrics; rank 0 says so, or the relay's
+-- connection breaks).
+local function member_route(self, mine, deadline)
+  local t = self.tree
+  local msg, err
+  if t.sock then
+    local ok
+    ok, err = send_raw(t.sock, mine, deadline)
+    local watch = { t.sock, self.up }
+    while ok do
+      local left = deadline + 3 * t.margin - socket.gettime()
+      if left <= 0 then err = "timeout"; break end
+      local ready = {}
+      if t.sock:dirty() then ready[t.sock] = true elseif watch[2] and self.up:dirty() then ready[self.up] = true
+      else ready = socket.select(watch, nil, left) end
+      if ready[t.sock] then
+        msg, err = read_frame(t.sock, deadline + 3 * t.margin)
+        break
+      elseif ready[self.up] then
+        local said = read_frame(self.up, deadline + 3 * t.margin)
+        if said and not said.orphan then return said end
+        if said then err = "rank 0 says the relay is gone"; break end
+        watch[2] = nil -- rank 0 closed (it may finish first): the relay still answers
+      end
+    end
+    if msg then return msg end
+    local why = string.format("route #%d: relay %s: %s", self.seq, self:name(t.relay),
+      err == "closed" and "connection closed" or tostring(err))
+    if not self.tolerant then return nil, why end
+    t.sock:close()
+    t.sock = nil
+  end
+  local ok
+  ok, err = send_raw(self.up, mine, deadline)
+  while ok do -- a notice that came after this rank found its relay gone is skipped
+    msg, err = read_frame(self.up, deadline + 4 * t.margin)
+    if not (msg and msg.orphan) then break end
+  end
+  if not msg then
+    return nil, string.format("route #%d: no answer from rank 0 (%s)", self.seq,
+      err == "closed" and "connection closed" or tostring(err))
+  end
+  return msg
+end
+
+-- A relay: its members' frames, one bundle to rank 0, rank 0's answer split among them.
+local function relay_route(self, own, deadline)
+  local t = self.tree
+  local values, err = hub_collect(self, "route", own, deadline, { ranks = t.members })
+  local bundle
+  if err then
+    bundle = encode({ op = "route", seq = self.seq, v = { err = err } })
+  else
+    local parts, srcs = {}, {}
+    for i = 0, #t.members do
+      local r = i == 0 and self.rank or t.members[i]
+      local v = i == 0 and own or values[r + 1]
+      if type(v) == "table" then
+        srcs[#srcs + 1] = r
+        for _, m in ipairs(v.m) do
+          local to = m[1]
+          if to >= 0 and to < self.size then
+            local g = group_of(self, to)
+            parts[g] = parts[g] or {}
+            parts[g][#parts[g] + 1] = item(r, to, m[2])
+          end
+        end
+        if v.u then parts[-1] = parts[-1] or {}; parts[-1][#parts[-1] + 1] = item(r, -1, v.u) end
+      end
+    end
+    local mine = {}
+    for i = t.reported + 1, #self.dead_list do mine[#mine + 1] = self.dead_list[i] end
+    t.reported = #self.dead_list
+    bundle = fabric.bundle_encode(self.seq, mine, srcs, parts)
+  end
+  local ok, serr = send_raw(self.up, bundle, deadline + t.margin)
+  local msg
+  if ok then msg, serr = read_frame(self.up, deadline + 3 * t.margin) end
+  if not msg then
+    err = err or string.format("route #%d: no answer from rank 0 (%s)", self.seq,
+      serr == "closed" and "connection closed" or tostring(serr))
+  elseif msg.err then
+    err = msg.err
+  end
+  if err then
+    local e = encode({ err = err })
+    for _, r in ipairs(t.members) do
+      local c = self.peers[r]
+      if c then send_raw(c.sock, e, socket.gettime() + 5) end
+    end
+    return broken(self, err)
+  end
+  learn_dead(self, msg.dead)
+  t.reported = #self.dead_list
+  local inbox = {}
+  local okb, berr = items(msg.blob, function(from, to, payload)
+    local l = inbox[to]
+    if not l then l = {}; inbox[to] = l end
+    l[#l + 1] = { from, payload }
+  end)
+  if not okb then return broken(self, berr) end
+  local dead = #self.dead_list > 0 and self.dead_list or nil
+  for _, r in ipairs(t.members) do
+    local c = self.peers[r]
+    if c then
+      local sent, e2 = send_raw(c.sock, route_reply(inbox[r] or NOTHING, dead), socket.gettime() + 5)
+      if not sent then bury(self, r, string.format("%s left the fabric during route (%s)", self:name(r), e2)) end
+      c.sock:settimeout(0)
+    end
+  end
+  return untag_list(inbox[self.rank] or {})
+end
+
+-- Rank 0: the items for rank r in what it sent to r's group last time (a
+-- member that found its relay gone after rank 0 answered).
+local function answer_late(self, r)
+  local t = self.tree
+  local list = {}
+  for _, g in ipairs({ group_of(self, r), 0 }) do
+    items(table.concat(t.last[g] or {}), function(from, to, payload)
+      if to == r then list[#list + 1] = { from, payload } end
+    end)
+  end
+  local c = self.peers[r]
+  if c then send_raw(c.sock, route_reply(list, #self.dead_list > 0 and self.dead_list or nil), socket.gettime() + 5) end
+end
+
+-- Rank 0: group g's relay is gone; its live members send to rank 0 from now on.
+local function adopt_group(self, g, w)
+  local t = self.tree
+  local notice = encode({ orphan = true })
+  for _, m in ipairs(members(self, g)) do
+    if not self.dead[m] and not t.adopted[m] then
+      t.adopted[m] = true
+      local c = self.peers[m]
+      if c then send_raw(c.sock, notice, socket.gettime() + 5); c.sock:settimeout(0) end
+      if w then w.add(m) end
+    end
+  end
+  if w then w.extend = socket.gettime() + t.margin end
+end
+
+-- Rank 0: its own group's frames (and the adopted ranks') and one bundle per
+-- relay; each group's parts joined, unread, into one frame for its relay.
+local function root_route(self, own, deadline)
+  local t = self.tree
+  local ranks, late = {}, {}
+  for _, r in ipairs(t.members) do ranks[#ranks + 1] = r end
+  for r in pairs(t.adopted) do ranks[#ranks + 1] = r end
+  for g = 1, t.ngroups - 1 do
+    local r = g * t.k
+    ranks[#ranks + 1] = r
+    late[r] = true
+  end
+  local w = { ranks = ranks, late = late, late_deadline = deadline + t.margin }
+  w.lost = function(r) if late[r] then adopt_group(self, group_of(self, r), w) end end
+  w.stray = function(r, msg) -- a member whose relay broke: this call's frame, or the last one's
+    if msg.op ~= "route" or self.dead[r] then return nil end
+    if msg.seq == self.seq then t.adopted[r] = true; return "take" end
+    if msg.seq == self.seq - 1 and t.last then answer_late(self, r); t.adopted[r] = true; return "drop" end
+  end
+  local values, err = hub_collect(self, "route", own, deadline, w)
+  local bundled = {}
+  for g = 1, t.ngroups - 1 do
+    local v = values[g * t.k + 1]
+    if type(v) == "table" then
+      err = err or v.err
+      for _, d in ipairs(v.dead or NOTHING) do
+        if not t.adopted[d[1]] then bury(self, d[1], d[2]) end
+      end
+      for _, r in ipairs(v.srcs or NOTHING) do bundled[r] = true end
+    end
+  end
+  local out, all = {}, {}
+  local function put(g, s)
+    if g ~= 0 and self.dead[g * t.k] then g = 0 end
+    local l = out[g]
+    if not l then l = {}; out[g] = l end
+    l[#l + 1] = s
+  end
+  local direct = { 0 } -- its group's members and the adopted ranks (some since this call began)
+  for _, r in ipairs(t.members) do direct[#direct + 1] = r end
+  for r in pairs(t.adopted) do direct[#direct + 1] = r end
+  for _, r in ipairs(direct) do
+    local v = r == 0 and own or values[r + 1]
+    if type(v) == "table" and not (r ~= 0 and bundled[r]) then
+      for _, m in ipairs(type(v.m) == "table" and v.m or NOTHING) do
+        local to = int(m[1])
+        if to and to >= 0 and to < self.size and type(m[2]) == "string" then
+          put(t.adopted[to] and 0 or group_of(self, to), item(r, to, m[2]))
+        end
+      end
+      if type(v.u) == "string" then all[r + 1] = untag(v.u) end
+    end
+  end
+  for g = 1, t.ngroups - 1 do
+    local v = values[g * t.k + 1]
+    if type(v) == "table" and v.parts then
+      for h, blob in pairs(v.parts) do
+        if h == -1 then
+          items(blob, function(from, _, up) all[from + 1] = untag(up) end)
+        else
+          put(h, blob)
+        end
+      end
+    end
+  end
+  t.last = out
+  local dead = #self.dead_list > 0 and self.dead_list or nil
+  local e = err and encode({ err = err })
+  for g = 1, t.ngroups - 1 do
+    local r = g * t.k
+    local c = not self.dead[r] and self.peers[r]
+    if c then
+      local ok, serr = send_raw(c.sock, e or bundle_reply(dead, out[g]), socket.gettime() + 5)
+      if not ok and self.tolerant and not err then
+        bury(self, r, string.format("%s left the fabric during route (%s)", self:name(r), tostring(serr)))
+        adopt_group(self, g)
+      end
+      c.sock:settimeout(0)
+    end
+  end
+  local inbox = {}
+  items(table.concat(out[0] or {}), function(from, to, payload)
+    local l = inbox[to]
+    if not l then l = {}; inbox[to] = l end
+    l[#l + 1] = { from, payload }
+  end)
+  dead = #self.dead_list > 0 and self.dead_list or nil
+  for i = 2, #direct do
+    local r = direct[i]
+    local c = not self.dead[r] and self.peers[r]
+    if c then
+      send_raw(c.sock, e or route_reply(inbox[r] or NOTHING, dead), socket.gettime() + 5)
+      c.sock:settimeout(0)
+    end
+  end
+  if err then return broken(self, err) end
+  return untag_list(inbox[0] or {}), all
+end
+
+local function tree_route(self, msgs, up, timeout)
+  if self.err then return nil, self.err end
+  if self.closed then return nil, "the fabric is closed" end
+  timeout = timeout or self.timeout
+  self.last_timeout = timeout
+  self.seq = self.seq + 1
+  local deadline = socket.gettime() + timeout
+  local t = self.tree
+  t.margin = 5 + timeout / 10
+  local m = {}
+  for _, x in ipairs(msgs) do
+    local to = int(type(x) == "table" and x[1])
+    if to and to >= 0 and to < self.size then m[#m + 1] = { to, tag(x[2]) } end
+  end
+  local own = { m = m, u = up ~= nil and tag(up) or nil }
+  if self.rank == 0 then return root_route(self, own, deadline) end
+  if t.relay == self.rank then return relay_route(self, own, deadline) end
+  local msg, err = member_route(self, fabric.route_encode(self.seq, own), deadline)
+  if not msg then return broken(self, err) end
+  if msg.err then return broken(self, msg.err) end
+  learn_dead(self, msg.dead)
+  return untag_list(msg.v or {})
+end
+
+-- After the rendezvous: members connect to their relay; one collective then
+-- says who could not (tolerant fabrics: they send to rank 0 instead).
+local function tree_setup(self, deadline)
+  local t = self.tree
+  t.ngroups = math.ceil(self.size / t.k)
+  local g = group_of(self, self.rank)
+  t.relay = g * t.k
+  t.members = members(self, g)
+  local missing = {}
+  if self.rank ~= 0 and t.relay == self.rank then
+    self.hub, self.peers = new_hub(has_uv), {}
+    local pending, want = {}, 0
+    for _, r in ipairs(t.members) do if not self.dead[r] then want = want + 1 end end
+    self.hub:listen(t.listener, function(c) pending[c] = true end)
+    t.listener = nil
+    local function visit(c)
+      local hello = table.remove(c.frames, 1)
+      if not hello then if c.closed then pending[c] = nil; self.hub:drop(c) end; return end
+      pending[c] = nil
+      local r = int(hello.member)
+      if r and group_of(self, r) == g and r ~= self.rank and not self.peers[r] and not self.dead[r] then
+        c.rank, self.peers[r] = r, c
+        want = want - 1
+      else
+        self.hub:drop(c)
+      end
+    end
+    while want > 0 and self.hub:wait(deadline, visit) do end
+    self.hub:unlisten()
+    for c in pairs(pending) do self.hub:drop(c) end
+    for _, r in ipairs(t.members) do
+      if not self.peers[r] and not self.dead[r] then
+        missing[#missing + 1] = { r, string.format("%s did not reach its relay %s", self:name(r),
+          self:name(self.rank)) }
+      end
+    end
+  elseif g > 0 then
+    local addr = t.addrs and t.addrs[tostring(g)]
+    local sock, err
+    if addr then
+      local host, port = addr:match("^(.*):(%d+)$")
+      repeat
+        sock, err = socket.connect(host, tonumber(port))
+        if not sock then socket.sleep(0.05 + math.random() * 0.1) end
+      until sock or socket.gettime() >= deadline
+    else
+      err = "it did not arrive"
+    end
+    if sock then
+      sock:setoption("tcp-nodelay", true)
+      local ok
+      ok, err = send_frame(sock, { member = self.rank }, deadline)
+      if ok then t.sock = sock else sock:close(); sock = nil end
+    end
+    if not sock then
+      missing[1] = { self.rank, string.format("%s cannot reach its relay %s: %s", self:name(self.rank),
+        self:name(t.relay), tostring(err)) }
+    end
+  end
+  local orphans, err = collective(self, "tree", missing, self.init_timeout, function(values)
+    local l = {}
+    for r = 1, self.size do
+      for _, x in ipairs(type(values[r]) == "table" and values[r] or NOTHING) do l[#l + 1] = x end
+    end
+    return l
+  end)
+  if not orphans then return nil, err end
+  if #orphans > 0 and not self.tolerant then return nil, orphans[1][2] end
+  for _, o in ipairs(orphans) do
+    local r = o[1]
+    t.adopted[r] = true
+    if r == self.rank and t.sock then t.sock:close(); t.sock = nil end
+    if self.hub and self.peers[r] and self.rank ~= 0 then self.hub:drop(self.peers[r]); self.peers[r] = nil end
+  end
+  if self.rank ~= 0 and t.relay == self.rank then
+    local l = {}
+    for _, r in ipairs(t.members) do if not t.adopted[r] then l[#l + 1] = r end end
+    t.members = l
+  end
+  return true
+end
+
 --- Point to point through rank 0: msgs is a list of {rank, value} this rank
 -- sends, up a value for rank 0 alone.  Returns the list of {from, value} sent
 -- to this rank; at rank 0 also every rank's up (a list indexed rank + 1).
@@ -652,6 +1166,7 @@ local RAW = { send = function(seq, v) return fabric.route_encode(seq, v) end, re
 -- hand rather than by dkjson.
 function Fabric:route(msgs, up, timeout)
   if type(msgs) ~= "table" then error("bad argument #1 to 'route' (table expected, got " .. type(msgs) .. ")", 2) end
+  if self.tree then return tree_route(self, msgs, up, timeout) end
   local raw = up == nil or type(up) == "string"
   for _, m in ipairs(msgs) do
     if type(m) ~= "table" or type(m[2]) ~= "string" or not int(m[1]) then raw = false; break end
@@ -687,6 +1202,9 @@ function Fabric:close()
   self.closed = true
   if self.up then self.up:close() end
   if self.hub then self.hub:close() end
+  local t = self.tree
+  if t and t.sock then t.sock:close(); t.sock = nil end
+  if t and t.listener then t.listener:close(); t.listener = nil end
 end
 Fabric.__close = Fabric.close
 Fabric.__gc = Fabric.close
@@ -722,9 +1240,15 @@ local function hub_rendezvous(self, deadline)
     newcomers[c] = nil
     if hello.hello ~= "ibverbs.fabric" then hub:drop(c); return end -- not one of ours (a scan, a stale run)
     local r = int(hello.rank)
+    local k = self.tree and self.tree.k or 0
     if hello.size ~= self.size then
       fail = string.format("rank %s (%s) says the fabric has %s ranks, rank 0 says %d", tostring(hello.rank),
         tostring(hello.host), tostring(hello.size), self.size)
+    elseif (hello.group or 0) ~= k then
+      fail = string.format("rank %s (%s) says the relay groups have %s ranks, rank 0 says %d (IBV_FABRIC_GROUP)",
+        tostring(hello.rank), tostring(hello.host), tostring(hello.group or 0), k)
+    elseif k > 0 and r and r % k == 0 and not int(hello.relay_port) then
+      fail = string.format("rank %d (%s) is a relay and listens nowhere", r, tostring(hello.host))
     elseif not r or r < 1 or r >= self.size then
       fail = string.format("a rank %s (%s) arrived: ranks are 0 to %d", tostring(hello.rank),
         tostring(hello.host), self.size - 1)
@@ -734,6 +1258,9 @@ local function hub_rendezvous(self, deadline)
       c.rank = r
       self.peers[r] = c
       self.hosts[r + 1] = tostring(hello.host)
+      if k > 0 and r % k == 0 then -- a relay: where its members find it (keys are strings in JSON)
+        self.tree.addrs[tostring(math.floor(r / k))] = (c.sock:getpeername()) .. ":" .. int(hello.relay_port)
+      end
       arrived = arrived + 1
       return
     end
@@ -759,7 +1286,8 @@ local function hub_rendezvous(self, deadline)
         self.port, self.init_timeout)
     end
   end
-  local welcome = not fail and encode({ welcome = true, hosts = self.hosts, dead = self.dead_list })
+  local welcome = not fail and encode({ welcome = true, hosts = self.hosts, dead = self.dead_list,
+    relays = self.tree and self.tree.addrs })
   for r = 1, self.size - 1 do
     local c = self.peers[r]
     if c then
@@ -789,8 +1317,9 @@ local function rank_rendezvous(self, deadline)
   sock:setoption("tcp-nodelay", true)
   self.up = sock
   local ok
-  ok, err = send_frame(sock, { hello = "ibverbs.fabric", rank = self.rank, size = self.size, host = self.host },
-    deadline)
+  local t = self.tree
+  ok, err = send_frame(sock, { hello = "ibverbs.fabric", rank = self.rank, size = self.size, host = self.host,
+    group = t and t.k, relay_port = t and t.listener and select(2, t.listener:getsockname()) }, deadline)
   if not ok then return nil, "rank " .. self.rank .. ": cannot greet rank 0: " .. tostring(err) end
   -- rank 0 answers when everybody arrived, or at its own time limit
   local msg
@@ -801,6 +1330,7 @@ local function rank_rendezvous(self, deadline)
   end
   if msg.err then return nil, msg.err end
   for i = 1, self.size do self.hosts[i] = msg.hosts[i] end
+  if t then t.addrs = msg.relays or {} end
   for _, d in ipairs(msg.dead or {}) do
     self.dead[d[1]] = d[2]
     self.ndead = self.ndead + 1
@@ -837,6 +1367,8 @@ function fabric.init(opts)
       .. "lua-luv), socket.select stops at FD_SETSIZE", size - 1)
   end
   local timeout = tonumber(opts.timeout) or tonumber(getenv("IBV_FABRIC_TIMEOUT")) or fabric.DEFAULT_TIMEOUT
+  local k, kerr = tree_k(opts, getenv, size)
+  if not k then return nil, kerr end
   local self = setmetatable({ rank = rank, size = size, launcher = launcher, root = root,
     port = port or fabric.DEFAULT_PORT, timeout = timeout, init_timeout = timeout, last_timeout = timeout,
     seq = 0, host = opts.host or hostname(), hosts = {}, peers = {}, tolerant = opts.tolerant and true or false,
@@ -850,6 +1382,14 @@ function fabric.init(opts)
   end
   self.hosts[rank + 1] = self.host
   if size == 1 then return self end
+  if k > 0 then
+    self.tree = { k = k, adopted = {}, reported = 0, addrs = {}, margin = 5 + timeout / 10 }
+    if rank ~= 0 and rank % k == 0 then -- a relay: its members connect here
+      local l, lerr = socket.bind("*", 0, fabric.BACKLOG)
+      if not l then return nil, "fabric: relay rank " .. rank .. " cannot listen: " .. tostring(lerr) end
+      self.tree.listener = l
+    end
+  end
   local deadline = socket.gettime() + timeout
   local ok, err
   if rank == 0 then
@@ -858,6 +1398,7 @@ function fabric.init(opts)
   else
     ok, err = rank_rendezvous(self, deadline)
   end
+  if ok and self.tree then ok, err = tree_setup(self, socket.gettime() + timeout) end
   if not ok then
     self:close()
     return nil, "fabric: " .. err
