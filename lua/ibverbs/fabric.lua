@@ -1197,17 +1197,31 @@ function Fabric:route(msgs, up, timeout)
 end
 
 --- Closes the connections (idempotent).
-function Fabric:close()
-  if self.closed then return end
+-- The sockets only: what the collector may do (libuv's handles are luv's own
+-- userdata, which at exit may be collected before this object: touching them
+-- then crashes, so only close() stops them).
+local function close_sockets(self)
   self.closed = true
   if self.up then self.up:close() end
-  if self.hub then self.hub:close() end
   local t = self.tree
   if t and t.sock then t.sock:close(); t.sock = nil end
   if t and t.listener then t.listener:close(); t.listener = nil end
 end
+
+function Fabric:close()
+  if self.closed then return end
+  close_sockets(self)
+  if self.hub then self.hub:close() end
+end
 Fabric.__close = Fabric.close
-Fabric.__gc = Fabric.close
+Fabric.__gc = function(self)
+  if self.closed then return end
+  close_sockets(self)
+  if self.hub then
+    for c in pairs(self.hub.conns) do c.sock:close() end
+    if self.hub.listener then self.hub.listener:close() end
+  end
+end
 
 -- ---------------------------------------------------------------- rendezvous
 

@@ -119,7 +119,7 @@ local RANK = [[
 local fabric = require "ibverbs.fabric"
 local dkjson = require "dkjson"
 local f, err = fabric.init{ timeout = tonumber(os.getenv("T")), host = "h" .. os.getenv("IBV_FABRIC_RANK"),
-  tolerant = os.getenv("TOLERANT") == "1" }
+  tolerant = os.getenv("TOLERANT") == "1", group = os.getenv("IBV_FABRIC_RANK") == "1" and os.getenv("GROUP1") or nil }
 if not f then print(dkjson.encode{ init_err = err }) os.exit(2) end
 local out = { rank = f.rank, hosts = f.hosts }
 local big = 0x7fffabcd1234 + f.rank -- an MR address
@@ -246,6 +246,138 @@ describe("ibverbs.fabric among processes on loopback TCP", function()
 end)
 
 
+-- The relay tree: rounds of route (each rank to rank+k and rank-k), one JSON
+-- line per rank; rank LEAVE exits after round 1 (or stops: STOP=1, a hung rank).
+local TREE = [[
+local fabric = require "ibverbs.fabric"
+local dkjson = require "dkjson"
+local f, err = fabric.init{ timeout = tonumber(os.getenv("T")), host = "h" .. os.getenv("IBV_FABRIC_RANK"),
+  tolerant = os.getenv("TOLERANT") == "1" }
+if not f then print(dkjson.encode{ init_err = err }) os.exit(2) end
+local out = { rank = f.rank, got = {}, ups = {} }
+for k = 1, 3 do
+  local got, ups = f:route({ { (f.rank + k) % f.size, "from " .. f.rank }, { (f.rank - k) % f.size, { r = f.rank } } },
+    "up " .. f.rank)
+  if not got then out.err = ups break end
+  local seen = {}
+  for _, m in ipairs(got) do seen[#seen + 1] = m[1] .. "=" .. (type(m[2]) == "table" and m[2].r or m[2]) end
+  table.sort(seen)
+  out.got[k] = table.concat(seen, ",")
+  if f.rank == 0 then out.ups[k] = ups end
+  if k == 1 and tonumber(os.getenv("LEAVE") or -1) == f.rank then
+    print(dkjson.encode{ left = true }) io.stdout:flush()
+    if os.getenv("STOP") then os.execute("sleep 14") end -- alive, connected, silent
+    os.exit(0)
+  end
+end
+out.dead = f:dead_ranks()
+print(dkjson.encode(out))
+]]
+
+local function tree_ranks(size, vars, skip)
+  local saved = RANK
+  RANK = TREE
+  local which = {}
+  for r = 0, size - 1 do if r ~= skip then which[#which + 1] = r end end
+  local out = ranks(size, which, vars)
+  RANK = saved
+  return out
+end
+
+-- What rank r must get in round k of TREE from the live ranks.
+local function tree_expect(size, r, k, dead)
+  local l = {}
+  local a, b = (r - k) % size, (r + k) % size
+  if not dead[a] then l[#l + 1] = a .. "=from " .. a end
+  if not dead[b] then l[#l + 1] = b .. "=" .. b end
+  table.sort(l)
+  return table.concat(l, ",")
+end
+
+describe("ibverbs.fabric's relay tree (route through relays of groups of k)", function()
+  it("routes every message to its rank and gives rank 0 every up, as the star does", function()
+    local out = tree_ranks(9, "T=10 IBV_FABRIC_GROUP=3")
+    for r = 0, 8 do
+      assert.is_table(out[r], "rank " .. r)
+      assert.is_nil(out[r].err)
+      for k = 1, 3 do assert.equal(tree_expect(9, r, k, {}), out[r].got[k]) end
+    end
+    for k = 1, 3 do for r = 0, 8 do assert.equal("up " .. r, out[0].ups[k][r + 1]) end end
+  end)
+
+  it("is on by itself past fabric.TREE_MIN ranks: 100 ranks in groups of 10", function()
+    local out = tree_ranks(100, "T=30")
+    for r = 0, 99 do
+      assert.is_table(out[r], "rank " .. r)
+      for k = 1, 3 do assert.equal(tree_expect(100, r, k, {}), out[r].got[k], "rank " .. r) end
+    end
+  end)
+
+  local function relay_lost(vars)
+    local out = tree_ranks(9, "T=4 IBV_FABRIC_GROUP=3 TOLERANT=1 LEAVE=3 " .. vars)
+    for r = 0, 8 do
+      if r ~= 3 then
+        assert.is_table(out[r], "rank " .. r)
+        assert.is_nil(out[r].err)
+        assert.equal(1, #out[r].dead)
+        assert.equal(3, out[r].dead[1].rank)
+        for k = 2, 3 do assert.equal(tree_expect(9, r, k, { [3] = true }), out[r].got[k], "rank " .. r) end
+      end
+    end
+    return out
+  end
+
+  it("buries a relay that leaves (tolerant) and no other rank: its members go on through rank 0", function()
+    local out = relay_lost("")
+    assert.matches("rank 3 %(h3%) left the fabric during route", out[0].dead[1].why)
+  end)
+
+  it("buries a relay that hangs (tolerant) at its limit, and no other rank", function()
+    local out = relay_lost("STOP=1")
+    assert.matches("rank 3 %(h3%) did not arrive at route #3 within 4 s", out[0].dead[1].why)
+  end)
+
+  it("fails every rank with the relay's name when a relay leaves a fabric that is not tolerant", function()
+    local out = tree_ranks(9, "T=4 IBV_FABRIC_GROUP=3 LEAVE=3")
+    for r = 0, 8 do
+      if r ~= 3 then assert.matches("rank 3 %(h3%)", out[r].err, "rank " .. r) end
+    end
+  end)
+
+  it("ends a script that never called close without a crash (rank 0 and the relays hold libuv handles)", function()
+    local script = os.tmpname()
+    local fh = assert(io.open(script, "w"))
+    fh:write('local f = assert(require("ibverbs.fabric").init{ timeout = 10 }) assert(f:route({}, "x")) print("ok")')
+    fh:close()
+    local port = 20000 + math.random(0, 20000)
+    local p = io.popen(string.format("for r in 0 1 2 3; do (IBV_FABRIC_RANK=$r IBV_FABRIC_SIZE=4 IBV_FABRIC_GROUP=2 "
+      .. "IBV_FABRIC_ROOT=127.0.0.1:%d LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' timeout 30 %s %s; "
+      .. "echo \"rank $r: $?\") & done; wait", port, CPATH, LUA, script))
+    local out = p:read("a")
+    p:close()
+    os.remove(script)
+    for r = 0, 3 do assert.matches("rank " .. r .. ": 0\n", out) end
+  end)
+
+  it("refuses ranks that disagree on the group size, and a group size that is not one", function()
+    local out = ranks(3, { 0, 1, 2 }, "T=5 IBV_FABRIC_GROUP=2 GROUP1=0")
+    assert.matches("rank 1 %(h1%) says the relay groups have 0 ranks, rank 0 says 2", out[0].init_err)
+    local f, err = fabric.init{ rank = 0, size = 4, group = -1, getenv = function() return nil end }
+    assert.is_nil(f)
+    assert.matches("group must be 0 %(no tree%) or a group size, got %-1", err)
+  end)
+
+  it("frames a bundle and its answer by hand: any bytes, the sources, the dead", function()
+    local parts = { [2] = { "3 7 2 s\0" }, [-1] = { "5 -1 3 sup" } }
+    local body = fabric.bundle_encode(5, { { 4, "gone" } }, { 3, 5 }, parts)
+    local m = assert(fabric.bundle_decode(body:sub(9)))
+    assert.same({ op = "route", seq = 5, v = { dead = { { 4, "gone" } }, srcs = { 3, 5 },
+      parts = { [2] = "3 7 2 s\0", [-1] = "5 -1 3 sup" } } }, m)
+    assert.is_nil(fabric.bundle_decode("B1 0 x"))
+    assert.same({ blob = "1 2 1 x" }, fabric.bundle_reply_decode("b0 1 2 1 x"))
+  end)
+end)
+
 -- Ranks 1 .. n-1 played by one process (the wire protocol by hand: an 8-digit
 -- hex length, then dkjson), so that rank 0 meets more ranks than select() can
 -- wait on without starting a thousand interpreters.
@@ -288,7 +420,7 @@ describe("ibverbs.fabric at rank 0 with more ranks than FD_SETSIZE", function()
     fh = assert(io.open(root, "w"))
     fh:write(string.format([[
       local fabric = require "ibverbs.fabric"
-      local f = assert(fabric.init{ rank = 0, size = %d, port = %d, timeout = 60, host = "r0" })
+      local f = assert(fabric.init{ rank = 0, size = %d, port = %d, timeout = 60, host = "r0", group = 0 })
       local all = assert(f:allgather(0))
       local got, ups = assert(f:route({}, "zero"))
       print("root ok", #all, f.hosts[%d], #got, ups[1])
