@@ -960,15 +960,17 @@ if ME == 0 then
     end
   end
   -- the figures of the control plane
-  local worst, worst_rank = 0, 0
+  local worst, worst_rank, busiest, busiest_rank = 0, 0, 0, 0
   for r = 0, N - 1 do
     local c = ctl_all[r + 1]
     if c and c[3] > 0 and c[1] / c[3] > worst then worst, worst_rank = c[1] / c[3], r end
+    if c and c[3] > 0 and c[2] / c[3] > busiest then busiest, busiest_rank = c[2] / c[3], r end
   end
   local c0 = ctl_all[1]
   local control = { rank0_ms_per_round = c0[3] > 0 and c0[1] / c0[3] * 1000 or 0,
     rank0_cpu_ms_per_round = c0[3] > 0 and c0[2] / c0[3] * 1000 or 0, slowest_ms_per_round = worst * 1000,
-    slowest_rank = worst_rank, exchanges = c0[3] }
+    slowest_rank = worst_rank, exchanges = c0[3], busiest_cpu_ms_per_round = busiest * 1000,
+    busiest_rank = busiest_rank, relay_group = f.tree and f.tree.k or 0 }
   -- the pairs never scheduled (--quick, --max-rounds, a pairs file)
   local scheduled = #first_list
   local want = NRAILS * N * (N - 1)

@@ -114,8 +114,9 @@ function matrix.text(report)
   local c = report.control
   if c then
     out[#out + 1] = string.format("control plane: %d exchanges; rank 0 %.2f ms per round (%.2f ms CPU), slowest "
-      .. "rank %d %.2f ms per round", c.exchanges, c.rank0_ms_per_round, c.rank0_cpu_ms_per_round, c.slowest_rank,
-      c.slowest_ms_per_round)
+      .. "rank %d %.2f ms per round, busiest CPU rank %d %.2f ms per round", c.exchanges, c.rank0_ms_per_round,
+      c.rank0_cpu_ms_per_round, c.slowest_rank, c.slowest_ms_per_round, c.busiest_rank or 0,
+      c.busiest_cpu_ms_per_round or 0)
   end
   if report.seconds then
     out[#out + 1] = string.format("first pass: %d rounds in %.2f s", report.rounds or 0, report.seconds)
