@@ -46,6 +46,9 @@ local o = cli.run(arg, {
   { nil, "pairs", arg = "file", help = "the rounds from <file>: lines 'round rankA rankB' (ranks or host names)" },
   { nil, "quick", help = "one round of the tournament: every rank against one partner" },
   { nil, "max-rounds", arg = "n", type = "int", min = 1, help = "stop after <n> rounds (the rest: unmeasured)" },
+  { nil, "block", arg = "b", type = "int", min = 1, max = 64,
+    help = "rounds per exchange through rank 0 (default 1 below 64 ranks, else ranks/64 up to 8): within a block "
+      .. "a pair starts when both ends reach it (its first ping waits for the partner's receive)" },
   { nil, "lat-factor", arg = "x", type = "number", default = 2.1, min = 1,
     help = "flag a latency above <x> times the lowest (default 2.1)" },
   { nil, "bw-fraction", arg = "f", type = "number", default = 0.93, min = 0, max = 1,
@@ -101,8 +104,7 @@ end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
 
 local ROUND_LIMIT = 2 * o.timeout -- a round's traffic, then its ends fail
--- rank 0 waits this long for a rank at a round's end: its traffic, its QPs of the next rounds, slack
-local EXCHANGE_LIMIT = ROUND_LIMIT + 2 * o.timeout + 30
+local EXCHANGE_LIMIT -- set once the fabric's size is known (a block of rounds)
 local CHAIN = 8 -- send WRs per post, the last one signaled
 local WINDOW = 4 -- chains in flight
 local RING = 32 -- receives posted for the send bandwidth
@@ -117,8 +119,14 @@ if not f then
   os.exit(1)
 end
 local N, ME = f.size, f.rank
--- every collective after the rendezvous follows a round: it waits as long as a round's exchange
-f.timeout = ROUND_LIMIT + 2 * o.timeout + 30
+-- Rounds per exchange: one (a barrier per round) on small fabrics; past 64
+-- ranks, rank 0's share of a round is cut by running several rounds between
+-- exchanges, each pair starting when both of its ends reach it.
+local BLOCK = o.block or (N < 64 and 1 or math.min(8, math.ceil(N / 64)))
+-- rank 0 waits this long for a rank at a block's end: its traffic, its QPs of the next rounds, slack
+EXCHANGE_LIMIT = BLOCK * ROUND_LIMIT + 2 * o.timeout + 30
+-- every collective after the rendezvous follows a block: it waits as long as an exchange
+f.timeout = EXCHANGE_LIMIT
 local function fatal(err)
   say("fabric_matrix (%s): %s", f:name(ME), tostring(err))
   f:close()
@@ -342,6 +350,12 @@ end
 -- wr_id: ring slots 0 .. RING_N - 1, the others above
 local W_PONG, W_PING, W_ECHO, W_PINGRX, W_CHAIN = 1001, 1002, 1003, 1004, 1005
 
+local function post_first_rx(e)
+  local pok, perr = e.qp:post_recv{ wr_id = W_PINGRX, sge = { mr = e.rail.in_lat, length = o.lat_size } }
+  if not pok then e.err = "post_recv: " .. tostring(perr) end
+  e.first_rx = true
+end
+
 local function connect_end(e, rem)
   local rail = e.rail
   local ok, err, errno
@@ -355,10 +369,9 @@ local function connect_end(e, rem)
   end
   if not ok then e.err = "RC connect: " .. tostring(err); return end
   e.raddr, e.rkey = rem.addr, rem.rkey
-  if e.kind == "in" then -- the first ping's receive, before the round's barrier
-    local pok, perr = e.qp:post_recv{ wr_id = W_PINGRX, sge = { mr = rail.in_lat, length = o.lat_size } }
-    if not pok then e.err = "post_recv: " .. tostring(perr) end
-  end
+  -- the first ping's receive, before the round's barrier; in blocks of rounds,
+  -- when the round starts (the buffers are the rail's: an early partner waits)
+  if e.kind == "in" and BLOCK == 1 then post_first_rx(e) end
   e.connected = not e.err
 end
 
@@ -440,6 +453,10 @@ local function run_ends(ends)
         e.echo_tx = { wr_id = W_ECHO, opcode = "send", send_flags = { "signaled" },
           sge = { mr = rail.in_lat, length = o.lat_size } }
         e.ping_rx = { wr_id = W_PINGRX, sge = { mr = rail.in_lat, length = o.lat_size } }
+        if not e.first_rx then
+          post_first_rx(e)
+          if e.err then fail(e, e.err) end
+        end
       end
     end
   end
@@ -656,6 +673,8 @@ end
 
 local function absorb(src, text, round, pass, touched)
   for line in tostring(text or ""):gmatch("[^\n]+") do
+    local at = line:match("^@(%d+)$") -- the round of the lines that follow (a block carries several)
+    if at then round = tonumber(at) end
     local head, why = line:match("^([^|]*)|?(.*)$")
     local w = {}
     for x in head:gmatch("%S+") do w[#w + 1] = x end
@@ -687,22 +706,25 @@ local function fmt_time(s)
   return string.format("%.1f s", s)
 end
 
-local ctl = { seconds = 0, cpu = 0, rounds = 0, max = 0 } -- this rank's time in the round exchanges
+local ctl = { seconds = 0, cpu = 0, rounds = 0, exchanges = 0, max = 0 } -- this rank's time in the round exchanges
 
 local function exchange(msgs, up)
   local t0, c0 = socket.gettime(), os.clock()
   local got, ups = f:route(msgs, up, EXCHANGE_LIMIT)
   local dt = socket.gettime() - t0
-  ctl.seconds, ctl.cpu, ctl.rounds = ctl.seconds + dt, ctl.cpu + os.clock() - c0, ctl.rounds + 1
+  ctl.seconds, ctl.cpu, ctl.exchanges = ctl.seconds + dt, ctl.cpu + os.clock() - c0, ctl.exchanges + 1
   ctl.max = math.max(ctl.max, dt)
   if not got then fatal(ups) end
   return got, ups
 end
 
--- Runs rounds 0 .. R-1 of sched.  The QPs of round k+1 are connected during
--- round k, before the exchange that ends it, so the exchange is the only
--- barrier: one per round.  It carries this rank's results of round k and its
--- QP numbers for round k+2 to their peers.
+-- Runs rounds 0 .. R-1 of sched in blocks of BLOCK rounds.  The QPs of block
+-- b+1 are connected during block b, before the exchange that ends it, so the
+-- exchange is the only barrier: one per block (per round when BLOCK is 1).
+-- It carries this rank's results of block b and its QP numbers for block b+2
+-- to their peers, each message tagged with its round ("k#...").  Within a
+-- block a pair starts when both ends reach it: the echo side posts its first
+-- receive then, and the first ping waits for it (RNR, retried without limit).
 local function run_schedule(s, R, pass)
   local t_start = socket.gettime()
   local total_pairs = 0
@@ -742,14 +764,16 @@ local function run_schedule(s, R, pass)
     for peer, l in pairs(to) do msgs[#msgs + 1] = { peer, table.concat(l, ";") } end
     rounds[k] = { ends = ends, msgs = msgs }
   end
-  local function learn(k, got)
-    local rd = rounds[k]
-    if not rd then return end
-    rd.remote = {}
+  local function learn(got) -- the peers' QPs for the rounds of one block
     for _, m in ipairs(got) do
-      for item in tostring(m[2]):gmatch("[^;]+") do
-        local kind, ki, info = item:match("^(%a+) (%d+) (.*)$")
-        if kind then rd.remote[m[1] .. " " .. kind .. " " .. ki] = info end
+      local k, body = tostring(m[2]):match("^(%d+)#(.*)$")
+      local rd = k and rounds[tonumber(k)]
+      if rd then
+        rd.remote = rd.remote or {}
+        for item in body:gmatch("[^;]+") do
+          local kind, ki, info = item:match("^(%a+) (%d+) (.*)$")
+          if kind then rd.remote[m[1] .. " " .. kind .. " " .. ki] = info end
+        end
       end
     end
   end
@@ -776,32 +800,50 @@ local function run_schedule(s, R, pass)
     end
   end
   if R == 0 then return end
-  make(0)
-  local got = exchange(rounds[0].msgs, nil)
-  learn(0, got)
-  connect(0)
-  if R > 1 then make(1) end
-  got = exchange(rounds[1] and rounds[1].msgs or {}, nil)
-  learn(1, got)
-  for k = 0, R - 1 do
-    local rd = rounds[k]
-    for _, e in ipairs(rd.ends) do
-      if not e.skip and not f:alive(e.peer) then e.skip = f:name(e.peer) .. " unreachable" end
+  local nblocks = math.ceil(R / BLOCK)
+  local function each(b, fn)
+    for k = b * BLOCK, math.min((b + 1) * BLOCK, R) - 1 do fn(k) end
+  end
+  local function msgs_of(b)
+    local l = {}
+    if b < nblocks then
+      each(b, function(k)
+        for _, m in ipairs(rounds[k].msgs) do l[#l + 1] = { m[1], k .. "#" .. m[2] } end
+      end)
     end
-    local live = {}
-    for _, e in ipairs(rd.ends) do if not e.skip and not e.dry then live[#live + 1] = e end end
-    run_ends(live)
-    local up = round_lines(rd.ends)
-    connect(k + 1)
-    if k + 2 < R then make(k + 2) end
-    local ups
-    got, ups = exchange(rounds[k + 2] and rounds[k + 2].msgs or {}, up)
-    learn(k + 2, got)
-    for _, e in ipairs(rd.ends) do close_end(e) end
-    rounds[k] = nil
+    return l
+  end
+  each(0, make)
+  learn(exchange(msgs_of(0), nil))
+  each(0, connect)
+  if nblocks > 1 then each(1, make) end
+  learn(exchange(msgs_of(1), nil))
+  for b = 0, nblocks - 1 do
+    local lines = {}
+    each(b, function(k)
+      local rd = rounds[k]
+      for _, e in ipairs(rd.ends) do
+        if not e.skip and not f:alive(e.peer) then e.skip = f:name(e.peer) .. " unreachable" end
+      end
+      local live = {}
+      for _, e in ipairs(rd.ends) do if not e.skip and not e.dry then live[#live + 1] = e end end
+      run_ends(live)
+      lines[#lines + 1] = "@" .. k
+      lines[#lines + 1] = round_lines(rd.ends)
+    end)
+    if b + 1 < nblocks then each(b + 1, connect) end
+    if b + 2 < nblocks then each(b + 2, make) end
+    local got, ups = exchange(msgs_of(b + 2), table.concat(lines, "\n"))
+    learn(got)
+    each(b, function(k)
+      for _, e in ipairs(rounds[k].ends) do close_end(e) end
+      rounds[k] = nil
+    end)
+    local last = math.min((b + 1) * BLOCK, R) - 1
+    ctl.rounds = ctl.rounds + last - b * BLOCK + 1
     if ME == 0 then
       local touched = {}
-      for r = 0, N - 1 do if ups[r + 1] then absorb(r, ups[r + 1], k, pass, touched) end end
+      for r = 0, N - 1 do if ups[r + 1] then absorb(r, ups[r + 1], b * BLOCK, pass, touched) end end
       for r in pairs(touched) do
         if r.kind_done == nil then pairs_done = pairs_done + 1; r.kind_done = true end
         if jl then
@@ -813,11 +855,11 @@ local function run_schedule(s, R, pass)
       end
       if jl then jl:flush() end
       local t = socket.gettime()
-      if t - last_print >= 1 or k == R - 1 then
+      if t - last_print >= 1 or last == R - 1 then
         last_print = t
         local el = t - t_start
-        say("fabric_matrix: %s round %d/%d, %d/%d pairs, %s, about %s left", pass, k + 1, R, pairs_done,
-          total_pairs, fmt_time(el), fmt_time(el / (k + 1) * (R - k - 1)))
+        say("fabric_matrix: %s round %d/%d, %d/%d pairs, %s, about %s left", pass, last + 1, R, pairs_done,
+          total_pairs, fmt_time(el), fmt_time(el / (last + 1) * (R - last - 1)))
       end
     end
   end
@@ -913,7 +955,7 @@ end
 -- ------------------------------------------------------------------ report
 
 -- this rank's time in the exchanges, for the control plane's figures
-local ctl_all = must(f:gather({ ctl.seconds, ctl.cpu, ctl.rounds, ctl.max }, 0))
+local ctl_all = must(f:gather({ ctl.seconds, ctl.cpu, ctl.rounds, ctl.max, ctl.exchanges }, 0))
 local status = 0
 if ME == 0 then
   local verdicts = setmetatable({}, { __jsontype = "array" })
@@ -969,7 +1011,7 @@ if ME == 0 then
   local c0 = ctl_all[1]
   local control = { rank0_ms_per_round = c0[3] > 0 and c0[1] / c0[3] * 1000 or 0,
     rank0_cpu_ms_per_round = c0[3] > 0 and c0[2] / c0[3] * 1000 or 0, slowest_ms_per_round = worst * 1000,
-    slowest_rank = worst_rank, exchanges = c0[3], busiest_cpu_ms_per_round = busiest * 1000,
+    slowest_rank = worst_rank, exchanges = c0[5], block = BLOCK, busiest_cpu_ms_per_round = busiest * 1000,
     busiest_rank = busiest_rank, relay_group = f.tree and f.tree.k or 0 }
   -- the pairs never scheduled (--quick, --max-rounds, a pairs file)
   local scheduled = #first_list

@@ -117,6 +117,7 @@ function matrix.text(report)
       .. "rank %d %.2f ms per round, busiest CPU rank %d %.2f ms per round", c.exchanges, c.rank0_ms_per_round,
       c.rank0_cpu_ms_per_round, c.slowest_rank, c.slowest_ms_per_round, c.busiest_rank or 0,
       c.busiest_cpu_ms_per_round or 0)
+    if (c.block or 1) > 1 then out[#out] = out[#out] .. string.format(" (%d rounds per exchange)", c.block) end
   end
   if report.seconds then
     out[#out + 1] = string.format("first pass: %d rounds in %.2f s", report.rounds or 0, report.seconds)
