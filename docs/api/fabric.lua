@@ -31,6 +31,14 @@
 -- descriptor per rank (`ulimit -n`).  Without lua-luv it falls back to `socket.select`, and refuses
 -- a group of more than 1000 ranks at init.
 --
+-- Past `fabric.TREE_MIN` (64) ranks, or with `group = k` (`IBV_FABRIC_GROUP`; 0: the star),
+-- `fabric_group:route` runs over a relay tree: groups of k ranks (default about sqrt(size)), the
+-- first of each its relay; members send to their relay, a relay sends rank 0 one bundle (the
+-- messages sorted by destination group, each group's part one string), and rank 0 joins the parts
+-- for each group unread.  Rank 0 handles about 2 sqrt(size) frames per route instead of size.  In a
+-- tolerant group a relay that dies or misses its limit is buried alone: its members send to rank 0
+-- from then on.  The other collectives stay on the star.
+--
 -- @module ibverbs.fabric
 
 local fabric = {}
@@ -39,12 +47,15 @@ local fabric = {}
 fabric.DEFAULT_PORT = 18600
 --- The default time limit in seconds (60).
 fabric.DEFAULT_TIMEOUT = 60
+--- The size from which route runs over the relay tree (64).
+fabric.TREE_MIN = 64
 
 --- Joins the group: rank and size from opts or the launcher, then the rendezvous at rank 0.
 -- @tparam[opt] table opts `rank`, `size`, `root` ("host" or "host:port"), `port`, `timeout` (seconds,
 -- for the rendezvous and the default of every collective), `host` (this rank's name; default `uname -n`),
 -- `getenv` (a function like `os.getenv`), `tolerant` (go on without a rank that leaves or misses a
--- limit, see `fabric_group:dead_ranks`)
+-- limit, see `fabric_group:dead_ranks`), `group` (the relay tree's group size; 0: no tree; default
+-- `IBV_FABRIC_GROUP`, else about sqrt(size) from `fabric.TREE_MIN` ranks)
 -- @treturn ibverbs.fabric_group
 -- @return[2] nil, message (a rank that did not arrive, rank 0 not answering, no root address)
 function fabric.init(opts) end
@@ -96,5 +107,28 @@ function fabric.route_decode(body) end
 -- @treturn table `{v = {{from, string}, ...}, dead = list or nil}`
 -- @return[2] nil, message
 function fabric.route_reply_decode(body) end
+
+--- A relay's bundle for rank 0 (relay tree): "B<seq> <length> <dead as JSON><length> <sources>", then
+-- "<group> <length> <part>" per destination group (group -1: the members' up values); a part is
+-- items "<from> <to> <length> <value>".
+-- @tparam integer seq the collective's number
+-- @tparam table dead `{{rank, why}, ...}` the relay buried since its last bundle
+-- @tparam table srcs the ranks whose messages the bundle carries
+-- @tparam table parts group -> list of item strings
+-- @treturn string the frame (with its 8-hex-digit length)
+function fabric.bundle_encode(seq, dead, srcs, parts) end
+
+--- Reads the body of a relay's bundle.
+-- @tparam string body
+-- @treturn table `{op = "route", seq =, v = {dead =, srcs = {...}, parts = {[group] = string}}}`
+-- @return[2] nil, message (a malformed bundle)
+function fabric.bundle_decode(body) end
+
+--- Reads the body of rank 0's answer to a relay: "b<length> <dead ranks as JSON>", then the items for
+-- the relay's group.
+-- @tparam string body
+-- @treturn table `{blob = items, dead = list or nil}`
+-- @return[2] nil, message
+function fabric.bundle_reply_decode(body) end
 
 return fabric

@@ -56,6 +56,8 @@ function fabric_group:scatter(list, root, timeout) end
 
 --- Point to point through rank 0, the per-round exchange of a schedule: O(size + messages) at rank 0.
 -- When every value is a string (and `up` a string or nil) the frames are made by hand, not by dkjson.
+-- Past `fabric.TREE_MIN` ranks (or with `group`) it runs over the relay tree (see `ibverbs.fabric`):
+-- rank 0 then handles about 2 sqrt(size) frames, the messages themselves are joined unread.
 -- @tparam table msgs `{{rank, value}, ...}` this rank sends
 -- @param[opt] up a value for rank 0 alone
 -- @tparam[opt] number timeout
