@@ -673,22 +673,22 @@ end
 
 local function absorb(src, text, round, pass, touched)
   for line in tostring(text or ""):gmatch("[^\n]+") do
-    local at = line:match("^@(%d+)$") -- the round of the lines that follow (a block carries several)
-    if at then round = tonumber(at) end
-    local head, why = line:match("^([^|]*)|?(.*)$")
-    local w = {}
-    for x in head:gmatch("%S+") do w[#w + 1] = x end
-    local kind, k, peer = w[1], tonumber(w[2]), tonumber(w[3])
+    if line:byte(1) == 64 then -- "@k": the round of the lines that follow (a block carries several)
+      round = tonumber(line:sub(2))
+    end
+    -- "<kind> <rail> <peer> <figures>|<why>", one match, no word table: rank 0 reads N of these a round
+    local kind, k, peer, a, b, c, why = line:match("^(%u) (%d+) (%d+) ?([^%s|]*) ?([^%s|]*) ?([^%s|]*)|(.*)$")
+    k, peer = tonumber(k), tonumber(peer)
     if k and peer then
       local r
       if kind == "I" then r = rec(k, peer, src) else r = rec(k, src, peer) end
       r.round, r.pass = round, pass
       if kind == "O" then
-        r.lat_us, r.write_mbs, r.send_mbs = tonumber(w[4]), tonumber(w[5]), tonumber(w[6])
+        r.lat_us, r.write_mbs, r.send_mbs = tonumber(a), tonumber(b), tonumber(c)
         if why ~= "" then r.error = (r.error and r.error .. "; " or "") .. f:name(src) .. ": " .. why end
       elseif kind == "I" then
-        if w[4] ~= "-" then r.data_ok = w[4] == "1" end
-        r.verified_bytes = tonumber(w[5])
+        if a ~= "-" then r.data_ok = a == "1" end
+        r.verified_bytes = tonumber(b)
         if why ~= "" then r.error = (r.error and r.error .. "; " or "") .. f:name(src) .. ": " .. why end
       elseif kind == "D" then
         r.dry = true
@@ -706,7 +706,8 @@ local function fmt_time(s)
   return string.format("%.1f s", s)
 end
 
-local ctl = { seconds = 0, cpu = 0, rounds = 0, exchanges = 0, max = 0 } -- this rank's time in the round exchanges
+-- this rank's time in the round exchanges (and, all_cpu, in the rounds as a whole)
+local ctl = { seconds = 0, cpu = 0, rounds = 0, exchanges = 0, max = 0, all_cpu = 0 }
 
 local function exchange(msgs, up)
   local t0, c0 = socket.gettime(), os.clock()
@@ -726,12 +727,13 @@ end
 -- block a pair starts when both ends reach it: the echo side posts its first
 -- receive then, and the first ping waits for it (RNR, retried without limit).
 local function run_schedule(s, R, pass)
-  local t_start = socket.gettime()
+  local t_start, cpu_start = socket.gettime(), os.clock()
   local total_pairs = 0
-  if ME == 0 then
-    for k = 0, R - 1 do
+  if ME == 0 then -- a pattern's rounds all have as many pairs as its first; a list's (pairs file, retest) vary
+    for k = 0, s.list and R - 1 or math.min(R, 1) - 1 do
       for r = 0, N - 1 do if s:partners(r, k) then total_pairs = total_pairs + NRAILS end end
     end
+    if not s.list then total_pairs = total_pairs * R end
   end
   local pairs_done, last_print = 0, 0
   local rounds = {} -- k -> {ends = {...}, remote = {...}}
@@ -864,6 +866,7 @@ local function run_schedule(s, R, pass)
     end
   end
   store.done = store.done + pairs_done
+  ctl.all_cpu = ctl.all_cpu + os.clock() - cpu_start
 end
 
 -- ------------------------------------------------------------------ the first pass
@@ -1011,7 +1014,9 @@ if ME == 0 then
   local c0 = ctl_all[1]
   local control = { rank0_ms_per_round = c0[3] > 0 and c0[1] / c0[3] * 1000 or 0,
     rank0_cpu_ms_per_round = c0[3] > 0 and c0[2] / c0[3] * 1000 or 0, slowest_ms_per_round = worst * 1000,
-    slowest_rank = worst_rank, exchanges = c0[5], block = BLOCK, busiest_cpu_ms_per_round = busiest * 1000,
+    slowest_rank = worst_rank, exchanges = c0[5], block = BLOCK,
+    rank0_all_cpu_ms_per_round = c0[3] > 0 and ctl.all_cpu / c0[3] * 1000 or 0,
+    busiest_cpu_ms_per_round = busiest * 1000,
     busiest_rank = busiest_rank, relay_group = f.tree and f.tree.k or 0 }
   -- the pairs never scheduled (--quick, --max-rounds, a pairs file)
   local scheduled = #first_list

@@ -118,6 +118,10 @@ function matrix.text(report)
       c.rank0_cpu_ms_per_round, c.slowest_rank, c.slowest_ms_per_round, c.busiest_rank or 0,
       c.busiest_cpu_ms_per_round or 0)
     if (c.block or 1) > 1 then out[#out] = out[#out] .. string.format(" (%d rounds per exchange)", c.block) end
+    if c.rank0_all_cpu_ms_per_round then
+      out[#out] = out[#out] .. string.format("; rank 0 CPU in all, rounds included: %.2f ms per round",
+        c.rank0_all_cpu_ms_per_round)
+    end
   end
   if report.seconds then
     out[#out + 1] = string.format("first pass: %d rounds in %.2f s", report.rounds or 0, report.seconds)
