@@ -703,14 +703,14 @@ end)
 
 -- fabric_matrix.lua itself on this host: n local ranks (IBV_FABRIC_*), args
 -- for all; returns rank 0's output and every rank's exit status.
-local function matrix_ranks(n, args)
+local function matrix_ranks(n, args, vars)
   local port = 20000 + math.random(0, 20000)
   local outs = {}
   for r = n - 1, 0, -1 do
     outs[r] = os.tmpname()
-    os.execute(string.format("(IBV_FABRIC_RANK=%d IBV_FABRIC_SIZE=%d IBV_FABRIC_ROOT=127.0.0.1:%d "
+    os.execute(string.format("(%s IBV_FABRIC_RANK=%d IBV_FABRIC_SIZE=%d IBV_FABRIC_ROOT=127.0.0.1:%d "
       .. "LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' timeout 60 %s examples/fabric_matrix.lua %s > %s 2>&1; "
-      .. "echo $? > %s.rc) &", r, n, port, CPATH,
+      .. "echo $? > %s.rc) &", vars or "", r, n, port, CPATH,
       LUA, args, outs[r], outs[r]))
   end
   local text, rcs, deadline = nil, {}, os.time() + 70
@@ -740,6 +740,7 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
       { "--pairs x --pattern shift", "%-%-pairs and %-%-pattern/%-%-quick exclude each other" },
       { "--quick --pattern serial", "%-%-quick is the tournament's first round" },
       { "--max-rounds 0", "option '%-%-max%-rounds': at least 1 expected, got 0" },
+      { "--block 0", "option '%-%-block': at least 1 expected, got 0" },
     }) do
       local t0 = os.time()
       local out, rc = matrix_ranks(1, "--size 2 --root 127.0.0.1:1 " .. c[1]) -- rank 1 of 2: would wait for rank 0
@@ -782,6 +783,40 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
     for _, p in ipairs(j.pairs) do assert.equal((p.dst - p.src) % 5 - 1, p.round) end
     assert.same({}, j.verdicts)
     assert.matches("control plane: 6 exchanges", out)
+  end)
+end)
+
+describe("examples/fabric_matrix.lua in blocks of rounds over the relay tree", function()
+  it("measures every ordered pair once, in its round, with one exchange per block (9 ranks, groups of 3)", function()
+    local json, lines = os.tmpname(), os.tmpname()
+    local out, rc = matrix_ranks(9, "--dry-run --block 4 --json " .. json .. " --json-lines " .. lines,
+      "IBV_FABRIC_GROUP=3")
+    assert.same({ [0] = 0, 0, 0, 0, 0, 0, 0, 0, 0 }, rc, out)
+    local fh = assert(io.open(json))
+    local j = dkjson.decode(fh:read("a"))
+    fh:close()
+    local streamed = 0
+    for line in io.lines(lines) do
+      local p = dkjson.decode(line)
+      if p.src then -- a pair (the last line holds the verdicts)
+        assert.is_true(p.round >= 0 and p.round < 9, line)
+        streamed = streamed + 1
+      end
+    end
+    os.remove(json); os.remove(lines)
+    assert.equal(72, streamed)
+    assert.equal(9, j.rounds)
+    assert.equal(72, #j.pairs)
+    local s, seen = schedule.new("tournament", 9), {}
+    for _, p in ipairs(j.pairs) do
+      local key = p.src .. "-" .. p.dst
+      assert.is_nil(seen[key], key)
+      seen[key] = true
+      local dst, src = s:partners(p.src, p.round)
+      assert.is_true(dst == p.dst or src == p.dst, key .. " in round " .. p.round)
+    end
+    -- two exchanges before the first block, then one after each block: rounds 0-3, 4-7, 8
+    assert.matches("control plane: 5 exchanges;.*%(4 rounds per exchange%)", out)
   end)
 end)
 
