@@ -671,20 +671,32 @@ if ME == 0 and o.json_lines then
   if not jl then say("fabric_matrix: cannot write %s", o.json_lines) end
 end
 
+-- Rank 0 reads a rank's result lines: "@k" (the round of the lines that
+-- follow: a block carries several), then "<kind> <rail> <peer> <figures>|<why>"
+-- read with one match each, no line strings or word tables (rank 0 reads 2N
+-- of these a round).  Returns how many pairs the lines finish (their "out"
+-- ends); touched (for --json-lines) collects the records.
+local RESULT = "^(%u) (%d+) (%d+) ?([^%s|]*) ?([^%s|]*) ?([^%s|]*)|([^\n]*)\n?()"
 local function absorb(src, text, round, pass, touched)
-  for line in tostring(text or ""):gmatch("[^\n]+") do
-    if line:byte(1) == 64 then -- "@k": the round of the lines that follow (a block carries several)
-      round = tonumber(line:sub(2))
-    end
-    -- "<kind> <rail> <peer> <figures>|<why>", one match, no word table: rank 0 reads N of these a round
-    local kind, k, peer, a, b, c, why = line:match("^(%u) (%d+) (%d+) ?([^%s|]*) ?([^%s|]*) ?([^%s|]*)|(.*)$")
-    k, peer = tonumber(k), tonumber(peer)
-    if k and peer then
+  local p, n, done = 1, #text, 0
+  while p <= n do
+    local c = text:byte(p)
+    if c == 10 then -- an empty line: a round this rank sat out
+      p = p + 1
+    elseif c == 64 then
+      local e = text:find("\n", p, true) or n + 1
+      round = tonumber(text:sub(p + 1, e - 1))
+      p = e + 1
+    else
+      local kind, k, peer, a, b, z, why, q = text:match(RESULT, p)
+      if not kind then break end
+      p = q
+      k, peer = tonumber(k), tonumber(peer)
       local r
-      if kind == "I" then r = rec(k, peer, src) else r = rec(k, src, peer) end
+      if kind == "I" then r = rec(k, peer, src) else r = rec(k, src, peer); done = done + 1 end
       r.round, r.pass = round, pass
       if kind == "O" then
-        r.lat_us, r.write_mbs, r.send_mbs = tonumber(a), tonumber(b), tonumber(c)
+        r.lat_us, r.write_mbs, r.send_mbs = tonumber(a), tonumber(b), tonumber(z)
         if why ~= "" then r.error = (r.error and r.error .. "; " or "") .. f:name(src) .. ": " .. why end
       elseif kind == "I" then
         if a ~= "-" then r.data_ok = a == "1" end
@@ -695,9 +707,10 @@ local function absorb(src, text, round, pass, touched)
       else
         r.unmeasured = why
       end
-      touched[r] = true
+      if touched then touched[r] = true end
     end
   end
+  return done
 end
 
 local function fmt_time(s)
@@ -844,16 +857,15 @@ local function run_schedule(s, R, pass)
     local last = math.min((b + 1) * BLOCK, R) - 1
     ctl.rounds = ctl.rounds + last - b * BLOCK + 1
     if ME == 0 then
-      local touched = {}
-      for r = 0, N - 1 do if ups[r + 1] then absorb(r, ups[r + 1], b * BLOCK, pass, touched) end end
-      for r in pairs(touched) do
-        if r.kind_done == nil then pairs_done = pairs_done + 1; r.kind_done = true end
-        if jl then
-          jl:write(dkjson.encode({ pass = pass, round = r.round, rail = plan.names[r.src + 1] and
-            plan.names[r.src + 1][r.rail] or r.rail, src = r.src, dst = r.dst, src_host = f.hosts[r.src + 1],
-            dst_host = f.hosts[r.dst + 1], lat_us = r.lat_us, write_mbs = r.write_mbs, send_mbs = r.send_mbs,
-            data_ok = r.data_ok, verified_bytes = r.verified_bytes, error = r.error, unmeasured = r.unmeasured }), "\n")
-        end
+      local touched = jl and {}
+      for r = 0, N - 1 do
+        if ups[r + 1] then pairs_done = pairs_done + absorb(r, ups[r + 1], b * BLOCK, pass, touched) end
+      end
+      for r in pairs(touched or {}) do
+        jl:write(dkjson.encode({ pass = pass, round = r.round, rail = plan.names[r.src + 1] and
+          plan.names[r.src + 1][r.rail] or r.rail, src = r.src, dst = r.dst, src_host = f.hosts[r.src + 1],
+          dst_host = f.hosts[r.dst + 1], lat_us = r.lat_us, write_mbs = r.write_mbs, send_mbs = r.send_mbs,
+          data_ok = r.data_ok, verified_bytes = r.verified_bytes, error = r.error, unmeasured = r.unmeasured }), "\n")
       end
       if jl then jl:flush() end
       local t = socket.gettime()
