@@ -626,8 +626,8 @@ local function round_lines(ends)
     local r = e.res or {}
     if e.skip then
       if e.kind == "out" then out[#out + 1] = string.format("U %d %d|%s", e.rail.index, e.peer, clean(e.skip)) end
-    elseif e.dry then
-      if e.kind == "out" then out[#out + 1] = string.format("D %d %d|", e.rail.index, e.peer) end
+    elseif e.dry then -- both ends report, as in a real run: rank 0 reads as much as it would
+      out[#out + 1] = string.format(e.kind == "out" and "D %d %d|" or "I %d %d - 0|", e.rail.index, e.peer)
     elseif e.kind == "out" then
       out[#out + 1] = string.format("O %d %d %s %s %s|%s", e.rail.index, e.peer, num(r.lat_us), num(r.write_mbs),
         num(r.send_mbs), r.error and clean(r.error) or "")
