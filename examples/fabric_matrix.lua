@@ -47,7 +47,7 @@ local o = cli.run(arg, {
   { nil, "quick", help = "one round of the tournament: every rank against one partner" },
   { nil, "max-rounds", arg = "n", type = "int", min = 1, help = "stop after <n> rounds (the rest: unmeasured)" },
   { nil, "block", arg = "b", type = "int", min = 1, max = 64,
-    help = "rounds per exchange through rank 0 (default 1 below 64 ranks, else ranks/64 up to 8): within a block "
+    help = "rounds per exchange through rank 0 (default 1 below 64 ranks, else ranks/64 up to 16): within a block "
       .. "a pair starts when both ends reach it (its first ping waits for the partner's receive)" },
   { nil, "lat-factor", arg = "x", type = "number", default = 2.1, min = 1,
     help = "flag a latency above <x> times the lowest (default 2.1)" },
@@ -122,7 +122,7 @@ local N, ME = f.size, f.rank
 -- Rounds per exchange: one (a barrier per round) on small fabrics; past 64
 -- ranks, rank 0's share of a round is cut by running several rounds between
 -- exchanges, each pair starting when both of its ends reach it.
-local BLOCK = o.block or (N < 64 and 1 or math.min(8, math.ceil(N / 64)))
+local BLOCK = o.block or (N < 64 and 1 or math.min(16, math.ceil(N / 64)))
 -- rank 0 waits this long for a rank at a block's end: its traffic, its QPs of the next rounds, slack
 EXCHANGE_LIMIT = BLOCK * ROUND_LIMIT + 2 * o.timeout + 30
 -- every collective after the rendezvous follows a block: it waits as long as an exchange
