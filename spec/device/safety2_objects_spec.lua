@@ -6,23 +6,10 @@
 -- case, not the end of the run.
 local support = require "support"
 
--- Runs the Lua source src in a child (at most limit seconds); returns its
--- output and exit status (124: killed at the limit).
-local function child(src, limit)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write('package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path\n', src)
-  f:close()
-  local p = assert(io.popen("timeout " .. (limit or 60) .. " " .. support.LUA .. " " .. path
-    .. " 2>&1; echo \"exit=$?\""))
-  local out = p:read("*a")
-  p:close()
-  os.remove(path)
-  return out, tonumber(out:match("exit=(%d+)%s*$"))
-end
-
-local function passes(src, limit)
-  local out, code = child(src, limit)
+-- Runs the Lua source src after prelude (if any) in a child, at most limit
+-- seconds (60); fails unless it ran to its end and exited 0.
+local function passes(src, limit, prelude)
+  local out, code = support.run_child(prelude or "", src, limit or 60)
   assert(code == 0 and out:match("child done"), out)
   return out
 end
@@ -72,31 +59,31 @@ describe("on rxe0, a finalizer that closes the parent while a constructor alloca
     { "ctx:create_comp_channel", "function(ctx) return ctx:create_comp_channel() end" },
   }) do
     it(c[1] .. " raises 'closed', never calls verbs with the closed context", function()
-      local out = passes(PRELUDE .. [[
+      local out = passes([[
 local n = attack(function() return assert(ibv.open("rxe0")) end, ]] .. c[2] .. [[)
 assert(n > 0, "the finalizer never ran inside the call")
-io.write("closed mid-call ", n, " times; child done")
-]], 240)
+io.write("closed mid-call ", n, " times; ")
+]], 240, PRELUDE)
       assert.matches("closed mid%-call %d+ times", out)
     end)
   end
 
   it("pd:alloc_mw raises 'closed', never calls verbs with the closed PD", function()
-    passes(PRELUDE .. [[
+    passes([[
 local ctx = assert(ibv.open("rxe0"))
 local n = attack(function() return assert(ctx:alloc_pd()) end, function(pd) return pd:alloc_mw() end)
 assert(n > 0, "the finalizer never ran inside the call")
-io.write("closed mid-call ", n, " times; child done")
-]], 240)
+io.write("closed mid-call ", n, " times; ")
+]], 240, PRELUDE)
   end)
 
   it("cm ch:get_event raises 'closed' and never waits on a freed channel", function()
-    passes(PRELUDE .. [[
+    passes([[
 local n = attack(function() return assert(cm.event_channel()) end,
   function(ch) local ev = ch:get_event(0) ; return nil, ev end)
 assert(n > 0, "the finalizer never ran inside the call")
-io.write("closed mid-call ", n, " times; child done")
-]], 240)
+io.write("closed mid-call ", n, " times; ")
+]], 240, PRELUDE)
   end)
 end)
 
@@ -120,7 +107,6 @@ collectgarbage(); collectgarbage()
 for _ = 1, 200 do local t = {} for k = 1, 10 do t[k] = ("x"):rep(100 + k) end end
 assert(pd:close() == true, "the MRs were freed without being deregistered")
 assert(ctx:close() == true, "the CQs were freed without being destroyed")
-io.write("child done")
 ]])
   end)
 
@@ -138,7 +124,6 @@ local cq = assert(ctx:create_cq(4))
 ibv.extend("ibverbs.cq", { size = function(self) return self.cqe end })
 assert(cq:size() >= 4)
 assert(cq:close() and pd:close() and ctx:close())
-io.write("child done")
 ]])
   end)
 end)
@@ -163,12 +148,11 @@ assert(server.event.event == "connect_request")
 assert(server.event.private_data:sub(1, 4) == "sync")
 assert(listen:close() == true)   -- rdma_destroy_id waited for the request's acknowledgement
 assert(server.event.private_data:sub(1, 4) == "sync")
-io.write("child done")
 ]], 30)
   end)
 
   it("get_async_event acknowledges the event before a finalizer can destroy its CQ (which waits for it)", function()
-    passes(PRELUDE .. [[
+    passes([[
 local ctx = assert(ibv.open("rxe0"))
 local pd = assert(ctx:alloc_pd())
 local closed = 0
@@ -191,8 +175,7 @@ for _ = 1, 20 do
   qp:close(); ah:close(); cq:close()
 end
 assert(closed > 0, "the finalizer never ran inside the call")
-io.write("child done")
-]], 60)
+]], 60, PRELUDE)
   end)
 
   it("objects of every kind dropped together, collected in one cycle and at exit, in any order", function()
@@ -221,7 +204,6 @@ for i = 1, 30 do
   if i % 3 == 1 then ctx, cq, rl = nil, nil, nil end
   collectgarbage()
 end
-io.write("child done")
 ]], 120)
   end)
 end)
@@ -260,7 +242,6 @@ for _ = 1, 40 do
 end
 local ok = pcall(collectgarbage)
 assert(ok and errors == 0 and ran == 0, "the script's __gc ran " .. ran .. " times")
-io.write("child done")
 ]], 120)
     assert.matches("child done", out)
   end)
