@@ -17,6 +17,7 @@
 
 static void ibvl_guard_closed(void);
 static void ibvl_guard_log(struct ibvl_obj *o);
+static void ibvl_guard_forget(const struct ibvl_obj *o);
 static int ibvl_ndeps(const struct ibvl_obj *o);
 
 static const char TRACK_KEY[] = "ibverbs.track";
@@ -233,7 +234,7 @@ static int m_close(lua_State *L)
 
 /* The last call on the object before its memory goes: whatever its state
  * (closed or not, in whatever order the collector finalizes a parent and its
- * users), no list keeps a link into it afterwards. */
+ * users), no list keeps a link into it afterwards, nor the guards' log. */
 static int m_gc(lua_State *L)
 {
 	struct ibvl_obj *o = upvalue_obj(L);
@@ -241,6 +242,7 @@ static int m_gc(lua_State *L)
 	while (o->deps.next != &o->deps) /* users linked while it was closed: orphans now */
 		list_remove(o->deps.next);
 	drop_refs(o);
+	ibvl_guard_forget(o);
 	return 0;
 }
 
@@ -650,6 +652,20 @@ static void ibvl_guard_log(struct ibvl_obj *o)
 	seen.ring[seen.n++ % GUARD_RING] = o;
 }
 
+/* A collected object leaves the log.  A guard's window holds the checks of
+ * the calls nested in it too (a finalizer's): those of a call that raised
+ * before its guard's end, those of a call with no guard.  Such an object may
+ * be collected and freed before the window ends, where the end would read it;
+ * the guarded call's own objects are on its stack and never collected.  (The
+ * log is the thread's: a state runs on one thread at a time, so its objects
+ * logged on another thread lie in no window still open there.) */
+static void ibvl_guard_forget(const struct ibvl_obj *o)
+{
+	for (int i = 0; i < GUARD_RING; i++)
+		if (seen.ring[i] == o)
+			seen.ring[i] = NULL;
+}
+
 void ibvl_guard_begin(struct ibvl_guard *g)
 {
 	ibvl_path_reset();
@@ -667,7 +683,7 @@ void ibvl_guard_end(lua_State *L, struct ibvl_guard *g)
 			              "(by a finalizer); nothing was done");
 		for (unsigned long long i = g->start; i < seen.n; i++) {
 			struct ibvl_obj *o = seen.ring[i % GUARD_RING];
-			if (o->ptr == NULL)
+			if (o != NULL && o->ptr == NULL) /* NULL: collected (ibvl_guard_forget) */
 				ibvl_error(L, "attempt to use a closed %s (closed while the arguments "
 				              "were read)", o->cls->name);
 		}

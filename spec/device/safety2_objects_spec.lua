@@ -87,6 +87,46 @@ io.write("closed mid-call ", n, " times; ")
   end)
 end)
 
+describe("on rxe0, checks a nested call left behind in a guard's log", function()
+  -- A finalizer run inside pd:advise_mr's reading checks another PD (a call
+  -- that raises before its guard ends, or a field read, which has no guard),
+  -- and drops it; the collector steps on, finalizes it and frees it, all
+  -- before advise_mr's guard ends.  The guard's end read the freed PD (ASan:
+  -- heap-use-after-free; plain builds: "closed while the arguments were read"
+  -- for a PD advise_mr never used).
+  it("an object collected inside a guard's window is never read again, nor blamed on the call", function()
+    local out = passes([[
+local ctx = assert(ibv.open("rxe0"))
+local pd = assert(ctx:alloc_pd())
+local mr = assert(pd:reg_mr(4096, 1))
+local sg = {}
+for i = 1, 16 do sg[i] = { mr = mr, length = 8 } end
+local attr = { advice = "prefetch", sg_list = sg }
+local nested = {
+  function(x) return pcall(x.advise_mr, x, {}) end, -- checks x, raises before its guard's end
+  function(x) return x.handle end,                   -- checks x, no guard of its own
+}
+local ran = 0
+for j = 1, 300 do
+  local holder = { assert(ctx:alloc_pd()) }
+  local armed = false
+  bomb(function()
+    local x = armed and holder[1]
+    if x then holder[1] = nil; nested[j % 2 + 1](x); ran = ran + 1 end
+  end)
+  for _ = 1, j % 37 do local _ = {} end
+  armed = true
+  local ok, err = pcall(pd.advise_mr, pd, attr)
+  armed = false
+  assert(ok, err)
+end
+assert(ran > 0, "the finalizer never ran inside the call")
+io.write("nested checks inside the call: ", ran, "; ")
+]], 240, PRELUDE)
+    assert.matches("nested checks inside the call: %d+", out)
+  end)
+end)
+
 describe("on rxe0, class metatables a script edits", function()
   it("getmetatable(obj) is a copy: removing or replacing __gc leaves the objects' lifetimes whole", function()
     passes([[
