@@ -47,15 +47,17 @@ static struct ibvl_obj *owned(struct ibvl_cm_id *id, int which)
 	return o != NULL && o->ptr != NULL ? o : NULL;
 }
 
-/* The object at the top becomes the id's (at idx) which-th owned object. */
+/* The object at the top becomes the id's (at idx) which-th owned object:
+ * the id names it once its user value keeps it (storing may raise, a memory
+ * error: the id must not name an object nothing keeps). */
 static void set_owned(lua_State *L, int idx, int which)
 {
 	struct ibvl_cm_id *id = lua_touserdata(L, idx);
-	id->owned[which] = lua_touserdata(L, -1);
 	lua_getiuservalue(L, idx, 1);
 	lua_pushvalue(L, -2);
 	lua_setfield(L, -2, own_keys[which]);
 	lua_pop(L, 1);
+	id->owned[which] = lua_touserdata(L, -1);
 	ibvl_keep(L, -1, idx); /* it keeps the id (and so its device) alive */
 }
 
@@ -140,7 +142,7 @@ static void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx)
 }
 
 /* (adopt_channel, adopt_cq, adopt_qp: their callers hold the collector from
- * the cm call to the last link, ibvl_gc_hold.)
+ * the cm call to the last link, ibvl_gc_held.)
  * Wraps the id's new QP: it uses the objects ibvl_parse_qp_init_attr pushed
  * at used (pd, cqs, srq: nil where not given), and the CQs and SRQ the cm
  * made. Pushes it. */
@@ -227,6 +229,32 @@ static void check_cm_cqs(lua_State *L, const struct ibv_qp_init_attr_ex *a)
 		ibvl_error(L, "init_attr: give recv_cq, or cap.max_recv_wr > 0 for the cm to make one");
 }
 
+struct create_qp_call {
+	struct rdma_cm_id *cid;
+	struct ibv_qp_init_attr_ex *a;
+	int ex, used, err;
+};
+
+/* Under ibvl_gc_held: the cm makes the QP (and the CQs it lacks), the id at 1
+ * adopts them.  0, or the cm call's failure (its errno in err). */
+static int create_qp_held(lua_State *L, void *ud)
+{
+	struct create_qp_call *c = ud;
+	int rc;
+	if (c->ex) {
+		rc = rdma_create_qp_ex(c->cid, c->a);
+	} else {
+		struct ibv_qp_init_attr b;
+		memcpy(&b, c->a, sizeof b);
+		rc = rdma_create_qp(c->cid, c->a->pd, &b);
+		c->a->cap = b.cap;
+	}
+	c->err = errno;
+	if (rc == 0)
+		adopt_qp(L, 1, c->used, c->a);
+	return rc;
+}
+
 /* id:create_qp(init_attr) and id:create_qp_ex(init_attr_ex) */
 static int create_qp(lua_State *L, int ex)
 {
@@ -246,21 +274,9 @@ static int create_qp(lua_State *L, int ex)
 		a.srq = srq->ptr;
 	if (!ex && (a.comp_mask & ~(unsigned)IBV_QP_INIT_ATTR_PD))
 		return luaL_argerror(L, 2, "extended fields given: use create_qp_ex");
-	int held = ibvl_gc_hold(L), rc;
-	if (ex) {
-		rc = rdma_create_qp_ex(cid, &a);
-	} else {
-		struct ibv_qp_init_attr b;
-		memcpy(&b, &a, sizeof b);
-		rc = rdma_create_qp(cid, a.pd, &b);
-		a.cap = b.cap;
-	}
-	int err = errno;
-	if (rc == 0)
-		adopt_qp(L, 1, used, &a);
-	ibvl_gc_release(L, held);
-	if (rc != 0)
-		return ibvl_fail(L, ex ? "rdma_create_qp_ex" : "rdma_create_qp", err);
+	struct create_qp_call c = {cid, &a, ex, used, 0};
+	if (ibvl_gc_held(L, create_qp_held, &c) != 0)
+		return ibvl_fail(L, ex ? "rdma_create_qp_ex" : "rdma_create_qp", c.err);
 	return 1;
 }
 
@@ -299,6 +315,34 @@ static int l_destroy_srq(lua_State *L)
 static const char *const srq_fields[] = {"max_wr", "max_sge", "srq_limit", "pd", "srq_type",
                                          NULL};
 
+struct create_srq_call {
+	struct rdma_cm_id *cid;
+	struct ibv_srq_init_attr_ex *a;
+	int ex, pdi, err; /* pdi: the PD's index, 0 for none */
+};
+
+/* Under ibvl_gc_held: the cm makes the SRQ (an XRC one with its CQ), the
+ * userdata at the top wraps it and the id at 1 adopts them. */
+static int create_srq_held(lua_State *L, void *ud)
+{
+	struct create_srq_call *c = ud;
+	int rc = c->ex ? rdma_create_srq_ex(c->cid, c->a)
+	               : rdma_create_srq(c->cid, c->a->pd, (struct ibv_srq_init_attr *)c->a);
+	if (rc != 0) {
+		c->err = errno;
+		return rc;
+	}
+	struct ibvl_srq *s = lua_touserdata(L, -1);
+	s->o.ptr = c->cid->srq; /* cid->srq stays: rdma_destroy_srq frees it */
+	s->cm_id = c->cid;
+	if (c->pdi != 0)
+		ibvl_use(L, -1, c->pdi);
+	ibvl_srq_adopt(L, &c->a->attr, c->a->srq_type);
+	set_owned(L, 1, OWN_SRQ);
+	adopt_cqs(L, 1); /* an XRC SRQ's CQ */
+	return 0;
+}
+
 /* id:create_srq{max_wr=, max_sge=, srq_limit=, pd=}, id:create_srq_ex{..., srq_type=} */
 static int create_srq(lua_State *L, int ex)
 {
@@ -320,26 +364,13 @@ static int create_srq(lua_State *L, int ex)
 	int pdi = lua_gettop(L);
 	a.pd = pd ? pd->ptr : NULL;
 	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
-	struct ibvl_srq *s = ibvl_new(L, &ibvl_srq_class, sizeof *s, &g);
+	ibvl_new(L, &ibvl_srq_class, sizeof(struct ibvl_srq), &g);
 	ibvl_cm_need_device(L, cid);
 	if (owned(id, OWN_SRQ) != NULL)
 		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", EEXIST);
-	int held = ibvl_gc_hold(L);
-	int rc = ex ? rdma_create_srq_ex(cid, &a)
-	            : rdma_create_srq(cid, a.pd, (struct ibv_srq_init_attr *)&a);
-	if (rc != 0) {
-		int err = errno;
-		ibvl_gc_release(L, held);
-		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", err);
-	}
-	s->o.ptr = cid->srq; /* cid->srq stays: rdma_destroy_srq frees it */
-	s->cm_id = cid;
-	if (pd != NULL)
-		ibvl_use(L, -1, pdi);
-	ibvl_srq_adopt(L, &a.attr, a.srq_type);
-	set_owned(L, 1, OWN_SRQ);
-	adopt_cqs(L, 1); /* an XRC SRQ's CQ */
-	ibvl_gc_release(L, held);
+	struct create_srq_call c = {cid, &a, ex, pd != NULL ? pdi : 0, 0};
+	if (ibvl_gc_held(L, create_srq_held, &c) != 0)
+		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", c.err);
 	return 1;
 }
 
@@ -355,6 +386,45 @@ static int l_create_srq_ex(lua_State *L)
 
 /* ---- rdma_create_ep ------------------------------------------------------ */
 static const char *const ep_fields[] = {"pd", "qp_init_attr", NULL};
+
+struct create_ep_call {
+	struct rdma_addrinfo *ai;
+	struct ibv_pd *pd;
+	struct ibv_qp_init_attr *attr; /* NULL: no QP */
+	int idx, pdi;                  /* the new id's index; the PD's, 0 for none */
+	int err;
+};
+
+/* Under ibvl_gc_held: the cm makes the id (and its QP), the userdata at idx
+ * adopts them.  0, 1 when SIGINT came (nothing made), or -1 for the cm
+ * call's failure (its errno in err). */
+static int create_ep_held(lua_State *L, void *ud)
+{
+	struct create_ep_call *c = ud;
+	size_t connect_len = c->ai->ai_connect_len;
+	struct rdma_cm_id *cid;
+	/* it resolves inside librdmacm (2 s limits each); SIGINT makes its read EINTR */
+	struct ibvl_sigint s;
+	ibvl_sigint_begin(&s);
+	int rc = rdma_create_ep(&cid, c->ai, c->pd, c->attr);
+	c->err = errno;
+	if (ibvl_sigint_end(&s)) {
+		if (rc == 0)
+			rdma_destroy_ep(cid);
+		return 1;
+	}
+	if (rc != 0)
+		return -1;
+	struct ibvl_cm_id *id = lua_touserdata(L, c->idx);
+	id->ep = 1; /* before the first link: a failing one closes it whole */
+	id->connect_len = connect_len;
+	ibvl_cm_adopt_id(L, c->idx, cid, 0);
+	if (c->pdi != 0) /* the id (and QPs get_request makes) use it */
+		ibvl_cm_use_pd(L, c->idx, c->pdi);
+	if (cid->qp != NULL)
+		ibvl_cm_adopt_owned(L, c->idx, c->idx);
+	return 0;
+}
 
 /* cm.create_ep(ai [, {pd =, qp_init_attr = {...}}]): a synchronous id, bound
  * (passive ai) or with its address and route resolved, and its QP. */
@@ -380,43 +450,37 @@ static int l_create_ep(lua_State *L)
 		pd = ibvl_obj_field_keep(L, 2, "pd", &ibvl_pd_class);
 		pdi = lua_gettop(L);
 	}
-	struct ibvl_cm_id *id = ibvl_cm_new_id(L, &g);
+	ibvl_cm_new_id(L, &g);
 	int idx = lua_gettop(L);
-	struct rdma_addrinfo *ai = aio->ptr;
-	size_t connect_len = ai->ai_connect_len;
-	struct rdma_cm_id *cid;
 	struct ibv_qp_init_attr b;
 	memcpy(&b, &a, sizeof b);
-	/* it resolves inside librdmacm (2 s limits each); SIGINT makes its read EINTR */
-	struct ibvl_sigint s;
-	ibvl_sigint_begin(&s);
-	int held = ibvl_gc_hold(L); /* to the last link of what the cm made */
-	int rc = rdma_create_ep(&cid, ai, pd ? pd->ptr : NULL, attr ? &b : NULL);
-	int err = errno;
-	if (ibvl_sigint_end(&s)) {
-		if (rc == 0)
-			rdma_destroy_ep(cid);
-		ibvl_gc_release(L, held);
+	struct create_ep_call c = {aio->ptr, pd ? pd->ptr : NULL, attr ? &b : NULL, idx,
+	                           pd ? pdi : 0, 0};
+	int rc = ibvl_gc_held(L, create_ep_held, &c); /* to the last link of what the cm made */
+	if (rc > 0)
 		return ibvl_interrupted(L, "rdma_create_ep");
-	}
-	if (rc != 0) {
-		ibvl_gc_release(L, held);
-		return ibvl_fail(L, "rdma_create_ep", err);
-	}
-	id->ep = 1; /* before the first link: a failing one closes it whole */
-	id->connect_len = connect_len;
-	ibvl_cm_adopt_id(L, idx, cid, 0);
-	if (pd != NULL) /* the id (and QPs get_request makes) use it */
-		ibvl_cm_use_pd(L, idx, pdi);
-	if (cid->qp != NULL) {
-		ibvl_cm_adopt_owned(L, idx, idx);
-	}
-	ibvl_gc_release(L, held);
+	if (rc < 0)
+		return ibvl_fail(L, "rdma_create_ep", c.err);
 	lua_settop(L, idx);
 	return 1;
 }
 
 /* ---- rdma_verbs helpers -------------------------------------------------- */
+struct adopt_request_call {
+	struct rdma_cm_id *nid;
+	int idx;
+};
+
+/* Under ibvl_gc_held: the userdata at idx adopts the new id and its QP (on
+ * the PD of the listener at 1). */
+static int adopt_request_held(lua_State *L, void *ud)
+{
+	struct adopt_request_call *c = ud;
+	ibvl_cm_adopt_id(L, c->idx, c->nid, 0);
+	ibvl_cm_adopt_owned(L, c->idx, 1);
+	return 0;
+}
+
 /* sid:get_request([timeout_s]): the next connection request of a synchronous
  * listener, as a new id (with its QP when the listener came from create_ep). */
 static int l_get_request(lua_State *L)
@@ -449,10 +513,8 @@ static int l_get_request(lua_State *L)
 		id->request = ibvl_cm_take_request(nid->event);
 		nid->event = NULL;
 	}
-	int held = ibvl_gc_hold(L); /* to the last link of the id and its QP */
-	ibvl_cm_adopt_id(L, idx, nid, 0);
-	ibvl_cm_adopt_owned(L, idx, 1);
-	ibvl_gc_release(L, held);
+	struct adopt_request_call c = {nid, idx};
+	ibvl_gc_held(L, adopt_request_held, &c); /* to the last link of the id and its QP */
 	return 1;
 }
 

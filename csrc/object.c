@@ -17,6 +17,8 @@
 
 static void ibvl_guard_closed(void);
 static void ibvl_guard_log(struct ibvl_obj *o);
+static void ibvl_guard_forget(const struct ibvl_obj *o);
+static void keep_run_held(lua_State *L);
 static int ibvl_ndeps(const struct ibvl_obj *o);
 
 static const char TRACK_KEY[] = "ibverbs.track";
@@ -88,16 +90,27 @@ void ibvl_close_forced(struct ibvl_obj *o)
 	destroy(o, 1);
 }
 
+static int collect(lua_State *L)
+{
+	lua_gc(L, LUA_GCCOLLECT, 0);
+	return 0;
+}
+
 int ibvl_close(lua_State *L, struct ibvl_obj *o)
 {
 	/* Users the script dropped do not count: collect them first.  Once: a
 	 * close made by a finalizer that this collection runs does not collect
-	 * again (LuaJIT would recurse until the C stack overflows). */
+	 * again (LuaJIT would recurse until the C stack overflows).  Protected:
+	 * LuaJIT raises a finalizer's error out of the collection, and the flag
+	 * must not stay set (no close would collect again); the error goes on. */
 	static _Thread_local int collecting;
 	if (o->ptr != NULL && o->deps.next != &o->deps && !collecting) {
+		lua_pushcfunction(L, collect);
 		collecting = 1;
-		lua_gc(L, LUA_GCCOLLECT, 0);
+		int rc = lua_pcall(L, 0, 0, 0);
 		collecting = 0;
+		if (rc != 0)
+			lua_error(L);
 	}
 	int n = ibvl_ndeps(o);
 	int err = destroy(o, 0);
@@ -233,7 +246,7 @@ static int m_close(lua_State *L)
 
 /* The last call on the object before its memory goes: whatever its state
  * (closed or not, in whatever order the collector finalizes a parent and its
- * users), no list keeps a link into it afterwards. */
+ * users), no list keeps a link into it afterwards, nor the guards' log. */
 static int m_gc(lua_State *L)
 {
 	struct ibvl_obj *o = upvalue_obj(L);
@@ -241,6 +254,7 @@ static int m_gc(lua_State *L)
 	while (o->deps.next != &o->deps) /* users linked while it was closed: orphans now */
 		list_remove(o->deps.next);
 	drop_refs(o);
+	ibvl_guard_forget(o);
 	return 0;
 }
 
@@ -420,6 +434,7 @@ void ibvl_register(lua_State *L, const struct ibvl_class *cls, const luaL_Reg *m
 		{"close", m_close}, {"__gc", m_gc}, {"__close", m_close},
 		{"__tostring", m_tostring}, {"is_closed", m_is_closed}, {NULL, NULL},
 	};
+	keep_run_held(L);
 	luaL_newmetatable(L, cls->name);
 	set_key(L, cls);
 	lua_newtable(L); /* __index */
@@ -505,22 +520,60 @@ void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size, struct i
 	return o;
 }
 
-/* Holds the collector (when it runs) from a verbs call that made several C
- * objects to the last of their links, where a finalizer closing one of them
- * (or their parent) would leave the others dangling: the cm's QPs, CQs and
- * channels of an id.  Nothing between may raise.  Returns whether it held. */
-int ibvl_gc_hold(lua_State *L)
+/* ---- holding the collector -----------------------------------------------
+ * From a verbs call that made several C objects to the last of their links,
+ * a finalizer closing one of them (or their parent) would leave the others
+ * dangling: the cm's QPs, CQs and channels of an id.  ibvl_gc_held runs that
+ * stretch with the collector stopped (when it ran), under lua_pcall: an error
+ * raised inside (a memory error) restarts it and goes on, where a plain
+ * stop and restart left it stopped for good.  The protected function, kept
+ * in the registry, is pushed without allocating (LuaJIT allocates a C
+ * function pushed afresh, and the allocation may run finalizers). */
+static const char held_key; /* the registry key of run_held */
+
+struct held {
+	int (*body)(lua_State *L, void *ud);
+	void *ud;
+	int result;
+};
+
+/* Its arguments: the caller's stack, then the struct held. */
+static int run_held(lua_State *L)
 {
-	if (!lua_gc(L, LUA_GCISRUNNING, 0))
-		return 0;
-	lua_gc(L, LUA_GCSTOP, 0);
-	return 1;
+	struct held *h = lua_touserdata(L, -1);
+	lua_pop(L, 1);
+	int top = lua_gettop(L);
+	h->result = h->body(L, h->ud);
+	return lua_gettop(L) - top;
 }
 
-void ibvl_gc_release(lua_State *L, int held)
+static void keep_run_held(lua_State *L)
 {
+	if (push_keyed(L, &held_key) == LUA_TNIL) {
+		lua_pushcfunction(L, run_held);
+		lua_rawsetp(L, LUA_REGISTRYINDEX, &held_key);
+	}
+	lua_pop(L, 1);
+}
+
+int ibvl_gc_held(lua_State *L, int (*body)(lua_State *L, void *ud), void *ud)
+{
+	int top = lua_gettop(L);
+	luaL_checkstack(L, top + 2, "ibverbs: stack overflow"); /* before the hold: it may raise */
+	struct held h = {body, ud, 0};
+	int held = lua_gc(L, LUA_GCISRUNNING, 0);
+	if (held)
+		lua_gc(L, LUA_GCSTOP, 0);
+	push_keyed(L, &held_key);
+	for (int i = 1; i <= top; i++)
+		lua_pushvalue(L, i);
+	lua_pushlightuserdata(L, &h);
+	int rc = lua_pcall(L, top + 1, LUA_MULTRET, 0);
 	if (held)
 		lua_gc(L, LUA_GCRESTART, 0);
+	if (rc != 0)
+		lua_error(L);
+	return h.result;
 }
 
 /* Stores the value at validx in the user value table of the object at objidx. */
@@ -650,6 +703,20 @@ static void ibvl_guard_log(struct ibvl_obj *o)
 	seen.ring[seen.n++ % GUARD_RING] = o;
 }
 
+/* A collected object leaves the log.  A guard's window holds the checks of
+ * the calls nested in it too (a finalizer's): those of a call that raised
+ * before its guard's end, those of a call with no guard.  Such an object may
+ * be collected and freed before the window ends, where the end would read it;
+ * the guarded call's own objects are on its stack and never collected.  (The
+ * log is the thread's: a state runs on one thread at a time, so its objects
+ * logged on another thread lie in no window still open there.) */
+static void ibvl_guard_forget(const struct ibvl_obj *o)
+{
+	for (int i = 0; i < GUARD_RING; i++)
+		if (seen.ring[i] == o)
+			seen.ring[i] = NULL;
+}
+
 void ibvl_guard_begin(struct ibvl_guard *g)
 {
 	ibvl_path_reset();
@@ -667,7 +734,7 @@ void ibvl_guard_end(lua_State *L, struct ibvl_guard *g)
 			              "(by a finalizer); nothing was done");
 		for (unsigned long long i = g->start; i < seen.n; i++) {
 			struct ibvl_obj *o = seen.ring[i % GUARD_RING];
-			if (o->ptr == NULL)
+			if (o != NULL && o->ptr == NULL) /* NULL: collected (ibvl_guard_forget) */
 				ibvl_error(L, "attempt to use a closed %s (closed while the arguments "
 				              "were read)", o->cls->name);
 		}

@@ -67,8 +67,11 @@ void ibvl_add_methods(lua_State *L, const char *tname, const luaL_Reg *methods);
 void ibvl_register_plain(lua_State *L, const char *tname, const luaL_Reg *methods,
                          lua_CFunction len);
 void ibvl_use(lua_State *L, int objidx, int usedidx);
-int ibvl_gc_hold(lua_State *L);               /* no finalizer runs until the release */
-void ibvl_gc_release(lua_State *L, int held);
+/* Runs body(L, ud) with the collector held (no finalizer runs), from before
+ * its first allocation to its return, and returns what it returns; an error
+ * it raises restarts the collector and goes on.  body sees the caller's stack
+ * at the same indices and leaves what it pushes on it (object.c). */
+int ibvl_gc_held(lua_State *L, int (*body)(lua_State *L, void *ud), void *ud);
 void ibvl_keep(lua_State *L, int objidx, int validx);
 /* Keeps the value at validx alive as long as the object at objidx, under key
  * (one value per key): a full userdata kept so is known by its address. */

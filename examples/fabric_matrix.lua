@@ -652,13 +652,14 @@ local function blocked(k, peer)
   return nil
 end
 
--- Rank 0's store of the pairs: key (rail, src, dst) -> record.
+-- Rank 0's store of the pairs: key (rail, src, dst) -> record, which names
+-- its hosts for the streamed lines and the report alike.
 local store = { recs = {}, list = {}, done = 0 }
 local function rec(k, src, dst)
   local key = ((k - 1) * N + src) * N + dst
   local r = store.recs[key]
   if not r then
-    r = { rail = k, src = src, dst = dst }
+    r = { rail = k, src = src, dst = dst, src_host = f.hosts[src + 1], dst_host = f.hosts[dst + 1] }
     store.recs[key] = r
     store.list[#store.list + 1] = r
   end
@@ -863,8 +864,8 @@ local function run_schedule(s, R, pass)
       end
       for r in pairs(touched or {}) do
         jl:write(dkjson.encode({ pass = pass, round = r.round, rail = plan.names[r.src + 1] and
-          plan.names[r.src + 1][r.rail] or r.rail, src = r.src, dst = r.dst, src_host = f.hosts[r.src + 1],
-          dst_host = f.hosts[r.dst + 1], lat_us = r.lat_us, write_mbs = r.write_mbs, send_mbs = r.send_mbs,
+          plan.names[r.src + 1][r.rail] or r.rail, src = r.src, dst = r.dst, src_host = r.src_host,
+          dst_host = r.dst_host, lat_us = r.lat_us, write_mbs = r.write_mbs, send_mbs = r.send_mbs,
           data_ok = r.data_ok, verified_bytes = r.verified_bytes, error = r.error, unmeasured = r.unmeasured }), "\n")
       end
       if jl then jl:flush() end
@@ -1050,9 +1051,6 @@ if ME == 0 then
         end
       end
     end
-  end
-  for _, x in ipairs(list) do -- each pair names its hosts, as the streamed lines do
-    x.src_host, x.dst_host = x.src_host or f.hosts[x.src + 1], x.dst_host or f.hosts[x.dst + 1]
   end
   local report = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = R2,
     rails = plan.names[1], pairs = list, verdicts = verdicts, transient = transient_all, control = control,

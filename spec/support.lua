@@ -148,6 +148,27 @@ function support.run(cmd)
   return support.spawn(cmd):wait()
 end
 
+--- Runs a script in a child interpreter (this one: plain, LuaJIT or the ASan
+-- build, with this run's environment), so that a crash, a sanitizer report or
+-- a hang fails one case instead of ending the run.  The script is prelude,
+-- then body, then io.write("child done"); it finds the module and the specs'
+-- helpers from the checkout, and runs at most limit seconds (600).  Returns
+-- its output (stderr with stdout) ending " exit=N", and N (124: killed at the
+-- limit): "child done exit=0" says it ran to its end and exited cleanly.
+function support.run_child(prelude, body, limit)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write('package.path = "lua/?.lua;lua/?/init.lua;spec/?.lua;" .. package.path\n', prelude, body,
+    "\nio.write('child done')\n")
+  f:close()
+  local p = assert(io.popen("timeout " .. (limit or 600) .. " " .. support.LUA .. " " .. path
+    .. " 2>&1; echo \" exit=$?\""))
+  local out = p:read("*a")
+  p:close()
+  os.remove(path)
+  return out, tonumber(out:match("exit=(%d+)%s*$"))
+end
+
 --- Waits until a TCP port is being listened on (true) or timeout s pass (false).
 function support.wait_listen(port, timeout)
   local deadline = os.time() + (timeout or 30)

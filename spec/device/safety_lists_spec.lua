@@ -3,7 +3,8 @@
 -- collector that steps at every allocation, completions of other QPs on a
 -- shared CQ, and FFI code editing a prepared list.  Each case runs in a child
 -- interpreter, so a crash fails the case instead of ending the run.
-local INTERP = rawget(_G, "jit") and "luajit" or "lua5.4"
+local support = require "support"
+local INTERP = support.LUA
 
 -- The child's prelude: the module and the specs' helpers (support.pair).
 local PRELUDE = [[
@@ -11,20 +12,12 @@ local ibv = require "ibverbs"
 local support = require "support"
 ]]
 
-local function run_child(body)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(PRELUDE, body, "\nio.write('child done')\n")
-  f:close()
-  local p = assert(io.popen(INTERP .. " " .. path .. " 2>&1; echo \" exit=$?\""))
-  local out = p:read("*a")
-  p:close()
-  os.remove(path)
-  return out
-end
-
 local function done(out)
   assert.matches("child done exit=0", out, 1, true)
+end
+
+local function run_child(body)
+  return (support.run_child(PRELUDE, body))
 end
 
 describe("on rxe0, WR tables read once (child " .. INTERP .. ")", function()

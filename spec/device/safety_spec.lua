@@ -2,8 +2,7 @@
 -- exit with a whole object graph alive, EBUSY for parents with children, and
 -- a clear error from every method of a closed object.
 local ibv = require "ibverbs"
-
-local INTERP = rawget(_G, "jit") and "luajit" or "lua5.4"
+local support = require "support"
 
 -- Builds every kind of object, connected and busy: WRs posted, completions
 -- unpolled, a completion event unacknowledged.  Returns them in a table.
@@ -42,19 +41,11 @@ end
 ]]
 
 local function run_child(body)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(GRAPH, body, "\nio.write('child done')\n")
-  f:close()
-  local p = assert(io.popen(INTERP .. " " .. path .. " 2>&1; echo \" exit=$?\""))
-  local out = p:read("*a")
-  p:close()
-  os.remove(path)
-  return out
+  return (support.run_child(GRAPH, body))
 end
 
 describe("on rxe0, lifetimes", function()
-  it("lua_close at exit with a whole busy graph alive exits cleanly (child " .. INTERP .. ")", function()
+  it("lua_close at exit with a whole busy graph alive exits cleanly (child " .. support.LUA .. ")", function()
     local out = run_child("KEEP = graph()")
     assert.matches("child done exit=0", out, 1, true)
   end)

@@ -839,6 +839,28 @@ describe("examples/fabric_matrix.lua --dry-run with two rails", function()
     end
     assert.equal(12, #j.pairs) -- 6 ordered pairs on each rail
   end)
+
+  it("names each pair's hosts in the report and in the streamed lines alike", function()
+    local json, lines = os.tmpname(), os.tmpname()
+    local out, rc = matrix_ranks(3, "--dry-run -d mlx5_0,mlx5_1 --json " .. json .. " --json-lines " .. lines)
+    assert.same({ [0] = 0, 0, 0 }, rc, out)
+    local fh = assert(io.open(json))
+    local j = dkjson.decode(fh:read("a"))
+    fh:close()
+    local streamed = {}
+    for l in io.lines(lines) do -- the pairs, then the verdicts
+      local rec = dkjson.decode(l)
+      if rec.src then streamed[#streamed + 1] = rec end
+    end
+    os.remove(json); os.remove(lines)
+    assert.equal(12, #streamed)
+    for _, list in ipairs({ j.pairs, streamed }) do
+      for _, p in ipairs(list) do
+        assert.equal(j.hosts[p.src + 1], p.src_host)
+        assert.equal(j.hosts[p.dst + 1], p.dst_host)
+      end
+    end
+  end)
 end)
 
 describe("examples/fabric_check.lua on this host (no RDMA driver)", function()
