@@ -24,12 +24,16 @@ local sh = support.sh
 -- and the delayed link are bad every time, a lost frame almost never three
 -- times.  The thresholds are against the healthy side of the fabric
 -- (--reference p75: bandwidth against its 75th percentile, latency against
--- its 25th), which node 3's six pairs of twelve do not move: --bw-fraction
--- 0.1 sits 5x and more above node 3 (0.05 MB/s against a p75 of 1.5 MB/s or
--- more) and 2.8x below the slowest healthy sample without a lost frame seen
--- (0.28 x p75); --lat-factor 5 sits 5x below the delayed link (155 ms against
--- a p25 of 5 to 8 ms) and 1.9x above the highest healthy latency seen (2.6 x p25).
-local COMMON = "-d rxe0 -S 8192 --qp-timeout 19 --wait event --reference p75 --lat-factor 5 --bw-fraction 0.1 "
+-- its 25th), which node 3's six pairs of twelve do not move.  The healthy
+-- figures shrink when the host is busy, the faults do not: --bw-fraction 0.2
+-- is 4x node 3's 0.05 MB/s even at a p75 of 1 MB/s (the lowest seen; 2 to 5
+-- usual), --lat-factor 4 is 2.4x below the delayed link's 255 ms even at a
+-- p25 of 27 ms (the highest seen; 6 to 14 usual).  Healthy pairs that a
+-- first pass flags at these thresholds are retested, one pair at a time
+-- (--retest-width's default, N/4), where they run faster than the first
+-- pass's two pairs at once: their best of three was 2.2x and more clear of
+-- the thresholds.
+local COMMON = "-d rxe0 -S 8192 --qp-timeout 19 --wait event --reference p75 --lat-factor 4 --bw-fraction 0.2 "
   .. "--retests 3"
 local ARGS = COMMON .. " -n 10 -N 8"
 local KILL_ARGS = COMMON .. " -n 200 -N 64" -- rounds of seconds: the kill lands in one
@@ -135,7 +139,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     if NODE == 1 then os.remove(json) end
     if NODE == 2 then
       tc{ "tc qdisc add dev eth0 root handle 1: prio",
-          "tc qdisc add dev eth0 parent 1:3 handle 30: netem delay 300ms",
+          "tc qdisc add dev eth0 parent 1:3 handle 30: netem delay 500ms",
           "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
     end
     local ok, err = pcall(function()
