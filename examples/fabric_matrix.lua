@@ -49,9 +49,9 @@ local o = cli.run(arg, {
   { nil, "quick", help = "one round of the tournament: every rank against one partner" },
   { nil, "max-rounds", arg = "n", type = "int", min = 1, help = "stop after <n> rounds (the rest: unmeasured)" },
   { nil, "lat-factor", arg = "x", type = "number", default = 2.1, min = 1,
-    help = "flag a latency above <x> times the lowest (default 2.1)" },
+    help = "flag a latency above <x> times the reference latency (default 2.1; the lowest: see --reference)" },
   { nil, "bw-fraction", arg = "f", type = "number", default = 0.93, min = 0, max = 1,
-    help = "flag a bandwidth below <f> times the highest (default 0.93)" },
+    help = "flag a bandwidth below <f> times the reference bandwidth (default 0.93; the highest: see --reference)" },
   { nil, "reference", arg = "kind", default = "best",
     help = "what the factors apply to: best (the lowest latency, the highest bandwidth; default), median, or pQ "
       .. "(Q from 50 to 100): bandwidth against its Qth percentile, latency against its (100-Q)th (p75: robust to "
