@@ -10,7 +10,7 @@
 #   make bench-fabric fabric_matrix at scale: dry runs of 64 to 2048 local ranks, tournament, shift
 #                     and serial on four soft-RoCE VMs (one boot)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
-#   make test-nodes4  fabric_matrix's verdict scenarios on four soft-RoCE VMs (not in make test yet)
+#   make test-nodes4  fabric_matrix's verdict scenarios on four soft-RoCE VMs alone (a step of make test)
 #   make spec SPEC=spec/device/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
 #                     one spec file: host specs here, the others in the soft-RoCE VM
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
@@ -159,7 +159,7 @@ else
 endif
 
 # fabric_matrix's rounds and verdicts on four soft-RoCE VMs (spec/nodes4):
-# healthy, a slow node, a slow link, a killed rank; not yet in make test
+# healthy, a slow node, a slow link, a killed rank; make test runs them too
 test-nodes4: all
 	tools/rxe-vm --nodes 4 --timeout 600 env $(ENV) $(LUA) /usr/bin/busted --run=nodes4 -o utfTerminal
 

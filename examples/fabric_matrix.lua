@@ -12,9 +12,11 @@
 --   serial      one ordered pair at a time: N(N-1) rounds, the baseline
 --   --pairs F   lines "round rankA rankB" (ranks or host names); --quick: the tournament's first round
 -- Flagged pairs (latency above --lat-factor x the lowest, bandwidth below
--- --bw-fraction x the highest, failed, bad data) are measured again, each end
--- against a partner that passed; the report gives a verdict per fault: a node,
--- a link, an unreachable rank.  A healthy fabric gives none, and exit 0.
+-- --bw-fraction x the highest, or against a percentile: --reference; failed,
+-- bad data) are measured again (--retests times, judged by their best
+-- figures), each end against a partner that passed; the report gives a
+-- verdict per fault: a node, a link, an unreachable rank.  A healthy fabric
+-- gives none, and exit 0.
 --   srun -N 64 --ntasks-per-node=1 lua5.4 examples/fabric_matrix.lua -d all --json m.json --json-lines m.jsonl
 --   tools/rxe-vm --nodes 4 lua5.4 examples/fabric_matrix.lua --pattern shift
 --   lua5.4 examples/fabric_matrix.lua --dry-run ...   # the control plane alone: no device, no traffic
@@ -50,11 +52,16 @@ local o = cli.run(arg, {
     help = "rounds per exchange through rank 0 (default 1 below 64 ranks, else ranks/64 up to 16): within a block "
       .. "a pair starts when both ends reach it (its first ping waits for the partner's receive)" },
   { nil, "lat-factor", arg = "x", type = "number", default = 2.1, min = 1,
-    help = "flag a latency above <x> times the lowest (default 2.1)" },
+    help = "flag a latency above <x> times the reference latency (default 2.1; the lowest: see --reference)" },
   { nil, "bw-fraction", arg = "f", type = "number", default = 0.93, min = 0, max = 1,
-    help = "flag a bandwidth below <f> times the highest (default 0.93)" },
+    help = "flag a bandwidth below <f> times the reference bandwidth (default 0.93; the highest: see --reference)" },
   { nil, "reference", arg = "kind", default = "best",
-    help = "what the factors apply to: best (the lowest latency, the highest bandwidth; default) or median" },
+    help = "what the factors apply to: best (the lowest latency, the highest bandwidth; default), median, or pQ "
+      .. "(Q from 50 to 100): bandwidth against its Qth percentile, latency against its (100-Q)th (p75: robust to "
+      .. "one bad node owning many pairs)" },
+  { nil, "retests", arg = "k", type = "int", default = 1, min = 1, max = 100,
+    help = "measure each retest pair <k> times (in <k> passes) and judge it by its best figures: a fault is bad "
+      .. "every time, noise rarely <k> times (default 1)" },
   { nil, "wait", arg = "how", default = "spin",
     help = "how a rank waits for completions: spin (busy polling, as perftest; default) or event (sleeps on a "
       .. "completion channel: for oversubscribed hosts and VMs)" },
@@ -91,8 +98,9 @@ end
 if o.quick and o.pattern and o.pattern ~= "tournament" then
   usage_error("--quick is the tournament's first round: it does not go with --pattern " .. o.pattern)
 end
-if o.reference ~= "best" and o.reference ~= "median" then
-  usage_error("option '--reference': best or median expected, got '" .. o.reference .. "'")
+do
+  local ok, err = diagnose.parse_reference(o.reference)
+  if not ok then usage_error("option '--reference': " .. err) end
 end
 if o.wait ~= "spin" and o.wait ~= "event" then
   usage_error("option '--wait': spin or event expected, got '" .. o.wait .. "'")
@@ -652,14 +660,16 @@ local function blocked(k, peer)
   return nil
 end
 
--- Rank 0's store of the pairs: key (rail, src, dst) -> record, which names
--- its hosts for the streamed lines and the report alike.
+-- Rank 0's store of the pairs: key (sample, rail, src, dst) -> record, which
+-- names its hosts for the streamed lines and the report alike.  The retest
+-- pass runs its rounds --retests times: round k is sample
+-- floor(k / store.per_sample) + 1 (the first pass: one sample).
 local store = { recs = {}, list = {}, done = 0 }
-local function rec(k, src, dst)
-  local key = ((k - 1) * N + src) * N + dst
+local function rec(k, src, dst, sample)
+  local key = (((sample or 1) - 1) * NRAILS + k - 1) * N * N + src * N + dst
   local r = store.recs[key]
   if not r then
-    r = { rail = k, src = src, dst = dst, src_host = f.hosts[src + 1], dst_host = f.hosts[dst + 1] }
+    r = { rail = k, src = src, dst = dst, sample = sample, src_host = f.hosts[src + 1], dst_host = f.hosts[dst + 1] }
     store.recs[key] = r
     store.list[#store.list + 1] = r
   end
@@ -694,7 +704,8 @@ local function absorb(src, text, round, pass, touched)
       p = q
       k, peer = tonumber(k), tonumber(peer)
       local r
-      if kind == "I" then r = rec(k, peer, src) else r = rec(k, src, peer); done = done + 1 end
+      local sample = store.per_sample and math.floor(round / store.per_sample) + 1
+      if kind == "I" then r = rec(k, peer, src, sample) else r = rec(k, src, peer, sample); done = done + 1 end
       r.round, r.pass = round, pass
       if kind == "O" then
         r.lat_us, r.write_mbs, r.send_mbs = tonumber(a), tonumber(b), tonumber(z)
@@ -863,7 +874,7 @@ local function run_schedule(s, R, pass)
         if ups[r + 1] then pairs_done = pairs_done + absorb(r, ups[r + 1], b * BLOCK, pass, touched) end
       end
       for r in pairs(touched or {}) do
-        jl:write(dkjson.encode({ pass = pass, round = r.round, rail = plan.names[r.src + 1] and
+        jl:write(dkjson.encode({ pass = pass, round = r.round, sample = r.sample, rail = plan.names[r.src + 1] and
           plan.names[r.src + 1][r.rail] or r.rail, src = r.src, dst = r.dst, src_host = r.src_host,
           dst_host = r.dst_host, lat_us = r.lat_us, write_mbs = r.write_mbs, send_mbs = r.send_mbs,
           data_ok = r.data_ok, verified_bytes = r.verified_bytes, error = r.error, unmeasured = r.unmeasured }), "\n")
@@ -893,7 +904,7 @@ local first_seconds = socket.gettime() - t_run
 
 -- ------------------------------------------------------------------ diagnosis
 
-local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference }
+local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests }
 local retest_plan -- rank 0
 local first_list
 if ME == 0 then
@@ -927,6 +938,7 @@ if ME == 0 then
 end
 
 local R2 = 0
+local per_sample -- rank 0: the rounds of one retest sample
 local refs, plans_by_rail = {}, {}
 local retest_sched
 if not o.dry_run and not o.no_retest then
@@ -949,6 +961,11 @@ if not o.dry_run and not o.no_retest then
       end
     end
     local rounds = schedule.disjoint_rounds(union, o.retest_width or math.max(1, math.floor(N / 4)))
+    per_sample = #rounds
+    -- --retests K: the same rounds K times over, so a pair's samples lie apart in time
+    for _ = 2, o.retests do
+      for i = 1, per_sample do rounds[#rounds + 1] = rounds[i] end
+    end
     retest_plan = schedule.explicit("retest", N, rounds)
     lists = {}
     for r = 0, N - 1 do lists[r + 1] = { rounds = #rounds, plan = retest_plan:rank_plan(r) } end
@@ -962,7 +979,7 @@ local retested = {}
 if R2 > 0 then
   -- the retest records go to a store of their own
   local saved = store
-  store = { recs = {}, list = {}, done = 0 }
+  store = { recs = {}, list = {}, done = 0, per_sample = per_sample }
   run_schedule(retest_sched, R2, "retest")
   if ME == 0 then retested = store.list end
   store = saved
@@ -1052,11 +1069,13 @@ if ME == 0 then
       end
     end
   end
+  for _, x in ipairs(retested) do list[#list + 1] = x end -- the retest samples (pass "retest", sample k)
   local report = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = R2,
     rails = plan.names[1], pairs = list, verdicts = verdicts, transient = transient_all, control = control,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = BW_ITERS,
-      lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, dry_run = o.dry_run or nil,
+      lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
+      dry_run = o.dry_run or nil,
       launcher = f.launcher,
       max_rounds = o.max_rounds } }
   print(matrix.text(report))

@@ -2,22 +2,38 @@
 -- functions of the figures (the specs feed them synthetic ones).
 --
 --   local diagnose = require "diagnose"
---   local ref = diagnose.flag(pairs_list, {lat_factor = 2.1, bw_fraction = 0.93})
+--   local ref = diagnose.flag(pairs_list, {lat_factor = 2.1, bw_fraction = 0.93, reference = "best"})
 --   local plan = diagnose.retest_plan(pairs_list, n)   -- plan.pairs: unordered {a, b} to measure again
---   local v = diagnose.verdicts(pairs_list, retested, ref, plan, opts)
+--   local v, transient = diagnose.verdicts(retested, ref, plan, opts)
 --
 -- A pair (one direction) is flagged when it failed, its data check failed,
--- its latency is above lat_factor x the fabric's lowest, or a bandwidth is
--- below bw_fraction x the fabric's highest (ClusterKit's rule: 2.1 and 0.93
--- by default).  Flags are symptoms: every rank of a flagged pair is measured
--- again against a partner that passed ("good": no flagged pair in the first
--- pass), and the flagged pair itself again, alone in its round.  Then:
---   node: its pairs against good partners are still bad;
---   link: both ends are fine with good partners and their pair is still bad;
+-- its latency is above lat_factor x the fabric's reference latency, or a
+-- bandwidth is below bw_fraction x the reference bandwidth.  The reference
+-- (opts.reference) is the fabric's own figures: "best" (the lowest latency,
+-- the highest bandwidth: ClusterKit's rule, with 2.1 and 0.93, the defaults),
+-- "median", or "pQ" (Q from 50 to 100): bandwidth against its Qth
+-- percentile, latency against its (100-Q)th.  best is p100, median p50.  A
+-- high quantile stays among the healthy figures when one bad node owns many
+-- pairs (2 of every N ranks' pairs: half of them with 4 ranks, which moves
+-- the median) and when a few pairs are noisy (which moves the best).
+--
+-- Flags are symptoms: every flagged pair is measured again, and every rank of
+-- a flagged pair against a partner whose pair with it was not flagged (the
+-- one with fewest flagged pairs).  Each retest pair is measured opts.retests
+-- times (K, default 1) in K passes, and judged by its best figures (the
+-- lowest latency, the highest bandwidths of the K): a bad node or link is bad
+-- every time, a noisy sample (a lost packet waiting out the RC ack timeout, a
+-- host stalled) is rarely bad K times.  A failure or bad data in any of the K
+-- counts: RC does not fail for noise.  Then:
+--   a rank is cleared when none of its first-pass pairs was flagged, or one of
+--     its retested pairs passed;
+--   node: it is not cleared and a retested pair with a cleared rank is still bad;
+--   link: both ends are cleared and their pair is still bad (or neither end
+--     could be cleared: no partner to tell a node from the link);
 --   a flagged pair that passes its retest was transient (no verdict).
 local diagnose = {}
 
-diagnose.DEFAULTS = { lat_factor = 2.1, bw_fraction = 0.93 }
+diagnose.DEFAULTS = { lat_factor = 2.1, bw_fraction = 0.93, reference = "best", retests = 1 }
 
 diagnose.METRICS = {
   { key = "lat_us", title = "latency", unit = "us", higher = false },
@@ -27,11 +43,36 @@ diagnose.METRICS = {
 
 local function measured(p) return not p.unmeasured end
 
---- The fabric's own reference among the pairs that completed: the lowest
--- latency and the highest bandwidths (kind "best", ClusterKit's), or the
--- medians (kind "median": for fabrics whose healthy pairs vary a lot).
+--- The reference named by kind ("best", "median" or "pQ", Q from 50 to 100):
+-- {q = the bandwidth's quantile (latency's is 1 - q), hi = its name for
+-- bandwidth, lo = for latency}; or nil and what was expected.
+function diagnose.parse_reference(kind)
+  kind = kind or "best"
+  if kind == "best" then return { q = 1, hi = "max", lo = "min" } end
+  if kind == "median" then return { q = 0.5, hi = "median", lo = "median" } end
+  local q = kind:match("^p(%d+)$") or kind:match("^p(%d+%.%d+)$")
+  q = tonumber(q)
+  if q and q >= 50 and q <= 100 then
+    return { q = q / 100, hi = "p" .. string.format("%g", q), lo = "p" .. string.format("%g", 100 - q) }
+  end
+  return nil, "best, median or pQ (a percentile, Q from 50 to 100: p75, p90) expected, got '" .. kind .. "'"
+end
+
+-- The q-quantile of the sorted list l, interpolated between its neighbours
+-- (q = 0.5 is the median, 1 the highest, 0 the lowest).
+local function quantile(l, q)
+  local h = (#l - 1) * q + 1
+  local i = math.floor(h)
+  if i >= #l then return l[#l] end
+  return l[i] + (h - i) * (l[i + 1] - l[i])
+end
+diagnose.quantile = quantile
+
+--- The fabric's own reference among the pairs that completed: per metric,
+-- the quantile named by kind (see parse_reference; "best" when nil).
 function diagnose.reference(list, kind)
-  local ref, values = { kind = kind or "best" }, {}
+  local how = assert(diagnose.parse_reference(kind))
+  local ref, values = { kind = kind or "best", hi = how.hi, lo = how.lo }, {}
   for _, p in ipairs(list) do
     if measured(p) and not p.error then
       for _, m in ipairs(diagnose.METRICS) do
@@ -47,11 +88,7 @@ function diagnose.reference(list, kind)
     local l = values[m.key]
     if l then
       table.sort(l)
-      if ref.kind == "median" then
-        ref[m.key] = (l[math.floor((#l + 1) / 2)] + l[math.ceil((#l + 1) / 2)]) / 2
-      else
-        ref[m.key] = m.higher and l[#l] or l[1]
-      end
+      ref[m.key] = quantile(l, m.higher and how.q or 1 - how.q)
     end
   end
   return ref
@@ -60,7 +97,7 @@ end
 --- Why pair p is bad against ref, or nil (a list of reasons); and the metrics at fault (key -> true).
 function diagnose.why(p, ref, opts)
   local why, bad = {}, {}
-  local hi, lo = ref.kind == "median" and "median" or "max", ref.kind == "median" and "median" or "min"
+  local hi, lo = ref.hi or "max", ref.lo or "min"
   if p.error then why[#why + 1] = p.error end
   if p.data_ok == false then why[#why + 1] = "data check failed" end
   if not p.error then
@@ -94,11 +131,33 @@ function diagnose.flag(list, opts, ref)
   return ref
 end
 
+--- One record of the samples of one direction of a pair (the retests): the
+-- best of each figure (lowest latency, highest bandwidths), an error or bad
+-- data if any sample had one, unmeasured if any was, samples = their number.
+function diagnose.best_of(samples)
+  local b = { src = samples[1].src, dst = samples[1].dst, rail = samples[1].rail, samples = #samples }
+  for _, p in ipairs(samples) do
+    if p.unmeasured then b.unmeasured = b.unmeasured or p.unmeasured end
+    if p.error then b.error = b.error or p.error end
+    if p.data_ok == false then b.data_ok = false elseif p.data_ok and b.data_ok == nil then b.data_ok = true end
+    for _, m in ipairs(diagnose.METRICS) do
+      local v = p[m.key]
+      if type(v) == "number" and v == v then
+        local was = b[m.key]
+        if was == nil or (m.higher and v > was) or (not m.higher and v < was) then b[m.key] = v end
+      end
+    end
+  end
+  return b
+end
+
 local function key(a, b) return math.min(a, b) .. "-" .. math.max(a, b) end
 
 --- What to measure again: plan.pairs (unordered {a, b}), plan.good (rank ->
--- true), plan.partner (suspect rank -> the good rank it is retested with),
--- plan.suspects (sorted ranks).  excluded: ranks not to use (dead, faulty).
+-- true: none of its pairs flagged), plan.partner (suspect rank -> the rank it
+-- is retested with), plan.suspects (sorted ranks with a flagged pair),
+-- plan.flagged (the flagged pairs, unordered), plan.score (rank -> the share
+-- of its pairs flagged).  excluded: ranks not to use (dead, faulty).
 function diagnose.retest_plan(list, n, excluded)
   excluded = excluded or {}
   local bad_pairs, seen, with, flagged_with = {}, {}, {}, {}
@@ -120,7 +179,6 @@ function diagnose.retest_plan(list, n, excluded)
     end
   end
   local plan = { pairs = {}, good = {}, partner = {}, suspects = {}, flagged = bad_pairs, score = {} }
-  if #bad_pairs == 0 then return plan end
   local function count(t) local c = 0; for _ in pairs(t or {}) do c = c + 1 end; return c end
   local candidates = {}
   for r = 0, n - 1 do
@@ -130,13 +188,7 @@ function diagnose.retest_plan(list, n, excluded)
       if plan.score[r] == 0 then plan.good[r] = true end
     end
   end
-  if next(plan.good) == nil then -- nobody clean: those with most of their pairs good are the reference
-    for _, r in ipairs(candidates) do
-      if plan.score[r] < 0.5 then plan.good[r] = true end
-    end
-  end
-  local good = {}
-  for r = 0, n - 1 do if plan.good[r] then good[#good + 1] = r end end
+  if #bad_pairs == 0 then return plan end
   local added = {}
   local function add(a, b)
     local k = key(a, b)
@@ -149,17 +201,25 @@ function diagnose.retest_plan(list, n, excluded)
   for r in pairs(flagged_with) do suspects[#suspects + 1] = r end
   table.sort(suspects)
   plan.suspects = suspects
+  -- each suspect's partner: among the ranks whose pair with it was not
+  -- flagged, one with the fewest flagged pairs (in turns among equals, to
+  -- spread the retests)
   local turn = 0
   for _, x in ipairs(suspects) do
-    if not plan.good[x] or #good > 1 then
-      for i = 1, #good do -- the next good rank that is not x (turns, to spread the retests)
-        local g = good[(turn + i - 1) % #good + 1]
-        if g ~= x then
-          plan.partner[x] = g
-          turn = turn + i
-          add(x, g)
-          break
+    if not excluded[x] then
+      local best, ties = nil, {}
+      for _, y in ipairs(candidates) do
+        local k = key(x, y)
+        if y ~= x and not seen[k] then
+          if best == nil or plan.score[y] < best then best, ties = plan.score[y], { y }
+          elseif plan.score[y] == best then ties[#ties + 1] = y end
         end
+      end
+      if #ties > 0 then
+        local g = ties[turn % #ties + 1]
+        turn = turn + 1
+        plan.partner[x] = g
+        add(x, g)
       end
     end
   end
@@ -167,56 +227,80 @@ function diagnose.retest_plan(list, n, excluded)
 end
 
 --- The verdicts from the retest pass (retested: pair records like the first
--- pass's) and the plan made from the first.  names(r) gives "rank 3 (node4)".
+-- pass's, opts.retests of each direction of each retested pair, any order)
+-- and the plan made from the first.  names(r) gives "rank 3 (node4)".
 -- Returns verdicts ({kind =, ranks =, why =}) and the transient pairs.
 function diagnose.verdicts(retested, ref, plan, opts, names)
   names = names or function(r) return "rank " .. r end
-  local again = {} -- "a-b" -> the retest records of that pair (both directions)
+  local samples, order = {}, {} -- "src>dst" -> the retest records of that direction
   for _, p in ipairs(retested or {}) do
-    local k = key(p.src, p.dst)
-    again[k] = again[k] or {}
-    table.insert(again[k], p)
     local why = measured(p) and diagnose.why(p, ref, opts)
     p.flagged = why and true or false
     p.why = why and table.concat(why, "; ") or nil
+    local d = p.src .. ">" .. p.dst
+    if not samples[d] then samples[d] = {}; order[#order + 1] = d end
+    table.insert(samples[d], p)
   end
+  local again = {} -- "a-b" -> the best-of records of that pair (both directions)
+  for _, d in ipairs(order) do
+    local b = diagnose.best_of(samples[d])
+    local why = not b.unmeasured and diagnose.why(b, ref, opts)
+    b.why = why and table.concat(why, "; ") or nil
+    local k = key(b.src, b.dst)
+    again[k] = again[k] or {}
+    table.insert(again[k], b)
+  end
+  -- nil: not retested or not measured; false: passed; else why it is still bad
   local function still_bad(a, b)
     local recs = again[key(a, b)]
     if not recs then return nil end
     local why = {}
     for _, p in ipairs(recs) do
       if p.unmeasured then return nil end
-      if p.flagged then
-        why[#why + 1] = string.format("%s -> %s: %s", names(p.src), names(p.dst), p.why)
+      if p.why then
+        why[#why + 1] = string.format("%s -> %s: %s%s", names(p.src), names(p.dst), p.why,
+          p.samples > 1 and string.format(" (best of %d)", p.samples) or "")
       end
     end
     return #why > 0 and table.concat(why, "; ") or false
   end
+  -- what clears a rank: no flagged pair in the first pass, or a retested pair that passed
+  local cleared_by = {}
+  for r in pairs(plan.good) do cleared_by[r] = "first" end
+  for _, pr in ipairs(plan.pairs) do
+    if still_bad(pr[1], pr[2]) == false then
+      for i = 1, 2 do cleared_by[pr[i]] = cleared_by[pr[i]] or pr[3 - i] end
+    end
+  end
   local verdicts, transient, bad_node = {}, {}, {}
   for _, x in ipairs(plan.suspects) do
-    local g = plan.partner[x]
-    local nflag = 0
-    for _, pr in ipairs(plan.flagged) do if pr[1] == x or pr[2] == x then nflag = nflag + 1 end end
-    local share = string.format("%d of its pairs flagged in the first pass", nflag)
-    if g then
-      local bad = still_bad(x, g)
-      if bad then
-        bad_node[x] = true
-        verdicts[#verdicts + 1] = { kind = "node", ranks = { x },
-          why = string.format("still bad against %s, which passed: %s (%s)", names(g), bad, share) }
+    if not cleared_by[x] then
+      local nflag = 0
+      for _, pr in ipairs(plan.flagged) do if pr[1] == x or pr[2] == x then nflag = nflag + 1 end end
+      -- the partner first, then the other retested pairs of x
+      local tries = { plan.partner[x] }
+      for _, pr in ipairs(plan.pairs) do
+        if pr[1] == x then tries[#tries + 1] = pr[2] elseif pr[2] == x then tries[#tries + 1] = pr[1] end
       end
-    elseif (plan.score[x] or 0) > 0.5 then
-      bad_node[x] = true
-      verdicts[#verdicts + 1] = { kind = "node", ranks = { x },
-        why = string.format("%s, and no partner that passed to retest it against", share) }
+      for _, g in ipairs(tries) do
+        local bad = cleared_by[g] and still_bad(x, g)
+        if bad then
+          bad_node[x] = true
+          local by = cleared_by[g]
+          local passed = by == "first" and "all its pairs in the first pass" or "with " .. names(by)
+          verdicts[#verdicts + 1] = { kind = "node", ranks = { x },
+            why = string.format("still bad against %s, which passed %s: %s (%d of its pairs flagged in the first "
+              .. "pass)", names(g), passed, bad, nflag) }
+          break
+        end
+      end
     end
   end
   for _, pr in ipairs(plan.flagged) do
     local a, b = pr[1], pr[2]
     if not bad_node[a] and not bad_node[b] then
       local bad = still_bad(a, b)
-      local cleared = function(x) return plan.partner[x] ~= nil or plan.good[x] end
-      if bad and cleared(a) and cleared(b) then
+      if bad and cleared_by[a] and cleared_by[b] then
         verdicts[#verdicts + 1] = { kind = "link", ranks = { a, b },
           why = string.format("both pass with other partners; between them still bad: %s", bad) }
       elseif bad then

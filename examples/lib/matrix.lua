@@ -6,6 +6,7 @@
 --   --          write_mbs=, send_mbs=, flagged=, bad=, why=, unmeasured=, ...}}, verdicts=, control=, options=}
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
+local diagnose = require "diagnose"
 
 local matrix = {}
 
@@ -85,10 +86,9 @@ function matrix.text(report)
     end
   end
   unmeasured = unmeasured + math.max(0, (report.unscheduled or 0) - (report.listed_unscheduled or 0))
-  local med = o.reference == "median"
+  local how = diagnose.parse_reference(o.reference) or diagnose.parse_reference("best")
   out[#out + 1] = string.format("%d pairs, %d bytes verified, %d flagged (latency > %gx %s, bandwidth < %g x %s)",
-    measured, bytes, #flagged, o.lat_factor or 0, med and "median" or "min", o.bw_fraction or 0,
-    med and "median" or "max")
+    measured, bytes, #flagged, o.lat_factor or 0, how.lo, o.bw_fraction or 0, how.hi)
   if unmeasured > 0 then
     local r = {}
     for why, n in pairs(reasons) do r[#r + 1] = string.format("%d: %s", n, why) end
@@ -102,8 +102,8 @@ function matrix.text(report)
       (report.rails and #report.rails > 1) and (" rail " .. tostring(report.rails[p.rail])) or "", p.why)
   end
   for _, t in ipairs(report.transient or {}) do
-    out[#out + 1] = string.format("transient: %s <-> %s passed when measured again", name(report, t[1]),
-      name(report, t[2]))
+    out[#out + 1] = string.format("transient: %s <-> %s passed when measured again%s", name(report, t[1]),
+      name(report, t[2]), (o.retests or 1) > 1 and string.format(" (best of %d)", o.retests) or "")
   end
   for _, v in ipairs(report.verdicts or {}) do
     local who = {}

@@ -13,21 +13,41 @@ local NODE = tonumber(os.getenv("RXE_VM_NODE") or "0")
 local KTREE = os.getenv("RXE_VM_KTREE") or ""
 local sh = support.sh
 
--- Small figures: TCG emulation on shared cores, so the healthy pairs vary a
--- lot (latency by 2x and more, bandwidth by 10x on a busy machine); the
--- faults are made much larger than that (node 3 at 400 kbit/s, 300 ms more on
--- the link) and the thresholds are taken against the median.  The QPs' ack
--- timeout is raised to 2 s (--qp-timeout 19) so that node 3's queue, which
--- drops nothing, delays its packets rather than making RC retransmit them.
-local COMMON = "-d rxe0 -S 8192 --qp-timeout 19 --wait event --reference median --lat-factor 3 --bw-fraction 0.05"
+-- Small figures: TCG emulation on shared cores.  The QPs' ack timeout is
+-- raised to 2.1 s (--qp-timeout 19) so that node 3's queue (its 64 KiB in
+-- flight take 1.3 s at 400 kbit/s), which drops nothing, delays its packets
+-- rather than making RC retransmit them.  The price: a frame the emulated
+-- segment loses (1.6 to 5 % of the bandwidth samples with two pairs running,
+-- under 1 % with one) costs a healthy pair that whole timeout, 64 KiB in
+-- 2.1 s = 0.03 MB/s, below node 3's 0.05.  One sample cannot tell them
+-- apart, so a retest pair is measured three times (--retests 3) and judged
+-- by its best figures: node 3 and the delayed link are bad every time, a
+-- lost frame almost never three times.  The thresholds are against the
+-- healthy side of the fabric (--reference p75: bandwidth against its 75th
+-- percentile, latency against its 25th), which node 3's six pairs of twelve
+-- do not move.  The healthy figures shrink when the host is busy, the
+-- faults do not: --bw-fraction 0.2 is 3.4x node 3's 0.05 MB/s even at a p75
+-- of 0.84 MB/s (the lowest seen; 2 to 5 usual), --lat-factor 4 is 2.4x
+-- below the delayed link's 255 ms even at a p25 of 27 ms (the highest seen;
+-- 4 to 14 usual).  Healthy pairs that a first pass flags at these
+-- thresholds are retested, one pair at a time (--retest-width's default,
+-- N/4), where they run faster than the first pass's two pairs at once:
+-- their best of three was 2.2x and more clear of the thresholds.
+local COMMON = "-d rxe0 -S 8192 --qp-timeout 19 --wait event --reference p75 --lat-factor 4 --bw-fraction 0.2 "
+  .. "--retests 3"
 local ARGS = COMMON .. " -n 10 -N 8"
-local KILL_ARGS = COMMON .. " -n 200 -N 64" -- rounds of seconds: the kill lands in one
+-- rounds of seconds, so that the kill lands in one; no retest pass: this
+-- scenario is about the time a dead rank costs, and retests of pairs noise
+-- flagged (three samples of rounds of seconds) would add to it
+local KILL_ARGS = COMMON .. " -n 200 -N 64 --no-retest"
 
 local function matrix(args, limit, common)
   local t0 = socket.gettime()
   local out, rc = support.spawn("timeout " .. limit .. " " .. support.example("fabric_matrix.lua",
     (common or ARGS) .. " " .. args)):wait(limit + 10)
-  return out, rc, socket.gettime() - t0
+  local took = socket.gettime() - t0
+  if NODE == 1 then io.stderr:write(string.format("nodes4: fabric_matrix %s: exit %s in %.1f s\n", args, rc, took)) end
+  return out, rc, took
 end
 
 local function load(file)
@@ -122,7 +142,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     if NODE == 1 then os.remove(json) end
     if NODE == 2 then
       tc{ "tc qdisc add dev eth0 root handle 1: prio",
-          "tc qdisc add dev eth0 parent 1:3 handle 30: netem delay 300ms",
+          "tc qdisc add dev eth0 parent 1:3 handle 30: netem delay 500ms",
           "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
     end
     local ok, err = pcall(function()
