@@ -17,7 +17,7 @@ local sh = support.sh
 -- raised to 2.1 s (--qp-timeout 19) so that node 3's queue (its 64 KiB in
 -- flight take 1.3 s at 400 kbit/s), which drops nothing, delays its packets
 -- rather than making RC retransmit them.  The price: a frame the emulated
--- segment loses (1.6 to 5 % of the bandwidth samples with two pairs running,
+-- segment loses (1.8 to 5 % of the bandwidth samples with two pairs running,
 -- under 1 % with one) costs a healthy pair that whole timeout, 64 KiB in
 -- 2.1 s = 0.03 MB/s, below node 3's 0.05.  One sample cannot tell them
 -- apart, so a retest pair is measured three times (--retests 3) and judged
