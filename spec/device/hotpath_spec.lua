@@ -292,7 +292,14 @@ describe("on rxe0, the hot path's shortcuts", function()
       assert.equal(count, st.received)
     end
     transfer(640) -- warm-up
-    local small, large = heap_growth(transfer, 640), heap_growth(transfer, 6400)
+    -- the least of three windows each: under LuaJIT a window can also hold a
+    -- trace the JIT compiled then (its objects live in the same heap), once
+    local function least(count)
+      local m = math.huge
+      for _ = 1, 3 do m = math.min(m, heap_growth(transfer, count)) end
+      return m
+    end
+    local small, large = least(640), least(6400)
     assert.equal(small, large) -- its result table, once a call
   end)
 end)
