@@ -398,6 +398,33 @@ local function bury(self, r, why)
   if c then self.hub:drop(c); self.peers[r] = nil end
 end
 
+-- The ranks rank 0 says are out ({rank, why} pairs), taken in.
+local function learn_dead(self, list)
+  for _, d in ipairs(list or {}) do
+    if not self.dead[d[1]] then
+      self.dead[d[1]] = d[2]
+      self.ndead = self.ndead + 1
+      self.dead_list[#self.dead_list + 1] = d
+    end
+  end
+end
+
+-- What a reply says of the ranks out: the list, or nothing when there are none.
+local function dead_said(self) return #self.dead_list > 0 and self.dead_list or nil end
+
+-- A socket error as an error message says it.
+local function said(err) return err == "closed" and "connection closed" or tostring(err) end
+
+-- The start of every collective: its number, time limit and deadline, or nil, msg.
+local function begin(self, timeout)
+  if self.err then return nil, self.err end
+  if self.closed then return nil, "the fabric is closed" end
+  timeout = timeout or self.timeout
+  self.last_timeout = timeout
+  self.seq = self.seq + 1
+  return socket.gettime() + timeout, timeout
+end
+
 --- The ranks out of the run (tolerant fabrics): a list of {rank =, host =, why =}, by rank.
 function Fabric:dead_ranks()
   local out = {}
@@ -415,8 +442,8 @@ function Fabric:alive(r) return not self.dead[r] end
 -- (ranks given until w.late_deadline: relays, which wait for their own
 -- members first), stray(r, msg) for a frame from a rank outside the wait
 -- ("take" it as this call's, "drop" it and wait for r's next one, or nil to
--- leave it), lost(r, expect) when a rank is buried (returns how many ranks it
--- added to the wait, and may move w.extend later).
+-- leave it), lost(r) when a rank is buried (it may add ranks to the wait
+-- with w.add, set by this function, and move w.extend later).
 local function hub_collect(self, op, local_value, deadline, w)
   w = w or {}
   local values = { [1] = local_value }
@@ -500,13 +527,9 @@ end
 -- answer(values, rank) (values indexed rank + 1) and sends it back.  A reply
 -- that is the same value for several ranks is encoded once.
 local function collective(self, op, value, timeout, answer, raw)
-  if self.err then return nil, self.err end
-  if self.closed then return nil, "the fabric is closed" end
-  timeout = timeout or self.timeout
-  self.last_timeout = timeout
-  self.seq = self.seq + 1
+  local deadline, berr = begin(self, timeout)
+  if not deadline then return nil, berr end
   if self.size == 1 then return answer({ value }, 0) end
-  local deadline = socket.gettime() + timeout
   if self.rank ~= 0 then
     local ok, err
     if raw then
@@ -519,20 +542,14 @@ local function collective(self, op, value, timeout, answer, raw)
     local msg
     msg, err = read_frame(self.up, deadline + 10)
     if not msg then
-      return broken(self, string.format("%s #%d: no answer from rank 0 (%s)", op, self.seq,
-        err == "closed" and "connection closed" or tostring(err)))
+      return broken(self, string.format("%s #%d: no answer from rank 0 (%s)", op, self.seq, said(err)))
     end
     if msg.err then return broken(self, msg.err) end
-    for _, d in ipairs(msg.dead or {}) do
-      if not self.dead[d[1]] then
-        self.dead[d[1]] = d[2]
-        self.ndead = self.ndead + 1
-      end
-    end
+    learn_dead(self, msg.dead)
     return msg.v
   end
   local values, err = hub_collect(self, op, value, deadline)
-  local dead = #self.dead_list > 0 and self.dead_list or nil
+  local dead = dead_said(self)
   local last, last_raw, last_json, err_frame
   for r = 1, self.size - 1 do
     local c = self.peers[r]
@@ -744,6 +761,18 @@ end
 
 local function item(from, to, payload) return from .. " " .. to .. " " .. #payload .. " " .. payload end
 
+-- The items of a blob as each destination's list of {from, payload}, or nil, msg.
+local function inbox_of(blob)
+  local inbox = {}
+  local ok, err = items(blob, function(from, to, payload)
+    local l = inbox[to]
+    if not l then l = {}; inbox[to] = l end
+    l[#l + 1] = { from, payload }
+  end)
+  if not ok then return nil, err end
+  return inbox
+end
+
 -- A relay's bundle: "B<seq> <len> <dead as JSON><len> <sources>" then
 -- "<group> <len> <part>" per group that has messages (group -1: the ups).
 function fabric.bundle_encode(seq, dead, srcs, parts)
@@ -795,16 +824,6 @@ function fabric.bundle_reply_decode(body)
   return msg
 end
 
-local function learn_dead(self, list)
-  for _, d in ipairs(list or {}) do
-    if not self.dead[d[1]] then
-      self.dead[d[1]] = d[2]
-      self.ndead = self.ndead + 1
-      self.dead_list[#self.dead_list + 1] = d
-    end
-  end
-end
-
 local function untag_list(list)
   for _, m in ipairs(list) do m[2] = untag(m[2]) end
   return list
@@ -830,15 +849,14 @@ local function member_route(self, mine, deadline)
         msg, err = read_frame(t.sock, deadline + 3 * t.margin)
         break
       elseif ready[self.up] then
-        local said = read_frame(self.up, deadline + 3 * t.margin)
-        if said and not said.orphan then return said end
-        if said then err = "rank 0 says the relay is gone"; break end
+        local word = read_frame(self.up, deadline + 3 * t.margin)
+        if word and not word.orphan then return word end
+        if word then err = "rank 0 says the relay is gone"; break end
         watch[2] = nil -- rank 0 closed (it may finish first): the relay still answers
       end
     end
     if msg then return msg end
-    local why = string.format("route #%d: relay %s: %s", self.seq, self:name(t.relay),
-      err == "closed" and "connection closed" or tostring(err))
+    local why = string.format("route #%d: relay %s: %s", self.seq, self:name(t.relay), said(err))
     if not self.tolerant then return nil, why end
     t.sock:close()
     t.sock = nil
@@ -850,8 +868,7 @@ local function member_route(self, mine, deadline)
     if not (msg and msg.orphan) then break end
   end
   if not msg then
-    return nil, string.format("route #%d: no answer from rank 0 (%s)", self.seq,
-      err == "closed" and "connection closed" or tostring(err))
+    return nil, string.format("route #%d: no answer from rank 0 (%s)", self.seq, said(err))
   end
   return msg
 end
@@ -881,17 +898,20 @@ local function relay_route(self, own, deadline)
         if v.u then parts[-1] = parts[-1] or {}; parts[-1][#parts[-1] + 1] = item(r, -1, v.u) end
       end
     end
-    local mine = {}
-    for i = t.reported + 1, #self.dead_list do mine[#mine + 1] = self.dead_list[i] end
-    t.reported = #self.dead_list
+    local mine = {} -- the members this relay buried, each told once
+    for _, d in ipairs(self.dead_list) do
+      if not t.told[d[1]] and group_of(self, d[1]) == group_of(self, self.rank) then
+        t.told[d[1]] = true
+        mine[#mine + 1] = d
+      end
+    end
     bundle = fabric.bundle_encode(self.seq, mine, srcs, parts)
   end
   local ok, serr = send_raw(self.up, bundle, deadline + t.margin)
   local msg
   if ok then msg, serr = read_frame(self.up, deadline + 3 * t.margin) end
   if not msg then
-    err = err or string.format("route #%d: no answer from rank 0 (%s)", self.seq,
-      serr == "closed" and "connection closed" or tostring(serr))
+    err = err or string.format("route #%d: no answer from rank 0 (%s)", self.seq, said(serr))
   elseif msg.err then
     err = msg.err
   end
@@ -904,15 +924,9 @@ local function relay_route(self, own, deadline)
     return broken(self, err)
   end
   learn_dead(self, msg.dead)
-  t.reported = #self.dead_list
-  local inbox = {}
-  local okb, berr = items(msg.blob, function(from, to, payload)
-    local l = inbox[to]
-    if not l then l = {}; inbox[to] = l end
-    l[#l + 1] = { from, payload }
-  end)
-  if not okb then return broken(self, berr) end
-  local dead = #self.dead_list > 0 and self.dead_list or nil
+  local inbox, berr = inbox_of(msg.blob)
+  if not inbox then return broken(self, berr) end
+  local dead = dead_said(self)
   for _, r in ipairs(t.members) do
     local c = self.peers[r]
     if c then
@@ -930,12 +944,10 @@ local function answer_late(self, r)
   local t = self.tree
   local list = {}
   for _, g in ipairs({ group_of(self, r), 0 }) do
-    items(table.concat(t.last[g] or {}), function(from, to, payload)
-      if to == r then list[#list + 1] = { from, payload } end
-    end)
+    for _, m in ipairs((inbox_of(table.concat(t.last[g] or {})) or {})[r] or {}) do list[#list + 1] = m end
   end
   local c = self.peers[r]
-  if c then send_raw(c.sock, route_reply(list, #self.dead_list > 0 and self.dead_list or nil), socket.gettime() + 5) end
+  if c then send_raw(c.sock, route_reply(list, dead_said(self)), socket.gettime() + 5) end
 end
 
 -- Rank 0: group g's relay is gone; its live members send to rank 0 from now on.
@@ -1019,7 +1031,7 @@ local function root_route(self, own, deadline)
     end
   end
   t.last = out
-  local dead = #self.dead_list > 0 and self.dead_list or nil
+  local dead = dead_said(self)
   local e = err and encode({ err = err })
   for g = 1, t.ngroups - 1 do
     local r = g * t.k
@@ -1033,13 +1045,8 @@ local function root_route(self, own, deadline)
       c.sock:settimeout(0)
     end
   end
-  local inbox = {}
-  items(table.concat(out[0] or {}), function(from, to, payload)
-    local l = inbox[to]
-    if not l then l = {}; inbox[to] = l end
-    l[#l + 1] = { from, payload }
-  end)
-  dead = #self.dead_list > 0 and self.dead_list or nil
+  local inbox = inbox_of(table.concat(out[0] or {})) or {}
+  dead = dead_said(self)
   for i = 2, #direct do
     local r = direct[i]
     local c = not self.dead[r] and self.peers[r]
@@ -1053,12 +1060,9 @@ local function root_route(self, own, deadline)
 end
 
 local function tree_route(self, msgs, up, timeout)
-  if self.err then return nil, self.err end
-  if self.closed then return nil, "the fabric is closed" end
-  timeout = timeout or self.timeout
-  self.last_timeout = timeout
-  self.seq = self.seq + 1
-  local deadline = socket.gettime() + timeout
+  local deadline
+  deadline, timeout = begin(self, timeout)
+  if not deadline then return nil, timeout end
   local t = self.tree
   t.margin = 5 + timeout / 10
   local m = {}
@@ -1340,15 +1344,12 @@ local function rank_rendezvous(self, deadline)
   msg, err = read_frame(sock, deadline + 10)
   if not msg then
     return nil, string.format("rank %d: no word from rank 0 at %s:%d (%s)", self.rank, self.root, self.port,
-      err == "closed" and "connection closed" or tostring(err))
+      said(err))
   end
   if msg.err then return nil, msg.err end
   for i = 1, self.size do self.hosts[i] = msg.hosts[i] end
   if t then t.addrs = msg.relays or {} end
-  for _, d in ipairs(msg.dead or {}) do
-    self.dead[d[1]] = d[2]
-    self.ndead = self.ndead + 1
-  end
+  learn_dead(self, msg.dead)
   return true
 end
 
@@ -1397,7 +1398,7 @@ function fabric.init(opts)
   self.hosts[rank + 1] = self.host
   if size == 1 then return self end
   if k > 0 then
-    self.tree = { k = k, adopted = {}, reported = 0, addrs = {}, margin = 5 + timeout / 10 }
+    self.tree = { k = k, adopted = {}, told = {}, addrs = {}, margin = 5 + timeout / 10 }
     if rank ~= 0 and rank % k == 0 then -- a relay: its members connect here
       local l, lerr = socket.bind("*", 0, fabric.BACKLOG)
       if not l then return nil, "fabric: relay rank " .. rank .. " cannot listen: " .. tostring(lerr) end
