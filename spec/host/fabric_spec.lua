@@ -12,6 +12,16 @@ local dkjson = require "dkjson"
 local LUA = rawget(_G, "jit") and "luajit" or "lua5.4"
 local CPATH = "build/" .. LUA .. "/?.so;;"
 
+-- A TCP port for a job of ranks: below the kernel's ephemeral ports (32768 up), where a port some connection
+-- of this busy host took as its local end cannot be listened on ("address already in use", even with
+-- SO_REUSEADDR); lua5.4 and luajit draw from halves of their own, so make test can run both at once
+-- (LuaJIT's math.random starts from the same seed in every process: seeded here from the clock and a
+-- fresh table's address)
+math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)") or "0", 16) % 100000)
+local function free_port()
+  return (LUA == "luajit" and 26000 or 20000) + math.random(0, 5999)
+end
+
 local function env(t) return function(k) return t[k] end end
 
 describe("ibverbs.fabric.detect", function()
@@ -73,7 +83,8 @@ describe("ibverbs.fabric.detect", function()
     assert.is_nil(fabric.slurm_hosts(env{ SLURM_STEP_NODELIST = "node[1-3]", SLURM_STEP_TASKS_PER_NODE = "1(x3)",
       SLURM_HET_SIZE = "2" }))
     local f, err = fabric.init{ timeout = 0.5, getenv = env{ SLURM_PROCID = "0", SLURM_NTASKS = "3",
-      SLURM_STEP_NODELIST = "node[1-3]", SLURM_STEP_TASKS_PER_NODE = "1(x3)", IBV_FABRIC_PORT = "18631" } }
+      SLURM_STEP_NODELIST = "node[1-3]", SLURM_STEP_TASKS_PER_NODE = "1(x3)",
+      IBV_FABRIC_PORT = tostring(free_port()) } }
     assert.is_nil(f)
     assert.matches("rank 1 %(node2%) and rank 2 %(node3%) did not arrive at the rendezvous", err)
   end)
@@ -154,9 +165,7 @@ local function ranks(size, which, vars)
   local fh = assert(io.open(script, "w"))
   fh:write(RANK)
   fh:close()
-  -- below the kernel's ephemeral ports (32768 up): a port some connection of this busy host took as its local
-  -- end cannot be listened on ("address already in use"), even with SO_REUSEADDR
-  local port = 20000 + math.random(0, 12000)
+  local port = free_port()
   local files = {}
   for _, r in ipairs(which) do
     files[r] = os.tmpname()
@@ -351,7 +360,7 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
     local fh = assert(io.open(script, "w"))
     fh:write('local f = assert(require("ibverbs.fabric").init{ timeout = 10 }) assert(f:route({}, "x")) print("ok")')
     fh:close()
-    local port = 20000 + math.random(0, 12000)
+    local port = free_port()
     local p = io.popen(string.format("for r in 0 1 2 3; do (IBV_FABRIC_RANK=$r IBV_FABRIC_SIZE=4 IBV_FABRIC_GROUP=2 "
       .. "IBV_FABRIC_ROOT=127.0.0.1:%d LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' timeout 30 %s %s; "
       .. "echo \"rank $r: $?\") & done; wait", port, CPATH, LUA, script))
@@ -415,7 +424,7 @@ print(ok and "ranks ok" or "ranks wrong")
 
 describe("ibverbs.fabric at rank 0 with more ranks than FD_SETSIZE", function()
   it("meets 1100 ranks and runs allgather and route among them (epoll through lua-luv, backlog 4096)", function()
-    local n, port = 1100, 20000 + math.random(0, 12000)
+    local n, port = 1100, free_port()
     local helper = os.tmpname()
     local fh = assert(io.open(helper, "w")); fh:write(MANY); fh:close()
     local root = os.tmpname()
@@ -872,7 +881,7 @@ end)
 -- fabric_matrix.lua itself on this host: n local ranks (IBV_FABRIC_*), args
 -- for all; returns rank 0's output and every rank's exit status.
 local function matrix_ranks(n, args, vars)
-  local port = 20000 + math.random(0, 12000)
+  local port = free_port()
   local outs = {}
   for r = n - 1, 0, -1 do
     outs[r] = os.tmpname()
