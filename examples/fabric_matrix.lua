@@ -85,6 +85,12 @@ local o = cli.run(arg, {
 })
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
+local function fmt_time(s)
+  if s >= 3600 then return string.format("%d h %02d min", math.floor(s / 3600), math.floor(s % 3600 / 60)) end
+  if s >= 60 then return string.format("%d min %02d s", math.floor(s / 60), math.floor(s % 60)) end
+  return string.format("%.1f s", s)
+end
+
 local function usage_error(msg)
   say("fabric_matrix.lua: %s", msg)
   os.exit(1)
@@ -135,6 +141,13 @@ local BLOCK = o.block or (N < 64 and 1 or math.min(16, math.ceil(N / 64)))
 EXCHANGE_LIMIT = BLOCK * ROUND_LIMIT + 2 * o.timeout + 30
 -- every collective after the rendezvous follows a block: it waits as long as an exchange
 f.timeout = EXCHANGE_LIMIT
+-- rank 0 names whom a collective still waits for, every minute of waiting (IBV_FABRIC_WAIT_EVERY): a
+-- rank that hangs inside a block is buried at the exchange's limit only
+if ME == 0 then
+  f.on_wait = function(who, waited)
+    say("fabric_matrix: waiting %s for %s (the limit: %s)", fmt_time(waited), who, fmt_time(EXCHANGE_LIMIT))
+  end
+end
 local function fatal(err)
   say("fabric_matrix (%s): %s", f:name(ME), tostring(err))
   f:close()
@@ -723,12 +736,6 @@ local function absorb(src, text, round, pass, touched)
     end
   end
   return done
-end
-
-local function fmt_time(s)
-  if s >= 3600 then return string.format("%d h %02d min", math.floor(s / 3600), math.floor(s % 3600 / 60)) end
-  if s >= 60 then return string.format("%d min %02d s", math.floor(s / 60), math.floor(s % 60)) end
-  return string.format("%.1f s", s)
 end
 
 -- this rank's time in the round exchanges (and, all_cpu, in the rounds as a whole)

@@ -49,13 +49,16 @@ fabric.DEFAULT_PORT = 18600
 fabric.DEFAULT_TIMEOUT = 60
 --- The size from which route runs over the relay tree (64).
 fabric.TREE_MIN = 64
+--- Seconds between a group's `on_wait` calls while a collective waits (60).
+fabric.WAIT_EVERY = 60
 
 --- Joins the group: rank and size from opts or the launcher, then the rendezvous at rank 0.
 -- @tparam[opt] table opts `rank`, `size`, `root` ("host" or "host:port"), `port`, `timeout` (seconds,
 -- for the rendezvous and the default of every collective), `host` (this rank's name; default `uname -n`),
 -- `getenv` (a function like `os.getenv`), `tolerant` (go on without a rank that leaves or misses a
 -- limit, see `fabric_group:dead_ranks`), `group` (the relay tree's group size; 0: no tree; default
--- `IBV_FABRIC_GROUP`, else about sqrt(size) from `fabric.TREE_MIN` ranks)
+-- `IBV_FABRIC_GROUP`, else about sqrt(size) from `fabric.TREE_MIN` ranks), `wait_every` (seconds
+-- between `on_wait` calls, see `ibverbs.fabric_group`; default `IBV_FABRIC_WAIT_EVERY`, else 60)
 -- @treturn ibverbs.fabric_group
 -- @return[2] nil, message (a rank that did not arrive, rank 0 not answering, no root address)
 function fabric.init(opts) end

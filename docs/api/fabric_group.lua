@@ -1,7 +1,11 @@
 --- A group of ranks joined by `ibverbs.fabric.init`.
 --
 -- Fields: `rank` (0-based), `size`, `launcher`, `host` (this rank's name), `hosts` (every rank's,
--- indexed rank + 1), `root`, `port`, `timeout`.
+-- indexed rank + 1), `root`, `port`, `timeout`.  A script may set `on_wait`, a function
+-- `(who, seconds, ranks)` that rank 0 (and a relay) calls every `wait_every` seconds
+-- (`fabric.WAIT_EVERY`, 60; `init{wait_every =}`, `IBV_FABRIC_WAIT_EVERY`) while a collective still
+-- waits: `who` names the ranks awaited ("rank 3 (node4)"; a relay as "rank 32 (node33), relay of
+-- ranks 32-63"), `ranks` lists them.  Long limits stay: the operator learns whom they wait for.
 --
 --     local all = assert(f:allgather({qpn = qp.qp_num, gid = gid}))  -- all[r + 1]: rank r's value
 --

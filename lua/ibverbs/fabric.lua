@@ -369,6 +369,10 @@ end
 local Fabric = {}
 Fabric.__index = Fabric
 
+--- How often rank 0 (or a relay) calls f.on_wait(who, seconds, ranks) while a
+-- collective waits, when the script set f.on_wait (f.wait_every for another period).
+fabric.WAIT_EVERY = 60
+
 --- "rank 2 (node3)" when the host is known, else "rank 2".
 function Fabric:name(rank)
   local host = self.hosts and self.hosts[rank + 1]
@@ -497,8 +501,35 @@ local function hub_collect(self, op, local_value, deadline, w)
   end
   local last = math.max(deadline, w.late_deadline or deadline)
   local limit = deadline
+  -- self.on_wait(who, seconds, ranks) every self.wait_every seconds of waiting: who is still awaited
+  local started, every = socket.gettime(), self.wait_every or fabric.WAIT_EVERY
+  local report = started + every
+  local function awaited()
+    local missing = {}
+    for r in pairs(expect) do if not got[r] and not self.dead[r] then missing[#missing + 1] = r end end
+    table.sort(missing)
+    local who = {}
+    for i, r in ipairs(missing) do
+      who[i] = self:name(r)
+      if w.late and w.late[r] and self.tree then -- a relay, itself waiting for its members
+        who[i] = string.format("%s, relay of ranks %d-%d", who[i], r, math.min(r + self.tree.k, self.size) - 1)
+      end
+    end
+    return table.concat(who, "; "), missing
+  end
+  local function pump(until_t)
+    while want > 0 and not err do
+      local stop = self.on_wait and math.min(until_t, report) or until_t
+      if not self.hub:wait(stop, visit) then
+        if stop >= until_t then return end
+        report = socket.gettime() + every
+        local who, missing = awaited()
+        self.on_wait(who, socket.gettime() - started, missing)
+      end
+    end
+  end
   while not err do
-    while want > 0 and not err and self.hub:wait(limit, visit) do end
+    pump(limit)
     if err or want == 0 then break end
     last = math.max(last, w.extend or last)
     local final = socket.gettime() >= last
@@ -1358,7 +1389,8 @@ end
 -- rendezvous and the default of every collective), host (this rank's name),
 -- tolerant (a rank that does not arrive, leaves or misses a time limit is
 -- buried, named in f:dead_ranks() on every rank, and the others go on without
--- it; otherwise it breaks the fabric for everyone).
+-- it; otherwise it breaks the fabric for everyone), group (relay groups, see
+-- route), wait_every (IBV_FABRIC_WAIT_EVERY: seconds between f.on_wait calls).
 function fabric.init(opts)
   opts = opts or {}
   local rank, size, launcher, root = fabric.detect(opts.getenv)
@@ -1387,7 +1419,8 @@ function fabric.init(opts)
   local self = setmetatable({ rank = rank, size = size, launcher = launcher, root = root,
     port = port or fabric.DEFAULT_PORT, timeout = timeout, init_timeout = timeout, last_timeout = timeout,
     seq = 0, host = opts.host or hostname(), hosts = {}, peers = {}, tolerant = opts.tolerant and true or false,
-    dead = {}, ndead = 0, dead_list = {} }, Fabric)
+    dead = {}, ndead = 0, dead_list = {},
+    wait_every = tonumber(opts.wait_every) or tonumber(getenv("IBV_FABRIC_WAIT_EVERY")) }, Fabric)
   -- where the launcher put each rank, until the rendezvous says (names a rank that never arrives)
   if launcher == "slurm" then
     local where = fabric.slurm_hosts(getenv)

@@ -265,7 +265,8 @@ local dkjson = require "dkjson"
 local f, err = fabric.init{ timeout = tonumber(os.getenv("T")), host = "h" .. os.getenv("IBV_FABRIC_RANK"),
   tolerant = os.getenv("TOLERANT") == "1" }
 if not f then print(dkjson.encode{ init_err = err }) os.exit(2) end
-local out = { rank = f.rank, got = {}, ups = {} }
+local out = { rank = f.rank, got = {}, ups = {}, waits = {} }
+if f.rank == 0 and f.wait_every then f.on_wait = function(who) out.waits[#out.waits + 1] = who end end
 for k = 1, 3 do
   local got, ups = f:route({ { (f.rank + k) % f.size, "from " .. f.rank }, { (f.rank - k) % f.size, { r = f.rank } } },
     "up " .. f.rank)
@@ -277,7 +278,7 @@ for k = 1, 3 do
   if f.rank == 0 then out.ups[k] = ups end
   if k == 1 and tonumber(os.getenv("LEAVE") or -1) == f.rank then
     print(dkjson.encode{ left = true }) io.stdout:flush()
-    if os.getenv("STOP") then os.execute("sleep 14") end -- alive, connected, silent
+    if os.getenv("STOP") then os.execute("sleep " .. (os.getenv("STOP_S") or 14)) end -- alive, connected, silent
     os.exit(0)
   end
 end
@@ -343,9 +344,22 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
     assert.matches("rank 3 %(h3%) left the fabric during route", out[0].dead[1].why)
   end)
 
-  it("buries a relay that hangs (tolerant) at its limit, and no other rank", function()
-    local out = relay_lost("STOP=1")
-    assert.matches("rank 3 %(h3%) did not arrive at route #3 within 4 s", out[0].dead[1].why)
+  it("buries a relay that hangs (tolerant) at its limit, and no other rank; rank 0 names it while it waits",
+    function()
+      local out = relay_lost("STOP=1 IBV_FABRIC_WAIT_EVERY=1")
+      assert.matches("rank 3 %(h3%) did not arrive at route #3 within 4 s", out[0].dead[1].why)
+      local named = 0 -- a busy host may make another rank late for a moment too
+      for _, who in ipairs(out[0].waits) do if who == "rank 3 (h3), relay of ranks 3-5" then named = named + 1 end end
+      assert.is_true(named >= 2, table.concat(out[0].waits, " | "))
+    end)
+
+  it("has rank 0 name the rank a star collective waits for, every wait_every seconds, until the limit", function()
+    local out = tree_ranks(4, "T=2 IBV_FABRIC_GROUP=0 TOLERANT=1 LEAVE=2 STOP=1 STOP_S=4 IBV_FABRIC_WAIT_EVERY=0.4")
+    local named = 0 -- a busy host may make another rank late for a moment too
+    for _, who in ipairs(out[0].waits) do if who:find("rank 2 (h2)", 1, true) then named = named + 1 end end
+    assert.is_true(named >= 2 and named <= 6, table.concat(out[0].waits, " | "))
+    assert.equal(2, out[0].dead[1].rank)
+    assert.same({}, out[1].waits) -- only rank 0 was asked to
   end)
 
   it("fails every rank with the relay's name when a relay leaves a fabric that is not tolerant", function()
@@ -950,6 +964,39 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
     assert.matches("2 pairs unmeasured", out)
     assert.not_matches("traceback", out)
   end)
+
+  it("names a rank that hangs after the rendezvous while it waits, then buries it at the limit (exit 1)",
+    function()
+      -- rank 2 stops itself (SIGSTOP) right after fabric.init: alive, connected, silent
+      local port, out, script = free_port(), os.tmpname(), os.tmpname()
+      local fh = assert(io.open(script, "w"))
+      fh:write([[local fb = require "ibverbs.fabric" local init = fb.init
+fb.init = function(o) local f, e = init(o) os.execute("kill -STOP $PPID") return f, e end
+arg = { [0] = "examples/fabric_matrix.lua", "--dry-run", "--pattern", "serial", "-t", "1" }
+dofile("examples/fabric_matrix.lua")]])
+      fh:close()
+      local vars = string.format("IBV_FABRIC_WAIT_EVERY=5 IBV_FABRIC_SIZE=3 IBV_FABRIC_ROOT=127.0.0.1:%d "
+        .. "LUA_PATH='lua/?.lua;;' LUA_CPATH='%s'", port, CPATH)
+      local args = "examples/fabric_matrix.lua --dry-run --pattern serial -t 1"
+      local t0 = os.time()
+      os.execute(string.format("(env %s IBV_FABRIC_RANK=2 timeout -s KILL 60 %s %s >/dev/null 2>&1 &); "
+        .. "(env %s IBV_FABRIC_RANK=1 timeout 60 %s %s >/dev/null 2>&1 &); "
+        .. "env %s IBV_FABRIC_RANK=0 timeout 60 %s %s > %s 2>&1; echo \"rc $?\" >> %s",
+        vars, LUA, script, vars, LUA, args, vars, LUA, args, out, out))
+      os.execute("pkill -KILL -f '" .. script .. "'")
+      os.remove(script)
+      fh = assert(io.open(out))
+      local text = fh:read("a")
+      fh:close()
+      os.remove(out)
+      local waits = select(2, text:gsub("fabric_matrix: waiting [%d.]+ s for rank 2 %([^)]*%) %(the limit: 34%.0 s%)",
+        ""))
+      assert.is_true(waits >= 4 and waits <= 7, text)
+      assert.matches("VERDICT unreachable: rank 2 %([^)]*%): rank 2 %([^)]*%) did not arrive at %a+ #%d+ within 34 s",
+        text)
+      assert.matches("rc 1\n$", text)
+      assert.is_true(os.time() - t0 < 50, os.time() - t0)
+    end)
 
   it("dry-runs the whole schedule with no device: every ordered pair in its round, no verdict", function()
     local json = os.tmpname()
