@@ -524,7 +524,11 @@ local function hub_collect(self, op, local_value, deadline, w)
         if stop >= until_t then return end
         report = socket.gettime() + every
         local who, missing = awaited()
-        self.on_wait(who, socket.gettime() - started, missing)
+        local ok, cerr = pcall(self.on_wait, who, socket.gettime() - started, missing)
+        if not ok then -- the script's callback: said once, never again, the collective goes on
+          io.stderr:write("ibverbs.fabric: on_wait failed, not called again: ", tostring(cerr), "\n")
+          self.on_wait = nil
+        end
       end
     end
   end

@@ -267,6 +267,12 @@ local f, err = fabric.init{ timeout = tonumber(os.getenv("T")), host = "h" .. os
 if not f then print(dkjson.encode{ init_err = err }) os.exit(2) end
 local out = { rank = f.rank, got = {}, ups = {}, waits = {} }
 if f.rank == 0 and f.wait_every then f.on_wait = function(who) out.waits[#out.waits + 1] = who end end
+local errf = os.getenv("WAIT_FAIL") and os.tmpname()
+if errf and f.rank == 0 then -- a callback that raises: said on stderr (kept here), the collectives go on
+  local on_wait = f.on_wait
+  f.on_wait = function(who) on_wait(who) error("boom") end
+  io.stderr = assert(io.open(errf, "w"))
+end
 for k = 1, 3 do
   local got, ups = f:route({ { (f.rank + k) % f.size, "from " .. f.rank }, { (f.rank - k) % f.size, { r = f.rank } } },
     "up " .. f.rank)
@@ -283,6 +289,7 @@ for k = 1, 3 do
   end
 end
 out.dead = f:dead_ranks()
+if errf and f.rank == 0 then io.stderr:close() out.stderr = io.open(errf):read("a") os.remove(errf) end
 print(dkjson.encode(out))
 ]]
 
@@ -360,6 +367,15 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
     assert.is_true(named >= 2 and named <= 6, table.concat(out[0].waits, " | "))
     assert.equal(2, out[0].dead[1].rank)
     assert.same({}, out[1].waits) -- only rank 0 was asked to
+  end)
+
+  it("says once on stderr that an on_wait callback raised, drops it, and goes on with the collective", function()
+    local out = tree_ranks(4, "T=2 IBV_FABRIC_GROUP=0 TOLERANT=1 LEAVE=2 STOP=1 STOP_S=4 IBV_FABRIC_WAIT_EVERY=0.4 "
+      .. "WAIT_FAIL=1")
+    assert.equal(1, #out[0].waits)
+    assert.matches("^ibverbs%.fabric: on_wait failed, not called again: .*boom\n$", out[0].stderr)
+    assert.equal(2, out[0].dead[1].rank)
+    for _, r in ipairs({ 0, 1, 3 }) do assert.equal(tree_expect(4, r, 3, { [2] = true }), out[r].got[3]) end
   end)
 
   it("fails every rank with the relay's name when a relay leaves a fabric that is not tolerant", function()
