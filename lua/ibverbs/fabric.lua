@@ -502,7 +502,9 @@ local function hub_collect(self, op, local_value, deadline, w)
   local last = math.max(deadline, w.late_deadline or deadline)
   local limit = deadline
   -- self.on_wait(who, seconds, ranks) every self.wait_every seconds of waiting: who is still awaited
-  local started, every = socket.gettime(), self.wait_every or fabric.WAIT_EVERY
+  local started, every = socket.gettime(), self.wait_every
+  -- (f.wait_every set by hand after init: a bad value gives the default)
+  if type(every) ~= "number" or every ~= every or every <= 0 then every = fabric.WAIT_EVERY end
   local report = started + every
   local function awaited()
     local missing = {}
@@ -522,13 +524,13 @@ local function hub_collect(self, op, local_value, deadline, w)
       local stop = self.on_wait and math.min(until_t, report) or until_t
       if not self.hub:wait(stop, visit) then
         if stop >= until_t then return end
-        report = socket.gettime() + every
         local who, missing = awaited()
         local ok, cerr = pcall(self.on_wait, who, socket.gettime() - started, missing)
         if not ok then -- the script's callback: said once, never again, the collective goes on
           io.stderr:write("ibverbs.fabric: on_wait failed, not called again: ", tostring(cerr), "\n")
           self.on_wait = nil
         end
+        report = socket.gettime() + every -- from the callback's end: a slow one never starves the wait
       end
     end
   end
@@ -1420,11 +1422,16 @@ function fabric.init(opts)
   local timeout = tonumber(opts.timeout) or tonumber(getenv("IBV_FABRIC_TIMEOUT")) or fabric.DEFAULT_TIMEOUT
   local k, kerr = tree_k(opts, getenv, size)
   if not k then return nil, kerr end
+  local every_given = opts.wait_every or getenv("IBV_FABRIC_WAIT_EVERY")
+  local every = tonumber(every_given)
+  if every_given ~= nil and not (every and every > 0 and every < math.huge) then
+    return nil, "fabric: wait_every must be a number of seconds above 0, got " .. tostring(every_given)
+  end
   local self = setmetatable({ rank = rank, size = size, launcher = launcher, root = root,
     port = port or fabric.DEFAULT_PORT, timeout = timeout, init_timeout = timeout, last_timeout = timeout,
     seq = 0, host = opts.host or hostname(), hosts = {}, peers = {}, tolerant = opts.tolerant and true or false,
     dead = {}, ndead = 0, dead_list = {},
-    wait_every = tonumber(opts.wait_every) or tonumber(getenv("IBV_FABRIC_WAIT_EVERY")) }, Fabric)
+    wait_every = every }, Fabric)
   -- where the launcher put each rank, until the rendezvous says (names a rank that never arrives)
   if launcher == "slurm" then
     local where = fabric.slurm_hosts(getenv)

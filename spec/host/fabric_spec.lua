@@ -273,6 +273,11 @@ if errf and f.rank == 0 then -- a callback that raises: said on stderr (kept her
   f.on_wait = function(who) on_wait(who) error("boom") end
   io.stderr = assert(io.open(errf, "w"))
 end
+if os.getenv("SLOW_WAIT") and f.rank == 0 then -- a callback slower than wait_every
+  local on_wait = f.on_wait
+  f.on_wait = function(who) on_wait(who) os.execute("sleep 0.5") end
+end
+if tonumber(os.getenv("LATE") or -1) == f.rank then os.execute("sleep 1.5") end -- late, not hung
 for k = 1, 3 do
   local got, ups = f:route({ { (f.rank + k) % f.size, "from " .. f.rank }, { (f.rank - k) % f.size, { r = f.rank } } },
     "up " .. f.rank)
@@ -367,6 +372,27 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
     assert.is_true(named >= 2 and named <= 6, table.concat(out[0].waits, " | "))
     assert.equal(2, out[0].dead[1].rank)
     assert.same({}, out[1].waits) -- only rank 0 was asked to
+  end)
+
+  it("still reads the ranks while an on_wait callback is slower than wait_every: a late rank is not buried",
+    function()
+      local out = tree_ranks(3, "T=4 IBV_FABRIC_GROUP=0 TOLERANT=1 LATE=2 SLOW_WAIT=1 IBV_FABRIC_WAIT_EVERY=0.2")
+      assert.is_true(#out[0].waits >= 1 and #out[0].waits <= 4, table.concat(out[0].waits, " | "))
+      for r = 0, 2 do
+        assert.same({}, out[r].dead, "rank " .. r)
+        for k = 1, 3 do assert.equal(tree_expect(3, r, k, {}), out[r].got[k], "rank " .. r) end
+      end
+    end)
+
+  it("refuses a wait_every that is not a number of seconds above 0", function()
+    for _, v in ipairs({ 0, -1, "soon", 1 / 0 }) do
+      local f, err = fabric.init{ rank = 0, size = 2, wait_every = v, getenv = function() return nil end }
+      assert.is_nil(f)
+      assert.equal("fabric: wait_every must be a number of seconds above 0, got " .. tostring(v), err)
+    end
+    local f, err = fabric.init{ rank = 0, size = 2, getenv = env{ IBV_FABRIC_WAIT_EVERY = "0" } }
+    assert.is_nil(f)
+    assert.matches("wait_every must be a number of seconds above 0, got 0", err)
   end)
 
   it("says once on stderr that an on_wait callback raised, drops it, and goes on with the collective", function()
