@@ -333,7 +333,11 @@ function Hub:wait(deadline, visit)
   local left = deadline - socket.gettime()
   if left <= 0 then return false end
   if self.uv then
-    self.timer:start(math.max(1, math.ceil(left * 1000)), 0, function() end)
+    -- the timer stops the run: when it is due as the run starts (the loop's clock counts whole
+    -- milliseconds, cached from its last run), it fires before the poll, and a run "once" would then
+    -- block on the sockets with no timer left, past the deadline, until a frame came
+    uv.update_time()
+    self.timer:start(math.max(1, math.ceil(left * 1000)), 0, uv.stop)
     uv.run("once")
     self.timer:stop()
     if self.accept_ready then self.accept_ready = false; accept_all(self) end

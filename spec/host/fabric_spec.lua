@@ -277,7 +277,7 @@ if os.getenv("SLOW_WAIT") and f.rank == 0 then -- a callback slower than wait_ev
   local on_wait = f.on_wait
   f.on_wait = function(who) on_wait(who) os.execute("sleep 0.5") end
 end
-if tonumber(os.getenv("LATE") or -1) == f.rank then os.execute("sleep 1.5") end -- late, not hung
+if tonumber(os.getenv("LATE") or -1) == f.rank then os.execute("sleep " .. (os.getenv("LATE_S") or 1.5)) end
 for k = 1, 3 do
   local got, ups = f:route({ { (f.rank + k) % f.size, "from " .. f.rank }, { (f.rank - k) % f.size, { r = f.rank } } },
     "up " .. f.rank)
@@ -383,6 +383,13 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
         for k = 1, 3 do assert.equal(tree_expect(3, r, k, {}), out[r].got[k], "rank " .. r) end
       end
     end)
+
+  it("keeps a collective's limit while rank 0 wakes every millisecond (the loop's timer stops its run)", function()
+    -- before: a timer due as libuv's run began fired before the poll, which then slept until a frame came
+    local out = tree_ranks(2, "T=1 IBV_FABRIC_GROUP=0 LATE=1 LATE_S=3 IBV_FABRIC_WAIT_EVERY=0.001")
+    assert.matches("^rank 1 %(h1%) did not arrive at route #%d+ within 1 s$", out[0].err)
+    assert.is_true(#out[0].waits > 50, #out[0].waits)
+  end)
 
   it("refuses a wait_every that is not a number of seconds above 0", function()
     for _, v in ipairs({ 0, -1, "soon", 1 / 0 }) do
