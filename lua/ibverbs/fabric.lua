@@ -247,9 +247,37 @@ fabric.BACKLOG = 4096 -- the kernel caps it at net.core.somaxconn
 local Hub = {}
 Hub.__index = Hub
 
+-- libuv's handles must be stopped before luv's own finalizers run: at exit luv closes the handles
+-- still active and runs the loop, and a poll whose Lua side was already collected then crashed the
+-- process (SIGSEGV in a script that ended without f:close()).  Finalizers run newest first, so the
+-- hub keeps a guard made after its newest handle; the current guard's finalizer stops and closes
+-- the handles (an older guard, replaced, does nothing).
+local function stop_handles(hub)
+  for c in pairs(hub.conns) do
+    if c.poll then pcall(c.poll.stop, c.poll); pcall(c.poll.close, c.poll); c.poll = nil end
+  end
+  if hub.lpoll then pcall(hub.lpoll.stop, hub.lpoll); pcall(hub.lpoll.close, hub.lpoll); hub.lpoll = nil end
+  if hub.timer then pcall(hub.timer.close, hub.timer); hub.timer = nil end
+  pcall(uv.run, "nowait") -- the closes complete in a run of the loop, while the handles' Lua sides live
+end
+
+local newproxy = rawget(_G, "newproxy") -- Lua 5.1 and LuaJIT: only userdata have finalizers
+
+local function new_guard(hub)
+  local guard
+  local function gc(g) if hub.guard == g then stop_handles(hub) end end
+  if newproxy then
+    guard = newproxy(true)
+    getmetatable(guard).__gc = gc
+  else
+    guard = setmetatable({}, { __gc = gc })
+  end
+  hub.guard = guard
+end
+
 local function new_hub(use_uv)
   local hub = setmetatable({ conns = {}, ready = {}, uv = use_uv }, Hub)
-  if use_uv then hub.timer = uv.new_timer() end
+  if use_uv then hub.timer = uv.new_timer(); new_guard(hub) end
   return hub
 end
 
@@ -293,6 +321,7 @@ function Hub:add(sock, id)
   if self.uv then
     c.poll = uv.new_poll(int(sock:getfd()))
     c.poll:start("r", function() self.ready[#self.ready + 1] = c end)
+    new_guard(self)
   end
   return c
 end
@@ -303,6 +332,7 @@ function Hub:listen(l, on_accept)
   if self.uv then
     self.lpoll = uv.new_poll(int(l:getfd()))
     self.lpoll:start("r", function() self.accept_ready = true end)
+    new_guard(self)
   end
 end
 
