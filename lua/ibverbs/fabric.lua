@@ -252,13 +252,24 @@ Hub.__index = Hub
 -- process (SIGSEGV in a script that ended without f:close()).  Finalizers run newest first, so the
 -- hub keeps a guard made after its newest handle; the current guard's finalizer stops and closes
 -- the handles (an older guard, replaced, does nothing).
+-- One run of libuv's loop at a time: a finalizer (a guard below) may run inside a run's callbacks,
+-- and uv_run is not reentrant; the run under way completes the closes then.
+local running = false
+local function run_loop(mode)
+  if running then return end
+  running = true
+  local ok, err = pcall(uv.run, mode)
+  running = false
+  if not ok then error(err, 0) end
+end
+
 local function stop_handles(hub)
   for c in pairs(hub.conns) do
     if c.poll then pcall(c.poll.stop, c.poll); pcall(c.poll.close, c.poll); c.poll = nil end
   end
   if hub.lpoll then pcall(hub.lpoll.stop, hub.lpoll); pcall(hub.lpoll.close, hub.lpoll); hub.lpoll = nil end
   if hub.timer then pcall(hub.timer.close, hub.timer); hub.timer = nil end
-  pcall(uv.run, "nowait") -- the closes complete in a run of the loop, while the handles' Lua sides live
+  pcall(run_loop, "nowait") -- the closes complete in a run of the loop, while the handles' Lua sides live
 end
 
 local newproxy = rawget(_G, "newproxy") -- Lua 5.1 and LuaJIT: only userdata have finalizers
@@ -368,7 +379,7 @@ function Hub:wait(deadline, visit)
     -- block on the sockets with no timer left, past the deadline, until a frame came
     uv.update_time()
     self.timer:start(math.max(1, math.ceil(left * 1000)), 0, uv.stop)
-    uv.run("once")
+    run_loop("once")
     self.timer:stop()
     if self.accept_ready then self.accept_ready = false; accept_all(self) end
     local ready = self.ready
@@ -395,7 +406,7 @@ function Hub:close()
   self:unlisten()
   for c in pairs(self.conns) do self:drop(c) end
   if self.timer then self.timer:close(); self.timer = nil end
-  if self.uv then uv.run("nowait") end -- let libuv finish closing the handles
+  if self.uv then run_loop("nowait") end -- let libuv finish closing the handles
 end
 
 -- ---------------------------------------------------------------- the object
