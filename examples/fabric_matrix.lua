@@ -118,7 +118,6 @@ end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
 
 local ROUND_LIMIT = 2 * o.timeout -- a round's traffic, then its ends fail
-local EXCHANGE_LIMIT -- set once the fabric's size is known (a block of rounds)
 local CHAIN = 8 -- send WRs per post, the last one signaled
 local WINDOW = 4 -- chains in flight
 local RING = 32 -- receives posted for the send bandwidth
@@ -138,7 +137,7 @@ local N, ME = f.size, f.rank
 -- exchanges, each pair starting when both of its ends reach it.
 local BLOCK = o.block or (N < 64 and 1 or math.min(16, math.ceil(N / 64)))
 -- rank 0 waits this long for a rank at a block's end: its traffic, its QPs of the next rounds, slack
-EXCHANGE_LIMIT = BLOCK * ROUND_LIMIT + 2 * o.timeout + 30
+local EXCHANGE_LIMIT = BLOCK * ROUND_LIMIT + 2 * o.timeout + 30
 -- every collective after the rendezvous follows a block: it waits as long as an exchange
 f.timeout = EXCHANGE_LIMIT
 -- rank 0 names whom a collective still waits for, every minute of waiting (IBV_FABRIC_WAIT_EVERY): a

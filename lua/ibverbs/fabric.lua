@@ -402,11 +402,16 @@ function Hub:wait(deadline, visit)
   return true
 end
 
+-- The hub's sockets (what a finalizer may close: the handles are stop_handles').
+local function close_hub_sockets(hub)
+  if hub.listener then hub.listener:close(); hub.listener = nil end
+  for c in pairs(hub.conns) do c.sock:close() end
+  hub.conns = {}
+end
+
 function Hub:close()
-  self:unlisten()
-  for c in pairs(self.conns) do self:drop(c) end
-  if self.timer then self.timer:close(); self.timer = nil end
-  if self.uv then run_loop("nowait") end -- let libuv finish closing the handles
+  if self.uv then stop_handles(self) end
+  close_hub_sockets(self)
 end
 
 -- ---------------------------------------------------------------- the object
@@ -551,10 +556,17 @@ local function hub_collect(self, op, local_value, deadline, w)
   -- (f.wait_every set by hand after init: a bad value gives the default)
   if type(every) ~= "number" or every ~= every or every <= 0 then every = fabric.WAIT_EVERY end
   local report = started + every
-  local function awaited()
+  -- the ranks still awaited, sorted; the relays (w.late) too only when all is true
+  local function missing_ranks(all)
     local missing = {}
-    for r in pairs(expect) do if not got[r] and not self.dead[r] then missing[#missing + 1] = r end end
+    for r in pairs(expect) do
+      if not got[r] and not self.dead[r] and (all or not (w.late and w.late[r])) then missing[#missing + 1] = r end
+    end
     table.sort(missing)
+    return missing
+  end
+  local function awaited()
+    local missing = missing_ranks(true)
     local who = {}
     for i, r in ipairs(missing) do
       who[i] = self:name(r)
@@ -584,11 +596,7 @@ local function hub_collect(self, op, local_value, deadline, w)
     if err or want == 0 then break end
     last = math.max(last, w.extend or last)
     local final = socket.gettime() >= last
-    local missing = {}
-    for r in pairs(expect) do
-      if not got[r] and not self.dead[r] and (final or not (w.late and w.late[r])) then missing[#missing + 1] = r end
-    end
-    table.sort(missing)
+    local missing = missing_ranks(final)
     if #missing > 0 and not self.tolerant then
       err = string.format("%s did not arrive at %s #%d within %g s", names(self, missing), op, self.seq,
         self.last_timeout)
@@ -1285,7 +1293,7 @@ end
 --- Closes the connections (idempotent).
 -- The sockets only: what the collector may do (libuv's handles are luv's own
 -- userdata, which at exit may be collected before this object: touching them
--- then crashes, so only close() stops them).
+-- then crashes; close() stops them, and so does the hub's guard, finalized first).
 local function close_sockets(self)
   self.closed = true
   if self.up then self.up:close() end
@@ -1303,10 +1311,7 @@ Fabric.__close = Fabric.close
 Fabric.__gc = function(self)
   if self.closed then return end
   close_sockets(self)
-  if self.hub then
-    for c in pairs(self.hub.conns) do c.sock:close() end
-    if self.hub.listener then self.hub.listener:close() end
-  end
+  if self.hub then close_hub_sockets(self.hub) end
 end
 
 -- ---------------------------------------------------------------- rendezvous
