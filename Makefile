@@ -20,10 +20,11 @@
 #   make embed        examples/embed: a C program lending its QPs to a Lua script
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
+PKG_LUA_lua5.3 = lua5.3
 PKG_LUA_luajit = luajit
 PKG_LUA = $(PKG_LUA_$(LUA))
 ifeq ($(PKG_LUA),)
-$(error LUA must be lua5.4 or luajit)
+$(error LUA must be lua5.4, lua5.3 or luajit)
 endif
 
 CC ?= cc
@@ -34,7 +35,9 @@ WARN = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wmissing-prototypes -Werro
 # must not be read when the Makefile is parsed.
 PKG_CFLAGS = $(eval PKG_CFLAGS := $$(shell pkg-config --cflags $(PKG_LUA) libibverbs librdmacm))$(PKG_CFLAGS)
 PKG_LIBS = $(eval PKG_LIBS := $$(shell pkg-config --libs libibverbs librdmacm))$(PKG_LIBS)
-LIBS = $(PKG_LIBS)
+LIBS = $(PKG_LIBS) -ldl -pthread
+# RDMA_CFLAGS=-I<dir>: other rdma-core headers than the system's (make portable)
+RDMA_CFLAGS ?=
 SAN ?=
 ifneq ($(SAN),)
 CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer -O1
@@ -51,9 +54,15 @@ EMBED = $(BUILD)/embed
 
 all: $(MODULE) $(HOST)
 
-$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h)
+# what the installed rdma-core headers provide (tools/configure: compile probes)
+CONFIG_H = $(BUILD)/gen/ibvl_config.h
+$(CONFIG_H): tools/configure
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) -fPIC $(PKG_CFLAGS) -c $< -o $@
+	CC="$(CC)" IBVL_RDMA_CORE="$(RDMA_CORE_VERSION)" tools/configure $@ $(RDMA_CFLAGS) $(PKG_CFLAGS)
+
+$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h) $(CONFIG_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -fPIC $(RDMA_CFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 $(MODULE): $(OBJS)
 	@mkdir -p $(dir $@)
@@ -64,6 +73,7 @@ $(MODULE): $(OBJS)
 # Lua module of lua/ built in (tools/embed-lua.lua); rdma-core stays dynamic.
 # libibverbs-lua.a: the module, the embedded Lua files and the embedding API.
 LIBLUA_A_lua5.4 = liblua5.4.a
+LIBLUA_A_lua5.3 = liblua5.3.a
 LIBLUA_A_luajit = libluajit-5.1.a
 LIBLUA_A = $(eval LIBLUA_A := $$(shell pkg-config --variable=libdir $(PKG_LUA))/$(LIBLUA_A_$(LUA)))$(LIBLUA_A)
 RDMA_CORE_VERSION = $(eval RDMA_CORE_VERSION := $$(shell pkg-config --modversion libibverbs))$(RDMA_CORE_VERSION)
@@ -78,20 +88,30 @@ $(BUILD)/gen/lua_modules.c: tools/embed-lua.lua $(LUA_SRCS)
 	$(LUA) tools/embed-lua.lua $@ $(LUA_SRCS) $(LUA_DEPS)
 
 $(BUILD)/obj/lua_modules.o: $(BUILD)/gen/lua_modules.c csrc/ibverbs.h
-	$(CC) $(WARN) $(CFLAGS) -fPIC $(PKG_CFLAGS) -Icsrc -c $< -o $@
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -fPIC $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -c $< -o $@
 
 $(ARCHIVE): $(OBJS) $(BUILD)/obj/lua_modules.o
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/obj/ibvlua.o: host/ibvlua.c csrc/ibverbs.h
+$(BUILD)/obj/ibvlua.o: host/ibvlua.c csrc/ibverbs.h $(CONFIG_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -Icsrc -DIBVL_BUILT_RDMA_CORE='"$(RDMA_CORE_VERSION)"' \
-		-c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -I$(BUILD)/gen -c $< -o $@
 
-$(HOST): $(BUILD)/obj/ibvlua.o $(ARCHIVE)
-	$(CC) -o $@ $< -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) -Wl,--no-whole-archive \
-		$(LIBS) -lm -ldl -static-libgcc
+# PIN_MATH=1 (make portable): the static Lua library's exp, log, log2, pow
+# and exp2 at glibc's first versions (host/pinmath.c), for glibc before 2.29
+PIN_MATH ?=
+PIN_OBJ = $(if $(PIN_MATH),$(BUILD)/obj/pinmath.o)
+PIN_WRAP = -Wl,--wrap=exp,--wrap=log,--wrap=log2,--wrap=exp2,--wrap=pow
+PIN_LDFLAGS = $(if $(PIN_MATH),$(PIN_WRAP))
+$(BUILD)/obj/pinmath.o: host/pinmath.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(HOST): $(BUILD)/obj/ibvlua.o $(ARCHIVE) $(PIN_OBJ)
+	$(CC) -o $@ $< $(PIN_OBJ) $(PIN_LDFLAGS) -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) \
+		-Wl,--no-whole-archive $(LIBS) -lm -static-libgcc
 
 $(EMBED): examples/embed/embed.c $(ARCHIVE)
 	$(CC) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -Icsrc -o $@ $< $(ARCHIVE) $(LIBLUA_A) $(LIBS) -lm -ldl
@@ -103,8 +123,10 @@ embed: $(EMBED) $(BUILD)/embed-lifetime
 
 PREFIX ?= /usr/local
 LUA_V_lua5.4 = 5.4
+LUA_V_lua5.3 = 5.3
 LUA_V_luajit = 5.1
 HOST_NAME_lua5.4 = ibvlua
+HOST_NAME_lua5.3 = ibvlua5.3
 HOST_NAME_luajit = ibvluajit
 install: all $(ARCHIVE)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/lua-ibverbs \
@@ -116,6 +138,18 @@ install: all $(ARCHIVE)
 	install -m 755 $(MODULE) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs/core.so
 	install -m 644 lua/ibverbs.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs.lua
 	install -m 644 lua/ibverbs/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs/
+
+# LuaRocks' build (rockspec/, type "make"): the module alone, with the flags
+# and directories LuaRocks found; rock-install copies it and the Lua modules
+rock:
+	$(MAKE) LUA=lua5.4 BUILD=build/rock CC="$(CC)" CFLAGS="$(CFLAGS)" \
+		PKG_CFLAGS="-I$(LUA_INCDIR) -I$(IBVERBS_INCDIR) -I$(RDMACM_INCDIR)" \
+		PKG_LIBS="-L$(IBVERBS_LIBDIR) -L$(RDMACM_LIBDIR) -libverbs -lrdmacm" build/rock/ibverbs/core.so
+
+rock-install:
+	install -d $(INST_LIBDIR)/ibverbs
+	install -m 755 build/rock/ibverbs/core.so $(INST_LIBDIR)/ibverbs/core.so
+	cd lua && for f in $$(find . -name '*.lua'); do install -D -m 644 $$f $(INST_LUADIR)/$$f; done
 
 # what a script needs to find the module from the source tree
 ENV = LUA_PATH="lua/?.lua;lua/?/init.lua;spec/?.lua;$$LUA_PATH;;" \
@@ -212,4 +246,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: all embed install deps test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean
+.PHONY: rock rock-install all embed install deps test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean

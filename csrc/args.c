@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "err.h"
+#include "ibvl_config.h"
 
 static const char *value_desc(lua_State *L, int idx)
 {
@@ -158,10 +159,15 @@ static const char *enum_names(lua_State *L, const struct ibvl_enum *e)
 {
 	luaL_Buffer b;
 	luaL_buffinit(L, &b);
+	const char *sep = "";
 	for (; e->name != NULL; e++) {
+		if (ibvl_enum_absent(e))
+			continue;
+		luaL_addstring(&b, sep);
 		luaL_addchar(&b, '\'');
 		luaL_addstring(&b, e->name);
-		luaL_addstring(&b, e[1].name != NULL ? "', " : "'");
+		luaL_addchar(&b, '\'');
+		sep = ", ";
 	}
 	luaL_pushresult(&b);
 	return lua_tostring(L, -1);
@@ -187,7 +193,7 @@ static lua_Integer lookup_value(lua_State *L, int idx, const struct ibvl_enum *e
 		if (any_int)
 			return v;
 		for (const struct ibvl_enum *p = e; p->name != NULL; p++)
-			if (p->value == v)
+			if (p->value == v && !ibvl_enum_absent(p))
 				return v;
 		char num[24];
 		snprintf(num, sizeof num, "%lld", (long long)v);
@@ -200,8 +206,13 @@ static lua_Integer lookup_value(lua_State *L, int idx, const struct ibvl_enum *e
 		                  luaL_typename(L, idx));
 	const char *s = lua_tostring(L, idx);
 	for (const struct ibvl_enum *p = e; p->name != NULL; p++)
-		if (strcmp(p->name, s) == 0)
+		if (strcmp(p->name, s) == 0) {
+			if (ibvl_enum_absent(p))
+				return ibvl_error(L, "%s: '%s' needs rdma-core %d or later; built against %s",
+				                  what_str(L, field, arg), s,
+				                  (int)(p->value - IBVL_ABSENT_BASE), IBVL_RDMA_CORE_BUILT);
 			return p->value;
+		}
 	const char *what = what_str(L, field, arg);
 	return ibvl_error(L, "%s: invalid value '%s' (expected one of %s)", what, s,
 	                  enum_names(L, e));
@@ -480,7 +491,7 @@ void ibvl_push_flags(lua_State *L, const struct ibvl_enum *e, lua_Integer value)
 	lua_newtable(L);
 	int n = 0;
 	for (; e->name != NULL; e++) {
-		if (e->value != 0 && (value & e->value) == e->value) {
+		if (e->value != 0 && !ibvl_enum_absent(e) && (value & e->value) == e->value) {
 			lua_pushstring(L, e->name);
 			lua_rawseti(L, -2, ++n);
 			value &= ~e->value;

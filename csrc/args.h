@@ -23,6 +23,15 @@ struct ibvl_enum {
 	const char *name;
 	lua_Integer value;
 };
+/* A name the rdma-core headers of this build lacked (tools/configure): kept in
+ * its table so that using it says which release brings it.  Its value is no
+ * verbs value: lookups refuse it, listings and constants leave it out. */
+#define IBVL_ABSENT_BASE ((lua_Integer)-0x7fff0000)
+#define IBVL_ENUM_ABSENT(name, since) {name, IBVL_ABSENT_BASE + (since)}
+static inline int ibvl_enum_absent(const struct ibvl_enum *e)
+{
+	return e->value >= IBVL_ABSENT_BASE && e->value < IBVL_ABSENT_BASE + 1000;
+}
 
 int ibvl_getfield(lua_State *L, int idx, const char *field); /* raw */
 int ibvl_tointeger(lua_State *L, int idx, lua_Integer *v);

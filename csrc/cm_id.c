@@ -328,12 +328,21 @@ static int l_accept(lua_State *L)
 /* id:reject([private_data]); id:reject_ece([private_data]) (reason 35: ECE) */
 static int reject(lua_State *L, int ece)
 {
+#if IBVL_HAVE_CM_ECE
+	if (ece)
+		ibvl_late_need(L, IBVL_LATE_rdma_reject_ece, "id:reject_ece");
+#else
+	if (ece)
+		return ibvl_absent(L, "id:reject_ece", IBVL_SINCE_CM_ECE);
+#endif
 	struct rdma_cm_id *cid = check_id(L);
 	size_t len = 0;
 	const char *data = ibvl_opt_lstring(L, 2, &len);
 	luaL_argcheck(L, len <= 255, 2, "private data of at most 255 bytes expected");
+#if IBVL_HAVE_CM_ECE
 	if (ece)
 		return ibvl_result(L, "rdma_reject_ece", rdma_reject_ece(cid, data, (uint8_t)len));
+#endif
 	return ibvl_result(L, "rdma_reject", rdma_reject(cid, data, (uint8_t)len));
 }
 
@@ -484,11 +493,12 @@ static int l_notify(lua_State *L)
 	return ibvl_result(L, "rdma_notify", rdma_notify(cid, (enum ibv_event_type)ev));
 }
 
-static const char *const ece_fields[] = {"vendor_id", "options", NULL};
-
 /* id:set_local_ece{vendor_id =, options =}: what connect/accept offer */
 static int l_set_local_ece(lua_State *L)
 {
+#if IBVL_HAVE_CM_ECE
+	static const char *const ece_fields[] = {"vendor_id", "options", NULL};
+	ibvl_late_need(L, IBVL_LATE_rdma_set_local_ece, "id:set_local_ece");
 	struct rdma_cm_id *cid = check_id(L);
 	luaL_checktype(L, 2, LUA_TTABLE);
 	ibvl_check_fields(L, 2, "ece", ece_fields);
@@ -497,11 +507,16 @@ static int l_set_local_ece(lua_State *L)
 		.options = (uint32_t)ibvl_int_field(L, 2, "options", 0, 0, UINT32_MAX),
 	};
 	return ibvl_result(L, "rdma_set_local_ece", rdma_set_local_ece(cid, &ece));
+#else
+	return ibvl_absent(L, "id:set_local_ece", IBVL_SINCE_CM_ECE);
+#endif
 }
 
 /* id:get_remote_ece() -> {vendor_id =, options =}: what the peer offered */
 static int l_get_remote_ece(lua_State *L)
 {
+#if IBVL_HAVE_CM_ECE
+	ibvl_late_need(L, IBVL_LATE_rdma_get_remote_ece, "id:get_remote_ece");
 	struct rdma_cm_id *cid = check_id(L);
 	struct ibv_ece ece;
 	memset(&ece, 0, sizeof ece);
@@ -511,6 +526,9 @@ static int l_get_remote_ece(lua_State *L)
 	ibvl_set_int(L, "vendor_id", ece.vendor_id);
 	ibvl_set_int(L, "options", ece.options);
 	return 1;
+#else
+	return ibvl_absent(L, "id:get_remote_ece", IBVL_SINCE_CM_ECE);
+#endif
 }
 
 static int l_reject_ece(lua_State *L)

@@ -1,7 +1,8 @@
 /*
- * compat.h: the Lua C API as ibverbs.core uses it, on Lua 5.2-5.4 and on
- * LuaJIT 2.1 (Lua 5.1's API).  The bottom layer: it depends on nothing of
- * the module.
+ * compat.h: the Lua C API as ibverbs.core uses it, on Lua 5.4, Lua 5.3 and
+ * LuaJIT 2.1 (Lua 5.1's API).  The module keeps one user value per userdata
+ * (index 1), which 5.3's single user value and LuaJIT's environment table
+ * both hold.  The bottom layer: it depends on nothing of the module.
  */
 #ifndef IBVL_COMPAT_H
 #define IBVL_COMPAT_H
@@ -9,10 +10,26 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-/* ---- Lua 5.1 (LuaJIT 2.1) compatibility ---------------------------------- */
 #if LUA_VERSION_NUM < 502 && !defined(LUA_LJDIR) /* LUA_LJDIR: LuaJIT's luaconf.h */
-#error "ibverbs.core needs Lua 5.2 or later (5.4 is tested) or LuaJIT 2.1: plain Lua 5.1 lacks luaL_setfuncs, luaL_testudata, ..."
+#error "ibverbs.core needs Lua 5.3 or 5.4, or LuaJIT 2.1: plain Lua 5.1 lacks luaL_setfuncs, luaL_testudata, ..."
 #endif
+#if LUA_VERSION_NUM == 502
+#error "ibverbs.core needs Lua 5.3 or 5.4, or LuaJIT 2.1: Lua 5.2's user values are tables only and it lacks lua_isinteger"
+#endif
+
+/* ---- Lua 5.3: one user value, set and read without an index -------------- */
+#if LUA_VERSION_NUM == 503
+#define lua_newuserdatauv(L, sz, nuv) lua_newuserdata(L, (sz))
+#define lua_getiuservalue(L, i, n) lua_getuservalue(L, (i))
+static inline int ibvl_setuservalue53(lua_State *L, int idx)
+{
+	lua_setuservalue(L, idx);
+	return 1;
+}
+#define lua_setiuservalue(L, i, n) ibvl_setuservalue53(L, (i))
+#endif
+
+/* ---- Lua 5.1 (LuaJIT 2.1) compatibility ---------------------------------- */
 #if LUA_VERSION_NUM < 502
 #define lua_rawlen(L, i) lua_objlen(L, (i))
 #define lua_newuserdatauv(L, sz, nuv) lua_newuserdata(L, (sz))

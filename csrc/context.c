@@ -85,7 +85,10 @@ static const struct ibvl_field device_ex_fields[] = {
 	IN("rx_hash_function", rss_caps.rx_hash_function), I(max_wq_type_rq), I(raw_packet_caps),
 	IN("max_cq_count", cq_mod_caps.max_cq_count),
 	IN("max_cq_period", cq_mod_caps.max_cq_period), F(max_dm_size, IBVL_F_U64, NULL),
-	I(xrc_odp_caps), I(phys_port_cnt_ex),
+	I(xrc_odp_caps),
+#if IBVL_HAVE_PHYS_PORT_CNT_EX
+	I(phys_port_cnt_ex),
+#endif
 	IBVL_FIELDS_END,
 };
 #undef T
@@ -142,6 +145,7 @@ static int l_query_gid(lua_State *L)
 	return 1;
 }
 
+#if IBVL_HAVE_GID_EX
 #define T struct ibv_gid_entry
 static const struct ibvl_field gid_entry_fields[] = {
 	F(gid, IBVL_F_GID, NULL), I(gid_index), I(port_num),
@@ -150,27 +154,38 @@ static const struct ibvl_field gid_entry_fields[] = {
 };
 #undef T
 
+#endif
+
+/* Both call the versioned verbs directly, as verbs.h's inline wrappers do
+ * (the wrappers would name the symbols, which late.h redirects). */
 static int l_query_gid_ex(lua_State *L)
 {
+#if IBVL_HAVE_GID_EX
+	ibvl_late_need(L, IBVL_LATE__ibv_query_gid_ex, "ctx:query_gid_ex");
 	struct ibv_context *ctx = check_ctx(L);
 	uint32_t port = (uint32_t)ibvl_check_range(L, 2, 1, 255);
 	uint32_t index = (uint32_t)ibvl_check_range(L, 3, 0, INT32_MAX);
 	struct ibv_gid_entry e;
-	int rc = ibv_query_gid_ex(ctx, port, index, &e, 0);
+	int rc = _ibv_query_gid_ex(ctx, port, index, &e, 0, sizeof e);
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_query_gid_ex", rc);
 	ibvl_push_fields(L, &e, gid_entry_fields);
 	return 1;
+#else
+	return ibvl_absent(L, "ctx:query_gid_ex", IBVL_SINCE_GID_EX);
+#endif
 }
 
 /* ctx:query_gid_table([max_entries]): every valid GID of every port. */
 static int l_query_gid_table(lua_State *L)
 {
+#if IBVL_HAVE_GID_EX
+	ibvl_late_need(L, IBVL_LATE__ibv_query_gid_table, "ctx:query_gid_table");
 	check_ctx(L);
 	size_t max = (size_t)ibvl_opt_range(L, 2, 1024, 1, 1 << 20);
 	struct ibv_gid_entry *e = lua_newuserdatauv(L, max * sizeof *e, 0);
 	struct ibv_context *ctx = check_ctx(L); /* again: the buffer may have run a finalizer */
-	ssize_t n = ibv_query_gid_table(ctx, e, max, 0);
+	ssize_t n = _ibv_query_gid_table(ctx, e, max, 0, sizeof *e);
 	if (n < 0)
 		return ibvl_fail(L, "ibv_query_gid_table", (int)-n);
 	lua_createtable(L, (int)n, 0);
@@ -179,6 +194,9 @@ static int l_query_gid_table(lua_State *L)
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
 	return 1;
+#else
+	return ibvl_absent(L, "ctx:query_gid_table", IBVL_SINCE_GID_EX);
+#endif
 }
 
 static int l_query_pkey(lua_State *L)

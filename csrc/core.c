@@ -17,6 +17,8 @@ static void ibvl_open_constants(lua_State *L);
 static void set_constants(lua_State *L, const char *prefix, const struct ibvl_enum *e)
 {
 	for (; e->name != NULL; e++) {
+		if (ibvl_enum_absent(e))
+			continue;
 		char name[64];
 		size_t n = 0;
 		for (const char *p = prefix; *p && n < sizeof name - 1; p++)
@@ -71,6 +73,7 @@ static void stay_loaded(void)
 int luaopen_ibverbs_core(lua_State *L)
 {
 	stay_loaded();
+	ibvl_late_open();
 	lua_newtable(L);
 	ibvl_open_constants(L);
 	ibvl_open_errno(L);

@@ -85,8 +85,13 @@ static int create_cq(lua_State *L, int ex)
 		ibvl_error(L, "cqe: %d at most for ibv_create_cq (its cqe is an int)", INT32_MAX);
 	struct ibvl_cq *cq = ibvl_new(L, &ibvl_cq_class, sizeof *cq, &g);
 	a.channel = ch ? ch->ptr : NULL;
+#if IBVL_HAVE_CQ_PARENT_DOMAIN
 	a.parent_domain = pad ? pad->ptr : NULL;
 	a.comp_mask |= pad ? IBV_CQ_INIT_ATTR_MASK_PD : 0;
+#else
+	if (pad != NULL)
+		return ibvl_absent(L, "ctx:create_cq: parent_domain", IBVL_SINCE_CQ_PARENT_DOMAIN);
+#endif
 	if (ex) {
 		cq->cqx = ibv_create_cq_ex(ctx->ptr, &a);
 		cq->o.ptr = cq->cqx ? ibv_cq_ex_to_cq(cq->cqx) : NULL;

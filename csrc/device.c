@@ -24,7 +24,12 @@ static void push_device(lua_State *L, struct ibv_device *d, int index)
 	ibvl_set_str(L, "dev_name", d->dev_name);
 	ibvl_set_str(L, "ibdev_path", d->ibdev_path);
 	ibvl_set_int(L, "index", index);
-	ibvl_set_int(L, "device_index", ibv_get_device_index(d)); /* -1: not known */
+#if IBVL_HAVE_DEVICE_INDEX /* -1: not known, also where the verb is not */
+	ibvl_set_int(L, "device_index",
+	             ibvl_late_fn[IBVL_LATE_ibv_get_device_index] ? ibv_get_device_index(d) : -1);
+#else
+	ibvl_set_int(L, "device_index", -1);
+#endif
 }
 
 static int l_devices(lua_State *L)
@@ -84,8 +89,13 @@ static int l_fork_init(lua_State *L)
 
 static int l_is_fork_initialized(lua_State *L)
 {
+#if IBVL_HAVE_FORK_STATUS
+	ibvl_late_need(L, IBVL_LATE_ibv_is_fork_initialized, "ibv.is_fork_initialized");
 	ibvl_push_enum(L, ibvl_fork_statuses, ibv_is_fork_initialized());
 	return 1;
+#else
+	return ibvl_absent(L, "ibv.is_fork_initialized", IBVL_SINCE_FORK_STATUS);
+#endif
 }
 
 /* ibv.import_device(cmd_fd): a context sharing the device objects of the
@@ -94,6 +104,8 @@ static int l_is_fork_initialized(lua_State *L)
  * keeps its own. */
 static int l_import_device(lua_State *L)
 {
+#if IBVL_HAVE_IMPORT
+	ibvl_late_need(L, IBVL_LATE_ibv_import_device, "ibv.import_device");
 	int fd = (int)ibvl_check_range(L, 1, 0, INT32_MAX);
 	struct ibvl_obj *o = ibvl_new(L, &ibvl_context_class, sizeof *o, NULL);
 	int dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -108,6 +120,9 @@ static int l_import_device(lua_State *L)
 	}
 	ibvl_track(L, -1);
 	return 1;
+#else
+	return ibvl_absent(L, "ibv.import_device", IBVL_SINCE_IMPORT);
+#endif
 }
 
 void ibvl_open_device(lua_State *L)

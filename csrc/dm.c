@@ -32,9 +32,14 @@ static int dm_field(lua_State *L, void *obj, const char *key)
 	struct dm *d = obj;
 	if (strcmp(key, "length") == 0)
 		lua_pushinteger(L, (lua_Integer)d->length);
-	else if (strcmp(key, "handle") == 0)
+	else if (strcmp(key, "handle") == 0) {
+#if IBVL_HAVE_IMPORT_DM /* the field came with the import verbs: a library without them lacks it */
+		ibvl_late_need(L, IBVL_LATE_ibv_import_dm, "dm.handle");
 		lua_pushinteger(L, ((struct ibv_dm *)d->o.ptr)->handle);
-	else
+#else
+		ibvl_absent(L, "dm.handle", IBVL_SINCE_IMPORT_DM);
+#endif
+	} else
 		return 0;
 	return 1;
 }
@@ -67,6 +72,7 @@ static int l_alloc_dm(lua_State *L)
 }
 
 /* ---- imported DMs: ctx:import_dm(handle, length), closed with ibv_unimport_dm */
+#if IBVL_HAVE_IMPORT_DM
 static int unimport_dm(struct ibvl_obj *o, void *ptr)
 {
 	(void)o;
@@ -76,6 +82,7 @@ static int unimport_dm(struct ibvl_obj *o, void *ptr)
 
 static const struct ibvl_class imported_dm = {"ibverbs.dm", unimport_dm, "ibv_unimport_dm",
                                               dm_field, 0};
+#endif
 
 /* ctx:import_dm(dm_handle, length): the DM dm.handle names, on a context
  * imported (ibv.import_device) from the one that made it.  The kernel does
@@ -83,6 +90,8 @@ static const struct ibvl_class imported_dm = {"ibverbs.dm", unimport_dm, "ibv_un
  * copies. */
 static int l_import_dm(lua_State *L)
 {
+#if IBVL_HAVE_IMPORT_DM
+	ibvl_late_need(L, IBVL_LATE_ibv_import_dm, "ctx:import_dm");
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
@@ -95,6 +104,9 @@ static int l_import_dm(lua_State *L)
 	d->length = length;
 	ibvl_use(L, -1, 1);
 	return 1;
+#else
+	return ibvl_absent(L, "ctx:import_dm", IBVL_SINCE_IMPORT_DM);
+#endif
 }
 
 /* The DM at idx, raising when closed or when offset + length lie outside it. */

@@ -5,7 +5,10 @@
  *   ibvl_check_enum(L, 2, ibvl_qp_types)     "rc" -> IBV_QPT_RC
  *   ibvl_push_enum(L, ibvl_qp_states, s)     IBV_QPS_RTS -> "rts"
  *   ibvl_check_flags(L, 3, ibvl_access_flags) {"local_write", "remote_read"} or 0x5
- * Every name table of the module is here, the rdma_cm ones included.
+ * The tables more than one file reads are here, the rdma_cm ones included;
+ * a table only one file reads stays in that file (mr.c's advices, ...).
+ * A name newer than the rdma-core headers of the build is kept as absent
+ * (IBVL_ENUM_ABSENT), so that using it names the release that brings it.
  */
 #include <sys/socket.h>
 
@@ -13,9 +16,45 @@
 
 #include "args.h"
 #include "enums.h"
+#include "ibvl_config.h"
 
 #define E(name, value) {name, value}
 #define END {NULL, 0}
+#define ABSENT(name, feature) IBVL_ENUM_ABSENT(name, IBVL_SINCE_##feature)
+
+/* ---- names newer than rdma-core 28 (ibvl_config.h says which the headers had) */
+#if IBVL_HAVE_ATOMIC_WRITE
+#define WC_ATOMIC_WRITE E("atomic_write", IBV_WC_ATOMIC_WRITE)
+#define WR_ATOMIC_WRITE E("atomic_write", IBV_WR_ATOMIC_WRITE)
+#define QPX_ATOMIC_WRITE E("atomic_write", IBV_QP_EX_WITH_ATOMIC_WRITE)
+#else
+#define WC_ATOMIC_WRITE ABSENT("atomic_write", ATOMIC_WRITE)
+#define WR_ATOMIC_WRITE ABSENT("atomic_write", ATOMIC_WRITE)
+#define QPX_ATOMIC_WRITE ABSENT("atomic_write", ATOMIC_WRITE)
+#endif
+#if IBVL_HAVE_WC_DRIVER2
+#define WC_DRIVER2_3 E("driver2", IBV_WC_DRIVER2), E("driver3", IBV_WC_DRIVER3)
+#else
+#define WC_DRIVER2_3 ABSENT("driver2", WC_DRIVER2), ABSENT("driver3", WC_DRIVER2)
+#endif
+#if IBVL_HAVE_GID_EX
+#define GID_TYPES E("ib", IBV_GID_TYPE_IB), E("roce_v1", IBV_GID_TYPE_ROCE_V1), \
+	E("roce_v2", IBV_GID_TYPE_ROCE_V2)
+#else
+#define GID_TYPES ABSENT("ib", GID_EX), ABSENT("roce_v1", GID_EX), ABSENT("roce_v2", GID_EX)
+#endif
+#if IBVL_HAVE_RATE_800
+#define RATES_800_1200 E("800_gbps", IBV_RATE_800_GBPS), E("1200_gbps", IBV_RATE_1200_GBPS)
+#else
+#define RATES_800_1200 ABSENT("800_gbps", RATE_800), ABSENT("1200_gbps", RATE_800)
+#endif
+#if IBVL_HAVE_FORK_STATUS
+#define FORK_STATUSES E("disabled", IBV_FORK_DISABLED), E("enabled", IBV_FORK_ENABLED), \
+	E("unneeded", IBV_FORK_UNNEEDED)
+#else
+#define FORK_STATUSES ABSENT("disabled", FORK_STATUS), ABSENT("enabled", FORK_STATUS), \
+	ABSENT("unneeded", FORK_STATUS)
+#endif
 
 const struct ibvl_enum ibvl_node_types[] = {
 	E("unknown", IBV_NODE_UNKNOWN), E("ca", IBV_NODE_CA), E("switch", IBV_NODE_SWITCH),
@@ -104,11 +143,11 @@ const struct ibvl_enum ibvl_wc_opcodes[] = {
 	E("send", IBV_WC_SEND), E("rdma_write", IBV_WC_RDMA_WRITE), E("rdma_read", IBV_WC_RDMA_READ),
 	E("comp_swap", IBV_WC_COMP_SWAP), E("fetch_add", IBV_WC_FETCH_ADD),
 	E("bind_mw", IBV_WC_BIND_MW), E("local_inv", IBV_WC_LOCAL_INV), E("tso", IBV_WC_TSO),
-	E("atomic_write", IBV_WC_ATOMIC_WRITE), E("recv", IBV_WC_RECV),
+	WC_ATOMIC_WRITE, E("recv", IBV_WC_RECV),
 	E("recv_rdma_with_imm", IBV_WC_RECV_RDMA_WITH_IMM), E("tm_add", IBV_WC_TM_ADD),
 	E("tm_del", IBV_WC_TM_DEL), E("tm_sync", IBV_WC_TM_SYNC), E("tm_recv", IBV_WC_TM_RECV),
 	E("tm_no_tag", IBV_WC_TM_NO_TAG), E("driver1", IBV_WC_DRIVER1),
-	E("driver2", IBV_WC_DRIVER2), E("driver3", IBV_WC_DRIVER3), END,
+	WC_DRIVER2_3, END,
 };
 
 const struct ibvl_enum ibvl_wc_flags[] = {
@@ -135,7 +174,7 @@ const struct ibvl_enum ibvl_wr_opcodes[] = {
 	E("rdma_read", IBV_WR_RDMA_READ), E("atomic_cmp_and_swp", IBV_WR_ATOMIC_CMP_AND_SWP),
 	E("atomic_fetch_and_add", IBV_WR_ATOMIC_FETCH_AND_ADD), E("local_inv", IBV_WR_LOCAL_INV),
 	E("bind_mw", IBV_WR_BIND_MW), E("send_with_inv", IBV_WR_SEND_WITH_INV),
-	E("tso", IBV_WR_TSO), E("driver1", IBV_WR_DRIVER1), E("atomic_write", IBV_WR_ATOMIC_WRITE),
+	E("tso", IBV_WR_TSO), E("driver1", IBV_WR_DRIVER1), WR_ATOMIC_WRITE,
 	END,
 };
 
@@ -210,7 +249,7 @@ const struct ibvl_enum ibvl_send_ops_flags[] = {
 	E("atomic_fetch_and_add", IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD),
 	E("local_inv", IBV_QP_EX_WITH_LOCAL_INV), E("bind_mw", IBV_QP_EX_WITH_BIND_MW),
 	E("send_with_inv", IBV_QP_EX_WITH_SEND_WITH_INV), E("tso", IBV_QP_EX_WITH_TSO),
-	E("atomic_write", IBV_QP_EX_WITH_ATOMIC_WRITE), END,
+	QPX_ATOMIC_WRITE, END,
 };
 
 const struct ibvl_enum ibvl_srq_types[] = {
@@ -218,8 +257,7 @@ const struct ibvl_enum ibvl_srq_types[] = {
 };
 
 const struct ibvl_enum ibvl_gid_types[] = {
-	E("ib", IBV_GID_TYPE_IB), E("roce_v1", IBV_GID_TYPE_ROCE_V1),
-	E("roce_v2", IBV_GID_TYPE_ROCE_V2), END,
+	GID_TYPES, END,
 };
 
 /* qp:modify attribute mask bits, named as the attr fields that set them */
@@ -294,11 +332,9 @@ const struct ibvl_enum ibvl_rates[] = {
 	E("112_gbps", IBV_RATE_112_GBPS), E("120_gbps", IBV_RATE_120_GBPS),
 	E("168_gbps", IBV_RATE_168_GBPS), E("200_gbps", IBV_RATE_200_GBPS),
 	E("300_gbps", IBV_RATE_300_GBPS), E("400_gbps", IBV_RATE_400_GBPS),
-	E("600_gbps", IBV_RATE_600_GBPS), E("800_gbps", IBV_RATE_800_GBPS),
-	E("1200_gbps", IBV_RATE_1200_GBPS), END,
+	E("600_gbps", IBV_RATE_600_GBPS), RATES_800_1200, END,
 };
 
 const struct ibvl_enum ibvl_fork_statuses[] = {
-	E("disabled", IBV_FORK_DISABLED), E("enabled", IBV_FORK_ENABLED),
-	E("unneeded", IBV_FORK_UNNEEDED), END,
+	FORK_STATUSES, END,
 };

@@ -1,8 +1,9 @@
 /*
  * ibvl.h: what the verbs object files share above the base layers: the
  * classes, the files' entry points, queue pairs, work requests, rdma_cm.
- * The base layers are included here (compat.h, err.h, args.h, object.h,
- * enums.h, fields.h, wait.h); a base file includes only its own layers.
+ * The base layers are included here (compat.h, err.h, late.h, args.h,
+ * object.h, enums.h, fields.h, wait.h); a base file includes only its own
+ * layers.
  */
 #ifndef IBVL_H
 #define IBVL_H
@@ -18,6 +19,7 @@
 #include "enums.h"
 #include "err.h"
 #include "fields.h"
+#include "late.h"
 #include "object.h"
 #include "wait.h"
 

@@ -206,11 +206,13 @@ static int l_alloc_null_mr(lua_State *L)
 	return 1;
 }
 
-static const char *const dmabuf_fields[] = {"fd", "offset", "length", "iova", "access", NULL};
-
 /* pd:reg_dmabuf_mr{fd=, offset=, length=, iova=, access=} */
 static int l_reg_dmabuf_mr(lua_State *L)
 {
+#if IBVL_HAVE_DMABUF_MR
+	static const char *const dmabuf_fields[] = {"fd", "offset", "length", "iova", "access",
+	                                             NULL};
+	ibvl_late_need(L, IBVL_LATE_ibv_reg_dmabuf_mr, "pd:reg_dmabuf_mr");
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
@@ -230,12 +232,20 @@ static int l_reg_dmabuf_mr(lua_State *L)
 		return ibvl_fail(L, "ibv_reg_dmabuf_mr", errno);
 	ibvl_use(L, -1, 1);
 	return 1;
+#else
+	return ibvl_absent(L, "pd:reg_dmabuf_mr", IBVL_SINCE_DMABUF_MR);
+#endif
 }
 
 static const struct ibvl_enum advices[] = {
 	{"prefetch", IBV_ADVISE_MR_ADVICE_PREFETCH},
 	{"prefetch_write", IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE},
-	{"prefetch_no_fault", IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT}, {NULL, 0},
+#if IBVL_HAVE_PREFETCH_NO_FAULT
+	{"prefetch_no_fault", IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT},
+#else
+	IBVL_ENUM_ABSENT("prefetch_no_fault", IBVL_SINCE_PREFETCH_NO_FAULT),
+#endif
+	{NULL, 0},
 };
 static const struct ibvl_enum advise_flags[] = {{"flush", IBV_ADVISE_MR_FLAG_FLUSH}, {NULL, 0}};
 static const char *const advise_fields[] = {"advice", "flags", "sge", "sg_list", NULL};
@@ -263,6 +273,7 @@ static int l_advise_mr(lua_State *L)
 }
 
 /* ---- imported MRs: pd:import_mr(handle), closed with ibv_unimport_mr ----- */
+#if IBVL_HAVE_IMPORT
 static int unimport_mr(struct ibvl_obj *o, void *ptr)
 {
 	(void)o;
@@ -273,13 +284,16 @@ static int unimport_mr(struct ibvl_obj *o, void *ptr)
 /* Its addr is the exporter's: mr:read/write/u64 refuse it (mem_mr). */
 static const struct ibvl_class imported_mr = {"ibverbs.mr", unimport_mr, "ibv_unimport_mr",
                                               mr_field, 0};
+#endif
 
 static struct ibv_mr *mem_mr(lua_State *L)
 {
 	struct ibvl_obj *o = ibvl_check(L, 1, &ibvl_mr_class);
+#if IBVL_HAVE_IMPORT
 	if (o->cls == &imported_mr)
 		ibvl_error(L, "an imported MR's memory is the exporting process's: read and write "
 		              "it there");
+#endif
 	return o->ptr;
 }
 
@@ -287,6 +301,8 @@ static struct ibv_mr *mem_mr(lua_State *L)
  * context that made it */
 static int l_import_mr(lua_State *L)
 {
+#if IBVL_HAVE_IMPORT
+	ibvl_late_need(L, IBVL_LATE_ibv_import_mr, "pd:import_mr");
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
 	struct ibvl_obj *pd = ibvl_check(L, 1, &ibvl_pd_class);
@@ -297,6 +313,9 @@ static int l_import_mr(lua_State *L)
 		return ibvl_fail(L, "ibv_import_mr", errno);
 	ibvl_use(L, -1, 1);
 	return 1;
+#else
+	return ibvl_absent(L, "pd:import_mr", IBVL_SINCE_IMPORT);
+#endif
 }
 
 void ibvl_open_mr(lua_State *L)

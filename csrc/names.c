@@ -85,9 +85,13 @@ static int l_is_qpt_supported(lua_State *L)
  * flow label gives (ibv_flow_label_to_udp_sport) */
 static int l_flow_label_to_udp_sport(lua_State *L)
 {
+#if IBVL_HAVE_FLOW_LABEL_SPORT
 	uint32_t fl = (uint32_t)ibvl_check_range(L, 1, 0, 0xfffff);
 	lua_pushinteger(L, ibv_flow_label_to_udp_sport(fl));
 	return 1;
+#else
+	return ibvl_absent(L, "ibv.flow_label_to_udp_sport", IBVL_SINCE_FLOW_LABEL_SPORT);
+#endif
 }
 
 void ibvl_open_names(lua_State *L)

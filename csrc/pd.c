@@ -47,6 +47,7 @@ static int l_context(lua_State *L)
 }
 
 /* ---- imported PDs: ctx:import_pd(handle), closed with ibv_unimport_pd ----- */
+#if IBVL_HAVE_IMPORT
 static int unimport_pd(struct ibvl_obj *o, void *ptr)
 {
 	(void)o;
@@ -56,11 +57,14 @@ static int unimport_pd(struct ibvl_obj *o, void *ptr)
 
 static const struct ibvl_class imported_pd = {"ibverbs.pd", unimport_pd, "ibv_unimport_pd",
                                               pd_field, 0};
+#endif
 
 /* ctx:import_pd(pd_handle): the PD pd.handle names, on a context imported
  * (ibv.import_device) from the one that made it */
 static int l_import_pd(lua_State *L)
 {
+#if IBVL_HAVE_IMPORT
+	ibvl_late_need(L, IBVL_LATE_ibv_import_pd, "ctx:import_pd");
 	struct ibvl_guard g;
 	ibvl_guard_begin(&g);
 	struct ibvl_obj *ctx = ibvl_check(L, 1, &ibvl_context_class);
@@ -71,6 +75,9 @@ static int l_import_pd(lua_State *L)
 		return ibvl_fail(L, "ibv_import_pd", errno);
 	ibvl_use(L, -1, 1);
 	return 1;
+#else
+	return ibvl_absent(L, "ctx:import_pd", IBVL_SINCE_IMPORT);
+#endif
 }
 
 void ibvl_open_pd(lua_State *L)

@@ -769,6 +769,8 @@ static int qp_post_send(lua_State *L)
  *   qp:query_data_in_order("rdma_write" [, flags]) --> 1 in order, 0 not */
 static int l_query_ece(lua_State *L)
 {
+#if IBVL_HAVE_ECE
+	ibvl_late_need(L, IBVL_LATE_ibv_query_ece, "qp:query_ece");
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	struct ibv_ece ece;
 	memset(&ece, 0, sizeof ece);
@@ -780,12 +782,16 @@ static int l_query_ece(lua_State *L)
 	ibvl_set_int(L, "options", ece.options);
 	ibvl_set_int(L, "comp_mask", ece.comp_mask);
 	return 1;
+#else
+	return ibvl_absent(L, "qp:query_ece", IBVL_SINCE_ECE);
+#endif
 }
-
-static const char *const ece_fields[] = {"vendor_id", "options", "comp_mask", NULL};
 
 static int l_set_ece(lua_State *L)
 {
+#if IBVL_HAVE_ECE
+	static const char *const ece_fields[] = {"vendor_id", "options", "comp_mask", NULL};
+	ibvl_late_need(L, IBVL_LATE_ibv_set_ece, "qp:set_ece");
 	ibvl_check_qp(L, 1);
 	luaL_checktype(L, 2, LUA_TTABLE);
 	ibvl_check_fields(L, 2, "ece", ece_fields);
@@ -795,6 +801,9 @@ static int l_set_ece(lua_State *L)
 	ece.comp_mask = (uint32_t)ibvl_int_field(L, 2, "comp_mask", 0, 0, UINT32_MAX);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	return ibvl_result(L, "ibv_set_ece", ibv_set_ece(qp->o.ptr, &ece));
+#else
+	return ibvl_absent(L, "qp:set_ece", IBVL_SINCE_ECE);
+#endif
 }
 
 static const char *const rate_fields[] = {"rate_limit", "max_burst_sz", "typical_pkt_sz", NULL};
@@ -815,12 +824,17 @@ static int l_modify_rate_limit(lua_State *L)
 
 static int l_query_data_in_order(lua_State *L)
 {
+#if IBVL_HAVE_QP_DATA_IN_ORDER
+	ibvl_late_need(L, IBVL_LATE_ibv_query_qp_data_in_order, "qp:query_data_in_order");
 	ibvl_check_qp(L, 1);
 	enum ibv_wr_opcode op = (enum ibv_wr_opcode)ibvl_check_enum(L, 2, ibvl_wr_opcodes);
 	uint32_t flags = (uint32_t)ibvl_opt_range(L, 3, 0, 0, UINT32_MAX);
 	struct ibvl_qp *qp = ibvl_check_qp(L, 1);
 	lua_pushinteger(L, ibv_query_qp_data_in_order(qp->o.ptr, op, flags));
 	return 1;
+#else
+	return ibvl_absent(L, "qp:query_data_in_order", IBVL_SINCE_QP_DATA_IN_ORDER);
+#endif
 }
 
 /* ---- multicast: qp:attach_mcast(gid, lid), qp:detach_mcast(gid, lid) ------

@@ -43,8 +43,17 @@ static const struct op ops[] = {
 	{IBV_WR_BIND_MW, IBV_QP_EX_WITH_BIND_MW, NO_DATA},
 	{IBV_WR_LOCAL_INV, IBV_QP_EX_WITH_LOCAL_INV, NO_DATA},
 	{IBV_WR_TSO, IBV_QP_EX_WITH_TSO, SGE_OR_INLINE},
+#if IBVL_HAVE_ATOMIC_WRITE
 	{IBV_WR_ATOMIC_WRITE, IBV_QP_EX_WITH_ATOMIC_WRITE, NO_DATA}, /* its 8 bytes: 'inline' */
+#endif
 };
+
+/* atomic write came with rdma-core 44: older headers have no such opcode */
+#if IBVL_HAVE_ATOMIC_WRITE
+#define IS_ATOMIC_WRITE(opcode) ((opcode) == IBV_WR_ATOMIC_WRITE)
+#else
+#define IS_ATOMIC_WRITE(opcode) 0
+#endif
 
 static const struct op *find_op(enum ibv_wr_opcode opcode)
 {
@@ -65,7 +74,7 @@ static const char *check_wr(lua_State *L, struct ibvl_qp *qp, const struct ibv_s
 	if (!(qp->send_ops_flags & op->flag))
 		return lua_pushfstring(L, "WR %d: opcode '%s' is not in the QP's send_ops_flags", i, name);
 	int is_inline = (wr->send_flags & IBV_SEND_INLINE) != 0;
-	if (wr->opcode == IBV_WR_ATOMIC_WRITE)
+	if (IS_ATOMIC_WRITE(wr->opcode))
 		return is_inline && wr->num_sge == 1 && wr->sg_list[0].length == 8 ? NULL
 		       : lua_pushfstring(L, "WR %d: opcode 'atomic_write' takes its 8 bytes "
 		                            "as an 8-byte 'inline' string", i);
@@ -103,7 +112,9 @@ static int provided(const struct ibv_qp_ex *x, enum ibv_qp_type type,
 	case IBV_WR_ATOMIC_FETCH_AND_ADD: builder = (void (*)(void))x->wr_atomic_fetch_add; break;
 	case IBV_WR_BIND_MW: builder = (void (*)(void))x->wr_bind_mw; break;
 	case IBV_WR_TSO: builder = (void (*)(void))x->wr_send_tso; break;
+#if IBVL_HAVE_ATOMIC_WRITE
 	case IBV_WR_ATOMIC_WRITE: builder = (void (*)(void))x->wr_atomic_write; break;
+#endif
 	default: builder = (void (*)(void))x->wr_local_inv; break;
 	}
 	if (builder == NULL)
@@ -142,10 +153,12 @@ static void build_op(struct ibv_qp_ex *x, const struct ibv_send_wr *wr)
 		ibv_wr_bind_mw(x, wr->bind_mw.mw, wr->bind_mw.rkey, &wr->bind_mw.bind_info);
 		break;
 	case IBV_WR_TSO: ibv_wr_send_tso(x, wr->tso.hdr, wr->tso.hdr_sz, wr->tso.mss); break;
+#if IBVL_HAVE_ATOMIC_WRITE
 	case IBV_WR_ATOMIC_WRITE: /* check_wr made its one SGE the 8-byte inline string */
 		ibv_wr_atomic_write(x, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr,
 		                    (const void *)(uintptr_t)wr->sg_list[0].addr);
 		break;
+#endif
 	default: /* IBV_WR_LOCAL_INV: check_wr let nothing else through */
 		ibv_wr_local_inv(x, wr->invalidate_rkey);
 		break;
@@ -180,7 +193,7 @@ static int build(struct ibv_qp_ex *x, enum ibv_qp_type type, const struct ibv_se
 		return 0;
 	x->wr_id = wr->wr_id;
 	x->wr_flags = wr->send_flags; /* rxe needs IBV_SEND_INLINE here too */
-	if (wr->opcode == IBV_WR_ATOMIC_WRITE)
+	if (IS_ATOMIC_WRITE(wr->opcode))
 		x->wr_flags &= ~(unsigned int)IBV_SEND_INLINE; /* the builder takes the value */
 	build_op(x, wr);
 	if (type == IBV_QPT_UD)

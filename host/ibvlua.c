@@ -37,11 +37,9 @@
 #endif
 
 #include "ibverbs.h"
+#include "ibvl_config.h"
 
 #define IBVLUA_VERSION "0.1"
-#ifndef IBVL_BUILT_RDMA_CORE
-#define IBVL_BUILT_RDMA_CORE "?"
-#endif
 
 #if LUA_VERSION_NUM < 502
 #define lua_rawlen(L, i) lua_objlen(L, (i))
@@ -216,7 +214,7 @@ static int full_version(lua_State *L)
 	printf("ibvlua %s\n", IBVLUA_VERSION);
 	printf("module: %s (built in, with the Lua modules of lua-ibverbs)\n", core);
 	printf("lua: %s (linked in)\n", lua);
-	printf("rdma-core: built against libibverbs %s; running %s, %s\n", IBVL_BUILT_RDMA_CORE,
+	printf("rdma-core: built against libibverbs %s; running %s, %s\n", IBVL_RDMA_CORE_BUILT,
 	       lib_file((void *)ibv_get_device_list, b1, sizeof b1),
 	       lib_file((void *)rdma_create_id, b2, sizeof b2));
 	print_devices();
