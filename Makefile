@@ -15,8 +15,12 @@
 #                     one spec file: host specs here, the others in the soft-RoCE VM
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
 #   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
+#   make LUA=lua5.3   build build/lua5.3/ibverbs/core.so (Lua 5.3; also LUA=luajit)
+#   make portable     build/portable/ibvlua and ibvluajit, built in a Debian 11 tree
+#                     (tools/bullseye): glibc 2.28 or later, any rdma-core from 28
 #   make install      ibvlua, the module, the Lua files, the embedding header and library
-#                     under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
+#                     under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local); PORTABLE=1 installs
+#                     the portable hosts as ibvlua and ibvluajit instead of this build's
 #   make embed        examples/embed: a C program lending its QPs to a Lua script
 LUA ?= lua5.4
 PKG_LUA_lua5.4 = lua5.4
@@ -132,12 +136,13 @@ install: all $(ARCHIVE)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/lua-ibverbs \
 		$(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs \
 		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs
-	install -s -m 755 $(HOST) $(DESTDIR)$(PREFIX)/bin/$(HOST_NAME_$(LUA))
+	install -s -m 755 $(if $(PORTABLE),build/portable/$(HOST_NAME_$(LUA)),$(HOST)) \
+		$(DESTDIR)$(PREFIX)/bin/$(HOST_NAME_$(LUA))
 	install -m 644 csrc/ibverbs.h $(DESTDIR)$(PREFIX)/include/lua-ibverbs/ibverbs.h
 	install -m 644 $(ARCHIVE) $(DESTDIR)$(PREFIX)/lib/libibverbs-lua$(if $(filter luajit,$(LUA)),jit).a
 	install -m 755 $(MODULE) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs/core.so
-	install -m 644 lua/ibverbs.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs.lua
-	install -m 644 lua/ibverbs/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs/
+	cd lua && for f in $$(find . -name '*.lua'); do \
+		install -D -m 644 $$f $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/$$f; done
 
 # LuaRocks' build (rockspec/, type "make"): the module alone, with the flags
 # and directories LuaRocks found; rock-install copies it and the Lua modules
@@ -160,7 +165,7 @@ DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev libr
 	lua-check lua-luv qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
 	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8 \
-	slurm-wlm munge libpmix-dev
+	slurm-wlm munge libpmix-dev liblua5.3-dev lua5.3 debootstrap binutils
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
@@ -170,6 +175,13 @@ deps:
 			--no-install-recommends $$missing; \
 	else echo "all Debian packages present"; fi
 	tools/rxe-vm --prepare
+	tools/bullseye --prepare
+
+# the portable hosts: built in the Debian 11 tree (make deps makes it), then
+# their symbol versions checked against the floors
+portable:
+	tools/bullseye build
+	tools/check-floors --glibc 2.28 build/portable/ibvlua build/portable/ibvluajit
 
 test: all embed
 	$(MAKE) LUA=luajit all embed
@@ -246,4 +258,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: rock rock-install all embed install deps test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean
+.PHONY: portable rock rock-install all embed install deps test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean

@@ -75,6 +75,12 @@ int luaopen_ibverbs_core(lua_State *L)
 	stay_loaded();
 	ibvl_late_open();
 	lua_newtable(L);
+	lua_createtable(L, 0, 2); /* core.rdma_core: the build's headers, the node's library */
+	lua_pushstring(L, IBVL_RDMA_CORE_BUILT);
+	lua_setfield(L, -2, "built");
+	ibvl_late_push_missing(L);
+	lua_setfield(L, -2, "missing");
+	lua_setfield(L, -2, "rdma_core");
 	ibvl_open_constants(L);
 	ibvl_open_errno(L);
 	ibvl_open_device(L);

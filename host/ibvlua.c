@@ -15,6 +15,7 @@
  * chunk raises "interrupted!" (a second one kills the process, as in lua);
  * at the prompt it drops the line and prompts again.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
@@ -171,7 +172,21 @@ static void print_devices(void)
 		printf("devices: none (%s)\n", strerror(errno));
 		return;
 	}
-	printf("devices: %d\n", n);
+	printf("devices: %d", n);
+	if (n == 0) { /* devices the kernel has that no provider library serves */
+		DIR *d = opendir("/sys/class/infiniband");
+		struct dirent *e;
+		int k = 0;
+		while (d != NULL && (e = readdir(d)) != NULL)
+			if (e->d_name[0] != '.')
+				printf("%s%s", k++ ? ", " : " (the kernel has ", e->d_name);
+		if (d != NULL)
+			closedir(d);
+		if (k > 0)
+			printf(", but no user-space provider serves them: install ibverbs-providers "
+			       "(Debian, Ubuntu) or libibverbs (RHEL, SLES))");
+	}
+	printf("\n");
 	for (int i = 0; i < n; i++) {
 		printf("  %-12s %-8s guid %016llx", ibv_get_device_name(list[i]),
 		       ibv_node_type_str(list[i]->node_type),
@@ -200,11 +215,25 @@ static int full_version(lua_State *L)
 	char b1[PATH_MAX], b2[PATH_MAX];
 	lua_getglobal(L, "require");
 	lua_pushliteral(L, "ibverbs.core");
-	const char *core = "?";
+	const char *core = "?", *missing = "?";
 	if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
 		lua_getfield(L, -1, "_VERSION");
 		if (lua_isstring(L, -1))
 			core = lua_tostring(L, -1);
+		/* the later verbs this node's rdma-core lacks: core.rdma_core.missing */
+		static char names[1024];
+		size_t len = 0;
+		lua_getfield(L, -2, "rdma_core");
+		lua_getfield(L, -1, "missing");
+		int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 0;
+		for (int i = 1; i <= n && len < sizeof names; i++) {
+			lua_rawgeti(L, -1, i);
+			const char *v = lua_tostring(L, -1);
+			len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i > 1 ? ", " : "",
+			                        v ? v : "?");
+			lua_pop(L, 1);
+		}
+		missing = n == 0 ? "none" : names;
 	}
 #ifdef LUA_LJDIR
 	const char *lua = LUAJIT_VERSION;
@@ -214,9 +243,10 @@ static int full_version(lua_State *L)
 	printf("ibvlua %s\n", IBVLUA_VERSION);
 	printf("module: %s (built in, with the Lua modules of lua-ibverbs)\n", core);
 	printf("lua: %s (linked in)\n", lua);
-	printf("rdma-core: built against libibverbs %s; running %s, %s\n", IBVL_RDMA_CORE_BUILT,
+	printf("rdma-core: built against %s; running %s, %s\n", IBVL_RDMA_CORE_BUILT,
 	       lib_file((void *)ibv_get_device_list, b1, sizeof b1),
 	       lib_file((void *)rdma_create_id, b2, sizeof b2));
+	printf("verbs newer than rdma-core 28 this node lacks: %s\n", missing);
 	print_devices();
 	fflush(stdout);
 	return 0;

@@ -62,12 +62,16 @@ end
 -- The interop specs run the C tools and the examples as child processes, each
 -- under timeout(1) so that nothing can hang.
 
---- The interpreter running the specs, for starting the examples with it.
-support.LUA = rawget(_G, "jit") and "luajit" or "lua5.4"
+--- The interpreter running the specs, for starting the examples with it
+-- (IBVL_SPEC_LUA names another: a portable host, in tools/bullseye's runs).
+support.LUA = os.getenv("IBVL_SPEC_LUA")
+  or (rawget(_G, "jit") and "luajit" or _VERSION == "Lua 5.3" and "lua5.3" or "lua5.4")
 
---- The checkout (the specs run from it) and the scripting host built for this interpreter.
-support.ROOT = io.popen("pwd"):read("l")
-support.IBVLUA = support.ROOT .. "/build/" .. support.LUA .. "/ibvlua"
+--- The checkout (the specs run from it), the build the specs use
+-- (IBVL_SPEC_BUILD, else build/<interpreter>) and its scripting host.
+support.ROOT = io.popen("pwd"):read("*l")
+support.BUILD = os.getenv("IBVL_SPEC_BUILD") or ("build/" .. support.LUA)
+support.IBVLUA = support.ROOT .. "/" .. support.BUILD .. "/ibvlua"
 
 local function sleep(s) require("socket").sleep(s) end
 

@@ -13,6 +13,17 @@
 
 local ibv = {}
 
+--- The rdma-core this module was built against and what the node's lacks.
+-- `built`: the release of the headers it was compiled with ("44.0"; a call those
+-- headers lacked raises "qp:query_data_in_order: needs rdma-core 36 or later; built
+-- against 33.2"). `missing`: the verbs newer than rdma-core 28 (the module looks them up
+-- when it loads) that this node's libibverbs and librdmacm do not have, by C name
+-- (`{"ibv_query_qp_data_in_order", ...}`); calling a method that needs one raises
+-- "...: needs rdma-core 36 or later (ibv_query_qp_data_in_order@IBVERBS_1.14); this
+-- node's libibverbs does not have it".  Everything else works on any rdma-core from 28.
+-- @table rdma_core
+ibv.rdma_core = {}
+
 --- Errno values by name and names by number: `ibv.errno.EBUSY == 16`, `ibv.errno[16] == "EBUSY"`.
 -- Every name the C library defines (EAGAIN and EWOULDBLOCK, EOPNOTSUPP and ENOTSUP share a number;
 -- the number maps to EAGAIN and EOPNOTSUPP).

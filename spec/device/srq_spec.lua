@@ -250,7 +250,7 @@ describe("on rxe0, SRQ lifetimes under collectgarbage", function()
   end)
 
   it("closes a whole tree with QPs still attached when the state closes", function()
-    local interp = jit and "luajit" or "lua5.4"
+    local interp = support.LUA
     local script = [[
       local ibv = require "ibverbs"
       local ctx = assert(ibv.open("]] .. support.DEVICE .. [["))
