@@ -3,7 +3,8 @@
 -- ibv_xsrq_pingpong wire messages of ibverbs.exchange, over real loopback TCP.
 local ex = require "ibverbs.exchange"
 
-local LUA = rawget(_G, "jit") and "luajit" or "lua5.4"
+local support = require "support"
+local LUA = support.LUA
 
 -- Runs an example; returns its output (stdout and stderr) and exit status.
 local function run(script, args)

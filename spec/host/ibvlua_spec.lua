@@ -100,7 +100,7 @@ describe("ibvlua (" .. FLAVOUR .. ")", function()
     assert.equal(0, rc, out)
     assert.matches("ibvlua 0%.1\n", out)
     assert.matches("module: ibverbs%.core 0%.1", out)
-    assert.matches(FLAVOUR == "luajit" and "lua: LuaJIT 2%.1" or "lua: Lua 5%.4", out)
+    assert.matches(({ luajit = "lua: LuaJIT 2%.1", ["lua5.3"] = "lua: Lua 5%.3" })[FLAVOUR] or "lua: Lua 5%.4", out)
     assert.matches("rdma%-core: built against [%d.]+; running [^\n]*libibverbs%.so%.1%.[%d.]+", out)
     assert.matches("verbs newer than rdma%-core 28 this node lacks: none\n", out) -- rdma-core 44 here
     assert.matches("devices: ", out)
@@ -147,8 +147,8 @@ describe("ibvlua (" .. FLAVOUR .. ")", function()
     os.remove(dest)
     local out, rc = run(("make -s install LUA=%s DESTDIR=%s PREFIX=/opt/ibv"):format(FLAVOUR, dest))
     assert.equal(0, rc, out)
-    local name = FLAVOUR == "luajit" and "ibvluajit" or "ibvlua"
-    local v = FLAVOUR == "luajit" and "5.1" or "5.4"
+    local name = ({ luajit = "ibvluajit", ["lua5.3"] = "ibvlua5.3" })[FLAVOUR] or "ibvlua"
+    local v = ({ luajit = "5.1", ["lua5.3"] = "5.3" })[FLAVOUR] or "5.4"
     for _, f in ipairs({ "bin/" .. name, "include/lua-ibverbs/ibverbs.h", "lib/lua/" .. v .. "/ibverbs/core.so",
                          "share/lua/" .. v .. "/ibverbs.lua", "share/lua/" .. v .. "/ibverbs/cm.lua" }) do
       assert.truthy(io.open(dest .. "/opt/ibv/" .. f), f .. " not installed")
