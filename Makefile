@@ -109,13 +109,14 @@ HOST_NAME_luajit = ibvluajit
 install: all $(ARCHIVE)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/lua-ibverbs \
 		$(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs \
-		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs
+		$(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs/fabric
 	install -s -m 755 $(HOST) $(DESTDIR)$(PREFIX)/bin/$(HOST_NAME_$(LUA))
 	install -m 644 csrc/ibverbs.h $(DESTDIR)$(PREFIX)/include/lua-ibverbs/ibverbs.h
 	install -m 644 $(ARCHIVE) $(DESTDIR)$(PREFIX)/lib/libibverbs-lua$(if $(filter luajit,$(LUA)),jit).a
 	install -m 755 $(MODULE) $(DESTDIR)$(PREFIX)/lib/lua/$(LUA_V_$(LUA))/ibverbs/core.so
 	install -m 644 lua/ibverbs.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs.lua
 	install -m 644 lua/ibverbs/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs/
+	install -m 644 lua/ibverbs/fabric/*.lua $(DESTDIR)$(PREFIX)/share/lua/$(LUA_V_$(LUA))/ibverbs/fabric/
 
 # what a script needs to find the module from the source tree
 ENV = LUA_PATH="lua/?.lua;lua/?/init.lua;spec/?.lua;$$LUA_PATH;;" \

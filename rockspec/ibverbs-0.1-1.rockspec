@@ -61,6 +61,11 @@ build = {
     ["ibverbs.cm"] = "lua/ibverbs/cm.lua",
     ["ibverbs.exchange"] = "lua/ibverbs/exchange.lua",
     ["ibverbs.fabric"] = "lua/ibverbs/fabric.lua",
+    ["ibverbs.fabric.launcher"] = "lua/ibverbs/fabric/launcher.lua",
+    ["ibverbs.fabric.wire"] = "lua/ibverbs/fabric/wire.lua",
+    ["ibverbs.fabric.ranks"] = "lua/ibverbs/fabric/ranks.lua",
+    ["ibverbs.fabric.hub"] = "lua/ibverbs/fabric/hub.lua",
+    ["ibverbs.fabric.tree"] = "lua/ibverbs/fabric/tree.lua",
   },
   copy_directories = { "examples", "docs" }, -- docs: the API reference sources (docs/api) and guides
 }
