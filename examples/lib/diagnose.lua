@@ -31,15 +31,13 @@
 --   link: both ends are cleared and their pair is still bad (or neither end
 --     could be cleared: no partner to tell a node from the link);
 --   a flagged pair that passes its retest was transient (no verdict).
+local measures = require "measures"
+
 local diagnose = {}
 
 diagnose.DEFAULTS = { lat_factor = 2.1, bw_fraction = 0.93, reference = "best", retests = 1 }
 
-diagnose.METRICS = {
-  { key = "lat_us", title = "latency", unit = "us", higher = false },
-  { key = "write_mbs", title = "RDMA write bandwidth", unit = "MB/s", higher = true },
-  { key = "send_mbs", title = "send bandwidth", unit = "MB/s", higher = true },
-}
+diagnose.METRICS = measures.METRICS
 
 local function measured(p) return not p.unmeasured end
 
@@ -104,13 +102,13 @@ function diagnose.why(p, ref, opts)
     for _, m in ipairs(diagnose.METRICS) do
       local v, r = p[m.key], ref[m.key]
       if type(v) ~= "number" or v ~= v then
-        if r then why[#why + 1] = m.title .. " missing" end
+        if r then why[#why + 1] = m.name .. " missing" end
       elseif r and m.higher and v < opts.bw_fraction * r then
         bad[m.key] = true
-        why[#why + 1] = string.format("%s %.2f %s < %g x %s %.2f", m.title, v, m.unit, opts.bw_fraction, hi, r)
+        why[#why + 1] = string.format("%s %.2f %s < %g x %s %.2f", m.name, v, m.unit, opts.bw_fraction, hi, r)
       elseif r and not m.higher and v > opts.lat_factor * r then
         bad[m.key] = true
-        why[#why + 1] = string.format("%s %.1f %s > %g x %s %.1f", m.title, v, m.unit, opts.lat_factor, lo, r)
+        why[#why + 1] = string.format("%s %.1f %s > %g x %s %.1f", m.name, v, m.unit, opts.lat_factor, lo, r)
       end
     end
   end

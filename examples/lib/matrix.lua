@@ -7,15 +7,12 @@
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
 local diagnose = require "diagnose"
+local measures = require "measures"
 
 local matrix = {}
 
--- The metrics of a pair: key, title, unit, whether higher is better.
-matrix.METRICS = {
-  { key = "lat_us", title = "ping-pong latency", unit = "us", higher = false, fmt = "%.1f" },
-  { key = "write_mbs", title = "RDMA write bandwidth", unit = "MB/s", higher = true, fmt = "%.2f" },
-  { key = "send_mbs", title = "send bandwidth", unit = "MB/s", higher = true, fmt = "%.2f" },
-}
+-- The metrics of a pair: key, title, unit, whether higher is better, format (examples/lib/measures.lua).
+matrix.METRICS = measures.METRICS
 
 local function cell(report, src, dst)
   report.cells = report.cells or {}
