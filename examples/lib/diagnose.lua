@@ -224,12 +224,9 @@ function diagnose.retest_plan(list, n, excluded)
   return plan
 end
 
---- The verdicts from the retest pass (retested: pair records like the first
--- pass's, opts.retests of each direction of each retested pair, any order)
--- and the plan made from the first.  names(r) gives "rank 3 (node4)".
--- Returns verdicts ({kind =, ranks =, why =}) and the transient pairs.
-function diagnose.verdicts(retested, ref, plan, opts, names)
-  names = names or function(r) return "rank " .. r end
+-- The retested pairs judged: "a-b" -> the best-of records of that pair (both
+-- directions), each with its why (nil when it passed).
+local function judge_again(retested, ref, opts)
   local samples, order = {}, {} -- "src>dst" -> the retest records of that direction
   for _, p in ipairs(retested or {}) do
     local why = measured(p) and diagnose.why(p, ref, opts)
@@ -239,7 +236,7 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
     if not samples[d] then samples[d] = {}; order[#order + 1] = d end
     table.insert(samples[d], p)
   end
-  local again = {} -- "a-b" -> the best-of records of that pair (both directions)
+  local again = {}
   for _, d in ipairs(order) do
     local b = diagnose.best_of(samples[d])
     local why = not b.unmeasured and diagnose.why(b, ref, opts)
@@ -248,29 +245,12 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
     again[k] = again[k] or {}
     table.insert(again[k], b)
   end
-  -- nil: not retested or not measured; false: passed; else why it is still bad
-  local function still_bad(a, b)
-    local recs = again[key(a, b)]
-    if not recs then return nil end
-    local why = {}
-    for _, p in ipairs(recs) do
-      if p.unmeasured then return nil end
-      if p.why then
-        why[#why + 1] = string.format("%s -> %s: %s%s", names(p.src), names(p.dst), p.why,
-          p.samples > 1 and string.format(" (best of %d)", p.samples) or "")
-      end
-    end
-    return #why > 0 and table.concat(why, "; ") or false
-  end
-  -- what clears a rank: no flagged pair in the first pass, or a retested pair that passed
-  local cleared_by = {}
-  for r in pairs(plan.good) do cleared_by[r] = "first" end
-  for _, pr in ipairs(plan.pairs) do
-    if still_bad(pr[1], pr[2]) == false then
-      for i = 1, 2 do cleared_by[pr[i]] = cleared_by[pr[i]] or pr[3 - i] end
-    end
-  end
-  local verdicts, transient, bad_node = {}, {}, {}
+  return again
+end
+
+-- The node verdicts: a suspect not cleared whose retest with a cleared rank is still bad.
+local function node_verdicts(plan, cleared_by, still_bad, names, verdicts)
+  local bad_node = {}
   for _, x in ipairs(plan.suspects) do
     if not cleared_by[x] then
       local nflag = 0
@@ -294,6 +274,40 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
       end
     end
   end
+  return bad_node
+end
+
+--- The verdicts from the retest pass (retested: pair records like the first
+-- pass's, opts.retests of each direction of each retested pair, any order)
+-- and the plan made from the first.  names(r) gives "rank 3 (node4)".
+-- Returns verdicts ({kind =, ranks =, why =}) and the transient pairs.
+function diagnose.verdicts(retested, ref, plan, opts, names)
+  names = names or function(r) return "rank " .. r end
+  local again = judge_again(retested, ref, opts)
+  -- nil: not retested or not measured; false: passed; else why it is still bad
+  local function still_bad(a, b)
+    local recs = again[key(a, b)]
+    if not recs then return nil end
+    local why = {}
+    for _, p in ipairs(recs) do
+      if p.unmeasured then return nil end
+      if p.why then
+        why[#why + 1] = string.format("%s -> %s: %s%s", names(p.src), names(p.dst), p.why,
+          p.samples > 1 and string.format(" (best of %d)", p.samples) or "")
+      end
+    end
+    return #why > 0 and table.concat(why, "; ") or false
+  end
+  -- what clears a rank: no flagged pair in the first pass, or a retested pair that passed
+  local cleared_by = {}
+  for r in pairs(plan.good) do cleared_by[r] = "first" end
+  for _, pr in ipairs(plan.pairs) do
+    if still_bad(pr[1], pr[2]) == false then
+      for i = 1, 2 do cleared_by[pr[i]] = cleared_by[pr[i]] or pr[3 - i] end
+    end
+  end
+  local verdicts, transient = {}, {}
+  local bad_node = node_verdicts(plan, cleared_by, still_bad, names, verdicts)
   for _, pr in ipairs(plan.flagged) do
     local a, b = pr[1], pr[2]
     if not bad_node[a] and not bad_node[b] then
