@@ -26,8 +26,7 @@
 #include "wr.h"
 #include "post.h"
 
-static const char *modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
-                                    int mask);
+static const char *modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a, int mask);
 static int parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
 static void push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
@@ -492,8 +491,7 @@ static int required_mask(enum ibv_qp_type type, enum ibv_qp_state from, enum ibv
 /* The likely cause of an EINVAL from ibv_modify_qp: a transition the state
  * machine does not have, or attributes the transition requires missing.
  * Pushes the text (a string on the stack) or returns NULL. */
-static const char *modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
-                             int mask)
+static const char *modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a, int mask)
 {
 	if (!(mask & IBV_QP_STATE))
 		return NULL;
