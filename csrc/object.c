@@ -2,7 +2,8 @@
  * object.c: the lifetime rules every ibverbs.<type> userdata follows.
  *
  *   ibvl_register(L, &cls, methods)   metatable with close/__gc/__close
- *   o = ibvl_new(L, &cls, size)       closed userdata, user value table
+ *   o = ibvl_new(L, &cls, size, &g)   closed userdata, user value table (g: the
+ *                                     caller's guard, see object.h)
  *   o->ptr = ibv_create_x(...)        C object
  *   ibvl_use(L, -1, parent_idx)       keep parent alive, count as its user
  *   obj:close()                       nil, msg, EBUSY while users remain
