@@ -69,3 +69,55 @@ describe("ibverbs.fabric at rank 0 with more ranks than FD_SETSIZE", function()
     assert.matches("rank 0 waits on 1999 ranks: that needs lua%-luv", out)
   end)
 end)
+
+describe("ibverbs.fabric.hub without a fabric", function()
+  local socket = require "socket"
+  local hub = require "ibverbs.fabric.hub"
+  local wire = require "ibverbs.fabric.wire"
+
+  -- A connected pair of TCP sockets on loopback: the near end, the far end.
+  local function pair()
+    local l = assert(socket.bind("127.0.0.1", 0))
+    local c = assert(socket.connect("127.0.0.1", (select(2, l:getsockname()))))
+    local s = assert(l:accept())
+    l:close()
+    return c, s
+  end
+
+  it("gives a member the first of its two sockets with something to read, in the order given", function()
+    local a, a_far = pair()
+    local b, b_far = pair()
+    assert.same({ nil, "timeout" }, { hub.first_readable({ a, b }, socket.gettime() + 0.05) })
+    assert(b_far:send(wire.encode({ x = 1 })))
+    assert.equal(b, hub.first_readable({ a, b }, socket.gettime() + 5))
+    assert(a_far:send(wire.encode({ y = 2 })))
+    socket.sleep(0.05)
+    assert.equal(a, hub.first_readable({ a, b }, socket.gettime() + 5)) -- both ready: the relay's first
+    assert.same({ y = 2 }, wire.read(a, socket.gettime() + 5))
+    for _, s in ipairs({ a, a_far, b, b_far }) do s:close() end
+  end)
+
+  it("splits what a connection sends into frames and says when it closes (libuv and select alike)", function()
+    for _, use_uv in ipairs({ true, false }) do
+      local h = hub.new(use_uv)
+      local near, far = pair()
+      local c = h:add(near)
+      local body = wire.route_encode(3, { m = { { 1, "a" } } })
+      -- until c has n frames: each wake-up visits c
+      local function wait_frames(n)
+        local deadline = socket.gettime() + 5
+        while #c.frames < n and h:wait(deadline, function(v) assert.equal(c, v) end) do end
+      end
+      assert(far:send(wire.encode({ op = "x" }) .. body:sub(1, 10))) -- a frame and a part of one
+      wait_frames(1)
+      assert(far:send(body:sub(11)))
+      wait_frames(2)
+      assert.same({ op = "x" }, c.frames[1])
+      assert.same({ op = "route", seq = 3, raw = true, v = { m = { { 1, "a" } } } }, c.frames[2])
+      far:close()
+      while not c.closed and h:wait(socket.gettime() + 5, function() end) do end
+      assert.equal("connection closed", c.closed)
+      h:close()
+    end
+  end)
+end)
