@@ -182,9 +182,9 @@ static const char *what_str(lua_State *L, const char *field, int arg)
 	                     : lua_pushfstring(L, "bad argument #%d", arg);
 }
 
-/* Looks the value at idx up in e; raises "<what>: invalid value 'x' (one of ...)". */
-/* A name of e, or an integer: any integer with any_int (a flags mask), else
- * only one of e's values (a provider may index a table with it). */
+/* The value at idx looked up in e: a name of e, or an integer: any integer
+ * with any_int (a flags mask), else only one of e's values (a provider may
+ * index a table with it); raises "<what>: invalid value 'x' (one of ...)". */
 static lua_Integer lookup_value(lua_State *L, int idx, const struct ibvl_enum *e,
                                 const char *field, int arg, int any_int)
 {

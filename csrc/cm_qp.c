@@ -28,9 +28,9 @@
 #include "ibvl.h"
 #include "wr.h"
 
-static void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx);
-static void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid);
-static void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx);
+static void adopt_owned(lua_State *L, int idx, int pd_from_idx);
+static void need_device(lua_State *L, const struct rdma_cm_id *cid);
+static void use_pd(lua_State *L, int idx, int pd_idx);
 
 enum { OWN_QP, OWN_SRQ, OWN_SEND_CQ, OWN_RECV_CQ, OWN_SEND_CH, OWN_RECV_CH };
 static const char *const own_keys[] = {"qp", "srq", "send_cq", "recv_cq", "send_channel",
@@ -125,7 +125,7 @@ static void use_owned(lua_State *L, int idx, int which)
 /* The id at idx uses the PD at pd_idx from now on, in place of the one it
  * used (id.pd names it; librdmacm keeps it as id->pd): one slot, however many
  * PDs the id's QPs are made on in turn. */
-static void ibvl_cm_use_pd(lua_State *L, int idx, int pd_idx)
+static void use_pd(lua_State *L, int idx, int pd_idx)
 {
 	struct ibvl_cm_id *id = lua_touserdata(L, idx);
 	struct ibvl_obj *pd = lua_touserdata(L, pd_idx);
@@ -166,13 +166,13 @@ static void adopt_qp(lua_State *L, int idx, int used, struct ibv_qp_init_attr_ex
 	if (lua_isnil(L, used + 3) && a->srq != NULL)
 		use_owned(L, idx, OWN_SRQ);
 	if (!lua_isnil(L, used))
-		ibvl_cm_use_pd(L, idx, used);
+		use_pd(L, idx, used);
 	set_owned(L, idx, OWN_QP);
 }
 
 /* For rdma_get_request: the new id at idx got a QP from its listener's
  * init attr, on the listener's (at pd_from_idx) PD. */
-static void ibvl_cm_adopt_owned(lua_State *L, int idx, int pd_from_idx)
+static void adopt_owned(lua_State *L, int idx, int pd_from_idx)
 {
 	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, idx))->ptr;
 	if (cid->qp == NULL)
@@ -209,7 +209,7 @@ static int init_attr_table(lua_State *L, int arg, enum ibv_qp_type type)
 }
 
 /* Raises unless the id is bound to a device: librdmacm dereferences it. */
-static void ibvl_cm_need_device(lua_State *L, const struct rdma_cm_id *cid)
+static void need_device(lua_State *L, const struct rdma_cm_id *cid)
 {
 	if (cid->verbs == NULL)
 		ibvl_error(L, "the id is not bound to a device yet (bind_addr to a local RDMA "
@@ -267,7 +267,7 @@ static int create_qp(lua_State *L, int ex)
 	memset(&a, 0, sizeof a);
 	int used = ibvl_parse_qp_init_attr(L, attr, &a);
 	ibvl_guard_end(L, &g);
-	ibvl_cm_need_device(L, cid);
+	need_device(L, cid);
 	check_cm_cqs(L, &a);
 	struct ibvl_obj *srq = owned(id, OWN_SRQ);
 	if (a.srq == NULL && srq != NULL) /* as librdmacm does with id->srq */
@@ -365,7 +365,7 @@ static int create_srq(lua_State *L, int ex)
 	a.pd = pd ? pd->ptr : NULL;
 	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
 	ibvl_new(L, &ibvl_srq_class, sizeof(struct ibvl_srq), &g);
-	ibvl_cm_need_device(L, cid);
+	need_device(L, cid);
 	if (owned(id, OWN_SRQ) != NULL)
 		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", EEXIST);
 	struct create_srq_call c = {cid, &a, ex, pd != NULL ? pdi : 0, 0};
@@ -420,9 +420,9 @@ static int create_ep_held(lua_State *L, void *ud)
 	id->connect_len = connect_len;
 	ibvl_cm_adopt_id(L, c->idx, cid, 0);
 	if (c->pdi != 0) /* the id (and QPs get_request makes) use it */
-		ibvl_cm_use_pd(L, c->idx, c->pdi);
+		use_pd(L, c->idx, c->pdi);
 	if (cid->qp != NULL)
-		ibvl_cm_adopt_owned(L, c->idx, c->idx);
+		adopt_owned(L, c->idx, c->idx);
 	return 0;
 }
 
@@ -477,7 +477,7 @@ static int adopt_request_held(lua_State *L, void *ud)
 {
 	struct adopt_request_call *c = ud;
 	ibvl_cm_adopt_id(L, c->idx, c->nid, 0);
-	ibvl_cm_adopt_owned(L, c->idx, 1);
+	adopt_owned(L, c->idx, 1);
 	return 0;
 }
 

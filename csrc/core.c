@@ -11,7 +11,7 @@
 
 #include "ibvl.h"
 
-static void ibvl_open_constants(lua_State *L);
+static void open_constants(lua_State *L);
 
 /* ibv.ACCESS_LOCAL_WRITE = 1, ibv.SEND_SIGNALED = 2, ... from the enum tables */
 static void set_constants(lua_State *L, const char *prefix, const struct ibvl_enum *e)
@@ -31,7 +31,7 @@ static void set_constants(lua_State *L, const char *prefix, const struct ibvl_en
 	}
 }
 
-static void ibvl_open_constants(lua_State *L)
+static void open_constants(lua_State *L)
 {
 	set_constants(L, "ACCESS_", ibvl_access_flags);
 	set_constants(L, "SEND_", ibvl_send_flags);
@@ -81,7 +81,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_late_push_missing(L);
 	lua_setfield(L, -2, "missing");
 	lua_setfield(L, -2, "rdma_core");
-	ibvl_open_constants(L);
+	open_constants(L);
 	ibvl_open_errno(L);
 	ibvl_open_device(L);
 	ibvl_open_context(L);

@@ -138,6 +138,7 @@ int ibvl_cm_wait(lua_State *L, int fd, int timeout_arg, const char *call);
 int ibvl_cm_copy_event(struct rdma_cm_event *c, uint8_t *data, const struct rdma_cm_event *e);
 void ibvl_cm_push_copy(lua_State *L, const struct rdma_cm_event *c, int kind, int new_id_idx);
 
+/* the other cm files: their entry points, ids (cm_id.c), addresses (cm_addr.c) */
 void ibvl_open_cm_channel(lua_State *L);
 void ibvl_open_cm_id(lua_State *L);
 void ibvl_open_cm_addr(lua_State *L);

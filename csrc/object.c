@@ -2,7 +2,8 @@
  * object.c: the lifetime rules every ibverbs.<type> userdata follows.
  *
  *   ibvl_register(L, &cls, methods)   metatable with close/__gc/__close
- *   o = ibvl_new(L, &cls, size)       closed userdata, user value table
+ *   o = ibvl_new(L, &cls, size, &g)   closed userdata, user value table (g: the
+ *                                     caller's guard, see object.h)
  *   o->ptr = ibv_create_x(...)        C object
  *   ibvl_use(L, -1, parent_idx)       keep parent alive, count as its user
  *   obj:close()                       nil, msg, EBUSY while users remain
@@ -15,11 +16,11 @@
 #include "err.h"
 #include "object.h"
 
-static void ibvl_guard_closed(void);
-static void ibvl_guard_log(struct ibvl_obj *o);
-static void ibvl_guard_forget(const struct ibvl_obj *o);
+static void guard_closed(void);
+static void guard_log(struct ibvl_obj *o);
+static void guard_forget(const struct ibvl_obj *o);
 static void keep_run_held(lua_State *L);
-static int ibvl_ndeps(const struct ibvl_obj *o);
+static int count_deps(const struct ibvl_obj *o);
 
 static const char TRACK_KEY[] = "ibverbs.track";
 
@@ -44,7 +45,7 @@ static void list_append(struct ibvl_link *head, struct ibvl_link *l)
 	head->prev = l;
 }
 
-static int ibvl_ndeps(const struct ibvl_obj *o)
+static int count_deps(const struct ibvl_obj *o)
 {
 	int n = 0;
 	for (const struct ibvl_link *l = o->deps.next; l != &o->deps; l = l->next)
@@ -73,7 +74,7 @@ static int destroy(struct ibvl_obj *o, int forced)
 	}
 	void *p = o->ptr;
 	o->ptr = NULL;
-	ibvl_guard_closed();
+	guard_closed();
 	int err = (o->detach != NULL ? o->detach : o->cls->destroy)(o, p);
 	if (err != 0 && !forced) {
 		o->ptr = p;
@@ -112,7 +113,7 @@ int ibvl_close(lua_State *L, struct ibvl_obj *o)
 		if (rc != 0)
 			lua_error(L);
 	}
-	int n = ibvl_ndeps(o);
+	int n = count_deps(o);
 	int err = destroy(o, 0);
 	if (err == EBUSY && n > 0) {
 		lua_pushnil(L);
@@ -254,7 +255,7 @@ static int m_gc(lua_State *L)
 	while (o->deps.next != &o->deps) /* users linked while it was closed: orphans now */
 		list_remove(o->deps.next);
 	drop_refs(o);
-	ibvl_guard_forget(o);
+	guard_forget(o);
 	return 0;
 }
 
@@ -691,12 +692,12 @@ static _Thread_local struct {
 	struct ibvl_obj *ring[GUARD_RING];
 } seen;
 
-static void ibvl_guard_closed(void)
+static void guard_closed(void)
 {
 	atomic_fetch_add_explicit(&ibvl_closes, 1, memory_order_relaxed);
 }
 
-static void ibvl_guard_log(struct ibvl_obj *o)
+static void guard_log(struct ibvl_obj *o)
 {
 	if (seen.n > seen.floor && seen.ring[(seen.n - 1) % GUARD_RING] == o)
 		return; /* the same object twice in a row (every SGE's MR) */
@@ -710,7 +711,7 @@ static void ibvl_guard_log(struct ibvl_obj *o)
  * the guarded call's own objects are on its stack and never collected.  (The
  * log is the thread's: a state runs on one thread at a time, so its objects
  * logged on another thread lie in no window still open there.) */
-static void ibvl_guard_forget(const struct ibvl_obj *o)
+static void guard_forget(const struct ibvl_obj *o)
 {
 	for (int i = 0; i < GUARD_RING; i++)
 		if (seen.ring[i] == o)
@@ -734,7 +735,7 @@ void ibvl_guard_end(lua_State *L, struct ibvl_guard *g)
 			              "(by a finalizer); nothing was done");
 		for (unsigned long long i = g->start; i < seen.n; i++) {
 			struct ibvl_obj *o = seen.ring[i % GUARD_RING];
-			if (o != NULL && o->ptr == NULL) /* NULL: collected (ibvl_guard_forget) */
+			if (o != NULL && o->ptr == NULL) /* NULL: collected (guard_forget) */
 				ibvl_error(L, "attempt to use a closed %s (closed while the arguments "
 				              "were read)", o->cls->name);
 		}
@@ -760,7 +761,7 @@ void *ibvl_test(lua_State *L, int idx, const struct ibvl_class *cls)
 	if (o != NULL && o->ptr == NULL)
 		ibvl_error(L, "attempt to use a closed %s", cls->name);
 	if (o != NULL)
-		ibvl_guard_log(o);
+		guard_log(o);
 	return o;
 }
 
@@ -771,7 +772,7 @@ void *ibvl_check(lua_State *L, int idx, const struct ibvl_class *cls)
 		o = luaL_checkudata(L, idx, cls->name); /* raises the usual message */
 	if (o->ptr == NULL)
 		ibvl_error(L, "attempt to use a closed %s", cls->name);
-	ibvl_guard_log(o);
+	guard_log(o);
 	return o;
 }
 
@@ -833,7 +834,7 @@ void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
 			           luaL_typename(L, -1));
 		if (((struct ibvl_obj *)o)->ptr == NULL)
 			ibvl_error(L, "field '%s': attempt to use a closed %s", field, cls->name);
-		ibvl_guard_log(o);
+		guard_log(o);
 	}
 	return o;
 }

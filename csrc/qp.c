@@ -26,10 +26,9 @@
 #include "wr.h"
 #include "post.h"
 
-static const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
-                                    int mask);
-static int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
-static void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
+static const char *modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a, int mask);
+static int parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a);
+static void push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
 
 static int destroy_qp(struct ibvl_obj *o, void *ptr)
 {
@@ -49,7 +48,7 @@ static const struct ibvl_field cap_out[] = {
 };
 #undef T
 
-static void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap)
+static void push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap)
 {
 	ibvl_push_fields(L, cap, cap_out);
 }
@@ -71,7 +70,7 @@ static int qp_field(lua_State *L, void *obj, const char *key)
 	else if (strcmp(key, "cap") == 0) {
 		struct ibv_qp_cap cap = {qp->max_send_wr, qp->max_recv_wr, qp->max_send_sge,
 		                         qp->max_recv_sge, qp->max_inline_data};
-		ibvl_push_qp_cap(L, &cap);
+		push_qp_cap(L, &cap);
 	} else
 		return 0;
 	return 1;
@@ -450,7 +449,7 @@ static int parse_attr_field(lua_State *L, int idx, const char *k, int v, struct 
 
 /* Reads an ibv_qp_attr table in one pass over the fields given; returns
  * their attribute mask. */
-static int ibvl_parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
+static int parse_qp_attr(lua_State *L, int idx, struct ibv_qp_attr *a)
 {
 	idx = lua_absindex(L, idx);
 	if (lua_type(L, idx) != LUA_TTABLE)
@@ -492,8 +491,7 @@ static int required_mask(enum ibv_qp_type type, enum ibv_qp_state from, enum ibv
 /* The likely cause of an EINVAL from ibv_modify_qp: a transition the state
  * machine does not have, or attributes the transition requires missing.
  * Pushes the text (a string on the stack) or returns NULL. */
-static const char *ibvl_modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a,
-                             int mask)
+static const char *modify_hint(lua_State *L, const struct ibv_qp *q, const struct ibv_qp_attr *a, int mask)
 {
 	if (!(mask & IBV_QP_STATE))
 		return NULL;
@@ -551,7 +549,7 @@ static int parse_attr_arg(lua_State *L, int idx, struct ibv_qp_attr *a)
 			got = lua_tostring(L, -1);
 		return luaL_argerror(L, idx, lua_pushfstring(L, "attr table expected, got %s", got));
 	}
-	int mask = ibvl_parse_qp_attr(L, idx, a);
+	int mask = parse_qp_attr(L, idx, a);
 	if (mask == 0)
 		return luaL_argerror(L, idx, "attr: no attribute given");
 	return mask;
@@ -618,7 +616,7 @@ static int qp_modify(lua_State *L)
 		lua_pushboolean(L, 1);
 		return 1;
 	}
-	const char *hint = rc == EINVAL ? ibvl_modify_hint(L, qp->o.ptr, &a, mask) : NULL;
+	const char *hint = rc == EINVAL ? modify_hint(L, qp->o.ptr, &a, mask) : NULL;
 	return ibvl_fail_hint(L, "ibv_modify_qp", rc == -1 ? errno : rc, hint);
 }
 

@@ -14,6 +14,7 @@ local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
 local cli = require "cli"
 local dkjson = require "dkjson"
+local rails = require "rails"
 
 local o = cli.run(arg, {
   name = "fabric_check.lua", usage = { "            check every device and port" },
@@ -141,15 +142,6 @@ end
 
 -- ------------------------------------------------------------------ ports
 
-local function pick_gid(gids, link_layer)
-  if o.gid_idx then return o.gid_idx end
-  if link_layer ~= "ethernet" then return 0 end
-  for _, g in ipairs(gids) do
-    if g.gid_type == "roce_v2" and g.gid:find("^::ffff:%d") then return g.gid_index end
-  end
-  return gids[1] and gids[1].gid_index or 0
-end
-
 local function check_port(ctx, port)
   local r = { port = port, checks = {} }
   local p, msg = ctx:query_port(port)
@@ -164,7 +156,7 @@ local function check_port(ctx, port)
   end
   local active = p.state == "active"
   r.checks[1] = { name = "port_state", pass = active, ms = 0, detail = not active and ("port is " .. p.state) or nil }
-  local gid_index = pick_gid(ctx:query_gid_table() or {}, p.link_layer)
+  local gid_index = rails.pick_gid(ctx, port, p.link_layer, o.gid_idx)
   r.gid_index = gid_index
   for _, t in ipairs(tests) do
     if active then

@@ -15,11 +15,12 @@ local core = require "ibverbs.core"
 
 local ibv = core
 
+-- Its arguments, returned: a call that is not a tail call.
+local function pass(...) return ... end
+
 --- Extends the methods of a userdata type ("ibverbs.qp") with a table of
 -- functions.  On verbs objects each one first refuses a closed object, as the
 -- C methods do.
-local function pass(...) return ... end
-
 function ibv.extend(typename, funcs)
   local methods = core.methods(typename)
   local is_closed = methods.is_closed

@@ -17,8 +17,9 @@
 -- 127.0.0.1 when Open MPI or PMI put every rank on one host, and to node 1's management address
 -- under rxe-vm.  Under Slurm a rank is named by the node the step put it on before it arrives.
 --
--- Every collective goes through rank 0 and carries Lua values (nil, booleans, numbers, strings,
--- tables of them) serialised with dkjson (numbers exact, under LuaJIT too).  Ranks are 0-based; the
+-- Every collective goes through rank 0 (route past `fabric.TREE_MIN` ranks through relays, below)
+-- and carries Lua values (nil, booleans, numbers, strings, tables of them) serialised with dkjson
+-- (numbers exact, under LuaJIT too; route's strings in frames made by hand).  Ranks are 0-based; the
 -- lists the collectives return are indexed rank + 1.  Every call has a time limit (`timeout`,
 -- `IBV_FABRIC_TIMEOUT`, default 60 s): a rank that does not arrive in time is named in the error
 -- ("rank 2 (node3) did not arrive at barrier #4 within 60 s"), the ranks that did arrive get the same
@@ -89,49 +90,5 @@ function fabric.hostlist(list) end
 -- @tparam[opt] function getenv like `os.getenv`
 -- @treturn table|nil hosts indexed rank + 1
 function fabric.slurm_hosts(getenv) end
-
---- The frame a rank sends for `fabric_group:route` when every value is a string (made by hand, no
--- dkjson): "R<seq> <length of up, or -1> <up>", then "<to> <length> <value>" per message, after the
--- 8-hex-digit length every frame has.
--- @tparam integer seq the collective's number
--- @tparam table v `{m = {{rank, string}, ...}, u = string or nil}`
--- @treturn string the frame
-function fabric.route_encode(seq, v) end
-
---- Reads the body of a route frame (without its 8-digit length).
--- @tparam string body
--- @treturn table `{op = "route", seq =, raw = true, v = {m =, u =}}`
--- @return[2] nil, message (a malformed or short frame)
-function fabric.route_decode(body) end
-
---- Reads the body of rank 0's answer to a route frame: "r<length> <dead ranks as JSON>", then
--- "<from> <length> <value>" per message.
--- @tparam string body
--- @treturn table `{v = {{from, string}, ...}, dead = list or nil}`
--- @return[2] nil, message
-function fabric.route_reply_decode(body) end
-
---- A relay's bundle for rank 0 (relay tree): "B<seq> <length> <dead as JSON><length> <sources>", then
--- "<group> <length> <part>" per destination group (group -1: the members' up values); a part is
--- items "<from> <to> <length> <value>".
--- @tparam integer seq the collective's number
--- @tparam table dead `{{rank, why}, ...}` the relay buried since its last bundle
--- @tparam table srcs the ranks whose messages the bundle carries
--- @tparam table parts group -> list of item strings
--- @treturn string the frame (with its 8-hex-digit length)
-function fabric.bundle_encode(seq, dead, srcs, parts) end
-
---- Reads the body of a relay's bundle.
--- @tparam string body
--- @treturn table `{op = "route", seq =, v = {dead =, srcs = {...}, parts = {[group] = string}}}`
--- @return[2] nil, message (a malformed bundle)
-function fabric.bundle_decode(body) end
-
---- Reads the body of rank 0's answer to a relay: "b<length> <dead ranks as JSON>", then the items for
--- the relay's group.
--- @tparam string body
--- @treturn table `{blob = items, dead = list or nil}`
--- @return[2] nil, message
-function fabric.bundle_reply_decode(body) end
 
 return fabric

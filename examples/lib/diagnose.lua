@@ -31,15 +31,13 @@
 --   link: both ends are cleared and their pair is still bad (or neither end
 --     could be cleared: no partner to tell a node from the link);
 --   a flagged pair that passes its retest was transient (no verdict).
+local measures = require "measures"
+
 local diagnose = {}
 
 diagnose.DEFAULTS = { lat_factor = 2.1, bw_fraction = 0.93, reference = "best", retests = 1 }
 
-diagnose.METRICS = {
-  { key = "lat_us", title = "latency", unit = "us", higher = false },
-  { key = "write_mbs", title = "RDMA write bandwidth", unit = "MB/s", higher = true },
-  { key = "send_mbs", title = "send bandwidth", unit = "MB/s", higher = true },
-}
+diagnose.METRICS = measures.METRICS
 
 local function measured(p) return not p.unmeasured end
 
@@ -104,13 +102,13 @@ function diagnose.why(p, ref, opts)
     for _, m in ipairs(diagnose.METRICS) do
       local v, r = p[m.key], ref[m.key]
       if type(v) ~= "number" or v ~= v then
-        if r then why[#why + 1] = m.title .. " missing" end
+        if r then why[#why + 1] = m.name .. " missing" end
       elseif r and m.higher and v < opts.bw_fraction * r then
         bad[m.key] = true
-        why[#why + 1] = string.format("%s %.2f %s < %g x %s %.2f", m.title, v, m.unit, opts.bw_fraction, hi, r)
+        why[#why + 1] = string.format("%s %.2f %s < %g x %s %.2f", m.name, v, m.unit, opts.bw_fraction, hi, r)
       elseif r and not m.higher and v > opts.lat_factor * r then
         bad[m.key] = true
-        why[#why + 1] = string.format("%s %.1f %s > %g x %s %.1f", m.title, v, m.unit, opts.lat_factor, lo, r)
+        why[#why + 1] = string.format("%s %.1f %s > %g x %s %.1f", m.name, v, m.unit, opts.lat_factor, lo, r)
       end
     end
   end
@@ -226,12 +224,9 @@ function diagnose.retest_plan(list, n, excluded)
   return plan
 end
 
---- The verdicts from the retest pass (retested: pair records like the first
--- pass's, opts.retests of each direction of each retested pair, any order)
--- and the plan made from the first.  names(r) gives "rank 3 (node4)".
--- Returns verdicts ({kind =, ranks =, why =}) and the transient pairs.
-function diagnose.verdicts(retested, ref, plan, opts, names)
-  names = names or function(r) return "rank " .. r end
+-- The retested pairs judged: "a-b" -> the best-of records of that pair (both
+-- directions), each with its why (nil when it passed).
+local function judge_again(retested, ref, opts)
   local samples, order = {}, {} -- "src>dst" -> the retest records of that direction
   for _, p in ipairs(retested or {}) do
     local why = measured(p) and diagnose.why(p, ref, opts)
@@ -241,7 +236,7 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
     if not samples[d] then samples[d] = {}; order[#order + 1] = d end
     table.insert(samples[d], p)
   end
-  local again = {} -- "a-b" -> the best-of records of that pair (both directions)
+  local again = {}
   for _, d in ipairs(order) do
     local b = diagnose.best_of(samples[d])
     local why = not b.unmeasured and diagnose.why(b, ref, opts)
@@ -250,29 +245,12 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
     again[k] = again[k] or {}
     table.insert(again[k], b)
   end
-  -- nil: not retested or not measured; false: passed; else why it is still bad
-  local function still_bad(a, b)
-    local recs = again[key(a, b)]
-    if not recs then return nil end
-    local why = {}
-    for _, p in ipairs(recs) do
-      if p.unmeasured then return nil end
-      if p.why then
-        why[#why + 1] = string.format("%s -> %s: %s%s", names(p.src), names(p.dst), p.why,
-          p.samples > 1 and string.format(" (best of %d)", p.samples) or "")
-      end
-    end
-    return #why > 0 and table.concat(why, "; ") or false
-  end
-  -- what clears a rank: no flagged pair in the first pass, or a retested pair that passed
-  local cleared_by = {}
-  for r in pairs(plan.good) do cleared_by[r] = "first" end
-  for _, pr in ipairs(plan.pairs) do
-    if still_bad(pr[1], pr[2]) == false then
-      for i = 1, 2 do cleared_by[pr[i]] = cleared_by[pr[i]] or pr[3 - i] end
-    end
-  end
-  local verdicts, transient, bad_node = {}, {}, {}
+  return again
+end
+
+-- The node verdicts: a suspect not cleared whose retest with a cleared rank is still bad.
+local function node_verdicts(plan, cleared_by, still_bad, names, verdicts)
+  local bad_node = {}
   for _, x in ipairs(plan.suspects) do
     if not cleared_by[x] then
       local nflag = 0
@@ -296,6 +274,40 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
       end
     end
   end
+  return bad_node
+end
+
+--- The verdicts from the retest pass (retested: pair records like the first
+-- pass's, opts.retests of each direction of each retested pair, any order)
+-- and the plan made from the first.  names(r) gives "rank 3 (node4)".
+-- Returns verdicts ({kind =, ranks =, why =}) and the transient pairs.
+function diagnose.verdicts(retested, ref, plan, opts, names)
+  names = names or function(r) return "rank " .. r end
+  local again = judge_again(retested, ref, opts)
+  -- nil: not retested or not measured; false: passed; else why it is still bad
+  local function still_bad(a, b)
+    local recs = again[key(a, b)]
+    if not recs then return nil end
+    local why = {}
+    for _, p in ipairs(recs) do
+      if p.unmeasured then return nil end
+      if p.why then
+        why[#why + 1] = string.format("%s -> %s: %s%s", names(p.src), names(p.dst), p.why,
+          p.samples > 1 and string.format(" (best of %d)", p.samples) or "")
+      end
+    end
+    return #why > 0 and table.concat(why, "; ") or false
+  end
+  -- what clears a rank: no flagged pair in the first pass, or a retested pair that passed
+  local cleared_by = {}
+  for r in pairs(plan.good) do cleared_by[r] = "first" end
+  for _, pr in ipairs(plan.pairs) do
+    if still_bad(pr[1], pr[2]) == false then
+      for i = 1, 2 do cleared_by[pr[i]] = cleared_by[pr[i]] or pr[3 - i] end
+    end
+  end
+  local verdicts, transient = {}, {}
+  local bad_node = node_verdicts(plan, cleared_by, still_bad, names, verdicts)
   for _, pr in ipairs(plan.flagged) do
     local a, b = pr[1], pr[2]
     if not bad_node[a] and not bad_node[b] then

@@ -15,6 +15,9 @@ local wide = {}
 local ACCESS = { "local_write", "remote_write" }
 local QKEY = 0x11111111
 local GRH = 40
+-- wr_ids: an RC receive is its sender's rank; a send is its destination's plus one of these, a UD
+-- receive its buffer slot's
+local RC_SEND, UD_SEND, UD_RECV = 1000000, 2000000, 3000000
 
 --- Whether fabric_check runs as one rank of many (launcher or --size).
 function wide.wanted(o)
@@ -60,7 +63,7 @@ local function ud_round(f, st, remote, to, from, count, first, timeout, res)
   local want = 0
   for _ in pairs(from) do want = want + count end
   for _ = 1, want do
-    assert(st.ud:post_recv{ wr_id = 3000000 + st.slot, sge = { mr = st.udmr, offset = 128 * st.slot,
+    assert(st.ud:post_recv{ wr_id = UD_RECV + st.slot, sge = { mr = st.udmr, offset = 128 * st.slot,
       length = GRH + 64 } })
     st.slot = st.slot + 1
   end
@@ -68,9 +71,9 @@ local function ud_round(f, st, remote, to, from, count, first, timeout, res)
   if not ok then return nil, err end
   local seen, got = {}, 0
   local function on(id, status)
-    if id >= 3000000 then
+    if id >= UD_RECV then
       if status ~= "success" then return end
-      local text = st.udmr:read(128 * (id - 3000000) + GRH, 64):match("^[^%z]*")
+      local text = st.udmr:read(128 * (id - UD_RECV) + GRH, 64):match("^[^%z]*")
       local src, dst, n = text:match("^ud (%d+)%->(%d+) #(%d+)$")
       src, dst, n = tonumber(src), tonumber(dst), tonumber(n)
       if src and dst == f.rank and from[src] and n >= first and n < first + count then
@@ -81,11 +84,11 @@ local function ud_round(f, st, remote, to, from, count, first, timeout, res)
           res[src + 1].ud_got = res[src + 1].ud_got + 1
         end
       end
-    elseif id >= 2000000 then
+    elseif id >= UD_SEND then
       st.pending = st.pending - 1
-      if status ~= "success" then res[id - 2000000 + 1].detail = "UD send: " .. status end
-    elseif id >= 1000000 then
-      if status ~= "success" then res[id - 1000000 + 1].detail = "RC send: " .. status end
+      if status ~= "success" then res[id - UD_SEND + 1].detail = "UD send: " .. status end
+    elseif id >= RC_SEND then
+      if status ~= "success" then res[id - RC_SEND + 1].detail = "RC send: " .. status end
     end
   end
   local wcs = ibv.wc_array(64)
@@ -95,7 +98,7 @@ local function ud_round(f, st, remote, to, from, count, first, timeout, res)
       if not stuck[r] then
         st.udmr:write(sendbuf, ud_text(f.rank, r, n) .. "\0")
         st.pending = 1
-        local sok, serr = st.ud:post_send{ wr_id = 2000000 + r, send_flags = { "signaled" },
+        local sok, serr = st.ud:post_send{ wr_id = UD_SEND + r, send_flags = { "signaled" },
           sge = { mr = st.udmr, offset = sendbuf, length = 64 }, ah = ah, remote_qpn = remote[r + 1].ud,
           remote_qkey = QKEY }
         if sok then
@@ -118,103 +121,92 @@ local function ud_round(f, st, remote, to, from, count, first, timeout, res)
   return true
 end
 
--- RC and UD both ways with every other rank: one RC QP per peer (one send each
--- way), one UD QP for all (o.ud_count datagrams each way, a second round for a
--- direction that lost more than o.ud_loss of them).
-local function pair_traffic(f, me, o, timeout)
-  local res = {} -- res[peer + 1] = {rc = bool, ud_sent = n, ud_got = n, detail = text} (what peer sent to me)
-  local info, st = {}, {}
-  local count = o.ud_count
-  local ok, err = pcall(function()
-    if me.error or not me.port then error(me.error or "no port", 0) end
-    st.ctx = assert(ibv.open(me.device))
-    st.pd = assert(st.ctx:alloc_pd())
-    st.cq = assert(st.ctx:create_cq(2 * count * f.size + 4 * f.size + 16))
-    st.mr = assert(st.pd:reg_mr(4096 * f.size, ACCESS))
-    st.slots, st.slot = 2 * count * f.size, 0 -- receive buffers for two rounds, then the send buffer
-    st.udmr = assert(st.pd:reg_mr(128 * (st.slots + 1), ACCESS))
-    st.gid = assert(st.ctx:query_gid(me.port, me.gid_index))
-    st.lid = assert(st.ctx:query_port(me.port)).lid
-    local cap = { max_send_wr = f.size + 2, max_recv_wr = f.size + 2, max_send_sge = 1, max_recv_sge = 1 }
-    st.ud = assert(st.pd:create_qp{ qp_type = "ud", send_cq = st.cq, recv_cq = st.cq,
-      cap = { max_send_wr = 4, max_recv_wr = st.slots + 2, max_send_sge = 1, max_recv_sge = 1 } })
-    assert(st.ud:connect({ qpn = 0 }, { port_num = me.port }))
-    st.rc = {}
-    for r = 0, f.size - 1 do
-      if r ~= f.rank then
-        st.rc[r + 1] = assert(st.pd:create_qp{ qp_type = "rc", send_cq = st.cq, recv_cq = st.cq, cap = cap })
-      end
-    end
-  end)
+-- This rank's resources for the pairs (raises on a failed verbs call): one RC
+-- QP per peer, one UD QP for all, their buffers.
+local function open_resources(st, f, me, count)
+  if me.error or not me.port then error(me.error or "no port", 0) end
+  st.ctx = assert(ibv.open(me.device))
+  st.pd = assert(st.ctx:alloc_pd())
+  st.cq = assert(st.ctx:create_cq(2 * count * f.size + 4 * f.size + 16))
+  st.mr = assert(st.pd:reg_mr(4096 * f.size, ACCESS))
+  st.slots, st.slot = 2 * count * f.size, 0 -- receive buffers for two rounds, then the send buffer
+  st.udmr = assert(st.pd:reg_mr(128 * (st.slots + 1), ACCESS))
+  st.gid = assert(st.ctx:query_gid(me.port, me.gid_index))
+  st.lid = assert(st.ctx:query_port(me.port)).lid
+  local cap = { max_send_wr = f.size + 2, max_recv_wr = f.size + 2, max_send_sge = 1, max_recv_sge = 1 }
+  st.ud = assert(st.pd:create_qp{ qp_type = "ud", send_cq = st.cq, recv_cq = st.cq,
+    cap = { max_send_wr = 4, max_recv_wr = st.slots + 2, max_send_sge = 1, max_recv_sge = 1 } })
+  assert(st.ud:connect({ qpn = 0 }, { port_num = me.port }))
+  st.rc = {}
   for r = 0, f.size - 1 do
-    local qp = ok and st.rc[r + 1]
-    info[r + 1] = qp and { rc = qp.qp_num, ud = st.ud.qp_num, gid = st.gid, lid = st.lid, mtu = me.mtu }
-      or { err = ok and nil or tostring(err) }
+    if r ~= f.rank then
+      st.rc[r + 1] = assert(st.pd:create_qp{ qp_type = "rc", send_cq = st.cq, recv_cq = st.cq, cap = cap })
+    end
   end
-  local remote, ferr = f:alltoall(info)
-  if not remote then return nil, ferr end
+end
+
+-- Connects to every peer that could take part (RC, one receive posted each at
+-- 4096 * peer; UD, an address handle: to[r]); returns how many RC sends to expect.
+local function connect_peers(f, st, me, remote, res, to, from)
   local expect = 0
-  local to, from = {}, {} -- UD peers: to[r] = the AH to reach rank r; from[r] = true
   for r = 0, f.size - 1 do
-    if r ~= f.rank then res[r + 1] = { rc = false, ud_sent = 0, ud_got = 0, ud_rounds = 1 } end
-  end
-  if ok then
-    -- connect, post the receives (RC one per peer at 4096 * peer)
-    for r = 0, f.size - 1 do
-      local rem = remote[r + 1]
-      if r ~= f.rank then
-        if rem.err then
-          res[r + 1].detail = "peer: " .. rem.err
+    local rem = remote[r + 1]
+    if r ~= f.rank then
+      if rem.err then
+        res[r + 1].detail = "peer: " .. rem.err
+      else
+        local cok, cerr = st.rc[r + 1]:connect({ qpn = rem.rc, psn = 0, lid = rem.lid, gid = rem.gid },
+          { port_num = me.port, sgid_index = me.gid_index, qp_access_flags = ACCESS,
+            path_mtu = math.min(me.mtu or 1024, rem.mtu or 1024) })
+        if not cok then
+          res[r + 1].detail = "RC connect: " .. tostring(cerr)
         else
-          local cok, cerr = st.rc[r + 1]:connect({ qpn = rem.rc, psn = 0, lid = rem.lid, gid = rem.gid },
-            { port_num = me.port, sgid_index = me.gid_index, qp_access_flags = ACCESS,
-              path_mtu = math.min(me.mtu or 1024, rem.mtu or 1024) })
-          if not cok then
-            res[r + 1].detail = "RC connect: " .. tostring(cerr)
-          else
-            assert(st.rc[r + 1]:post_recv{ wr_id = r, sge = { mr = st.mr, offset = 4096 * r, length = 64 } })
-            expect = expect + 1
-          end
-          from[r] = true
-          to[r] = st.pd:create_ah{ port_num = me.port,
-            grh = { dgid = rem.gid, sgid_index = me.gid_index, hop_limit = 1 } }
-          if not to[r] then res[r + 1].detail = "UD: no address handle for " .. tostring(rem.gid) end
+          assert(st.rc[r + 1]:post_recv{ wr_id = r, sge = { mr = st.mr, offset = 4096 * r, length = 64 } })
+          expect = expect + 1
         end
+        from[r] = true
+        to[r] = st.pd:create_ah{ port_num = me.port,
+          grh = { dgid = rem.gid, sgid_index = me.gid_index, hop_limit = 1 } }
+        if not to[r] then res[r + 1].detail = "UD: no address handle for " .. tostring(rem.gid) end
       end
     end
   end
-  local bok, berr = f:barrier()
-  if not bok then return nil, berr end
-  if ok then
-    for r = 0, f.size - 1 do
-      if r ~= f.rank and not remote[r + 1].err and res[r + 1].detail == nil then
-        local base = 4096 * f.rank + 2048
-        st.mr:write(base, string.format("rc %d->%d", f.rank, r))
-        st.rc[r + 1]:post_send{ wr_id = 1000000 + r, opcode = "send",
-          sge = { mr = st.mr, offset = base, length = 64 } }
-      end
-    end
-    -- wait for what the peers send us over RC
-    local wcs = ibv.wc_array(math.max(expect, 1))
-    local deadline, got = ibv.now() + timeout, 0
-    while got < expect and ibv.now() < deadline do
-      poll_into(st, wcs, function(id, status)
-        if id < 1000000 then
-          got = got + 1
-          if status == "success" then
-            local text = st.mr:read(4096 * id, 64):match("^[^%z]*")
-            if text == string.format("rc %d->%d", id, f.rank) then res[id + 1].rc = true end
-          else
-            res[id + 1].detail = "RC receive: " .. status
-          end
-        elseif status ~= "success" then
-          res[id % 1000000 + 1].detail = (id >= 2000000 and "UD" or "RC") .. " send: " .. status
-        end
-      end)
+  return expect
+end
+
+-- One RC send to every connected peer, and what the peers sent this rank (res[peer + 1].rc).
+local function rc_exchange(f, st, remote, res, expect, timeout)
+  for r = 0, f.size - 1 do
+    if r ~= f.rank and not remote[r + 1].err and res[r + 1].detail == nil then
+      local base = 4096 * f.rank + 2048
+      st.mr:write(base, string.format("rc %d->%d", f.rank, r))
+      st.rc[r + 1]:post_send{ wr_id = RC_SEND + r, opcode = "send", sge = { mr = st.mr, offset = base, length = 64 } }
     end
   end
-  -- UD: a first round for every pair, then a second for the directions over the loss limit
-  local rok, rerr = ud_round(f, st, remote, ok and to or {}, ok and from or {}, count, 1, timeout, res)
+  local wcs = ibv.wc_array(math.max(expect, 1))
+  local deadline, got = ibv.now() + timeout, 0
+  while got < expect and ibv.now() < deadline do
+    poll_into(st, wcs, function(id, status)
+      if id < RC_SEND then
+        got = got + 1
+        if status == "success" then
+          local text = st.mr:read(4096 * id, 64):match("^[^%z]*")
+          if text == string.format("rc %d->%d", id, f.rank) then res[id + 1].rc = true end
+        else
+          res[id + 1].detail = "RC receive: " .. status
+        end
+      elseif status ~= "success" then
+        res[id % RC_SEND + 1].detail = (id >= UD_SEND and "UD" or "RC") .. " send: " .. status
+      end
+    end)
+  end
+end
+
+-- UD: a first round for every pair, then a second for the directions over the
+-- loss limit; then each peer learns what this rank sent it (res[r + 1].ud_sent).
+local function ud_phase(f, st, o, remote, to, from, res, timeout)
+  local count = o.ud_count
+  local rok, rerr = ud_round(f, st, remote, to, from, count, 1, timeout, res)
   if not rok then return nil, rerr end
   local mine = {}
   for r = 0, f.size - 1 do mine[r + 1] = res[r + 1] and res[r + 1].ud_got or 0 end
@@ -234,31 +226,193 @@ local function pair_traffic(f, me, o, timeout)
     end
   end
   if any then
-    rok, rerr = ud_round(f, st, remote, ok and again_to or {}, ok and again_from or {}, count, count + 1,
-      timeout, res)
+    rok, rerr = ud_round(f, st, remote, again_to, again_from, count, count + 1, timeout, res)
     if not rok then return nil, rerr end
   end
-  -- what this rank sent to each peer: the peer reports it as received of sent
   local sent = {}
   for r = 0, f.size - 1 do sent[r + 1] = res[r + 1] and res[r + 1].ud_sent or 0 end
   local sent_all, serr = f:allgather(sent) -- sent_all[src + 1][dst + 1]
   if not sent_all then return nil, serr end
   for r = 0, f.size - 1 do
-    if r ~= f.rank then
-      res[r + 1].ud_sent = sent_all[r + 1][f.rank + 1]
-    end
+    if r ~= f.rank then res[r + 1].ud_sent = sent_all[r + 1][f.rank + 1] end
   end
-  -- nothing left behind for `rdma resource show`: QPs, AHs, MRs, then the CQ, PD and context
+  return true
+end
+
+-- Nothing left behind for `rdma resource show`: QPs, AHs, MRs, then the CQ, PD and context.
+local function close_resources(st, to)
   if st.ud then st.ud:close() end
   for _, qp in pairs(st.rc or {}) do qp:close() end
   for _, ah in pairs(to) do ah:close() end
   for _, k in ipairs({ "udmr", "mr", "cq", "pd", "ctx" }) do if st[k] then st[k]:close() end end
+end
+
+-- RC and UD both ways with every other rank: one RC QP per peer (one send each
+-- way), one UD QP for all (o.ud_count datagrams each way, a second round for a
+-- direction that lost more than o.ud_loss of them).  A rank whose resources
+-- failed still takes part in every collective, with nothing to send.
+local function pair_traffic(f, me, o, timeout)
+  local res = {} -- res[peer + 1] = {rc = bool, ud_sent = n, ud_got = n, detail = text} (what peer sent to me)
+  local info, st = {}, {}
+  local ok, err = pcall(open_resources, st, f, me, o.ud_count)
+  for r = 0, f.size - 1 do
+    local qp = ok and st.rc[r + 1]
+    info[r + 1] = qp and { rc = qp.qp_num, ud = st.ud.qp_num, gid = st.gid, lid = st.lid, mtu = me.mtu }
+      or { err = ok and nil or tostring(err) }
+  end
+  local remote, ferr = f:alltoall(info)
+  if not remote then return nil, ferr end
+  local to, from = {}, {} -- UD peers: to[r] = the AH to reach rank r; from[r] = true
+  for r = 0, f.size - 1 do
+    if r ~= f.rank then res[r + 1] = { rc = false, ud_sent = 0, ud_got = 0, ud_rounds = 1 } end
+  end
+  local expect = ok and connect_peers(f, st, me, remote, res, to, from)
+  local bok, berr = f:barrier()
+  if not bok then return nil, berr end
+  if ok then rc_exchange(f, st, remote, res, expect, timeout) end
+  local uok, uerr = ud_phase(f, st, o, remote, ok and to or {}, ok and from or {}, res, timeout)
+  if not uok then return nil, uerr end
+  close_resources(st, to)
   if not ok then
     for r = 0, f.size - 1 do
       if r ~= f.rank then res[r + 1].detail = res[r + 1].detail or tostring(err) end
     end
   end
   return res
+end
+
+-- Rank 0: the value most ranks have of each key is right; the others are named (blame).
+local function consistency(f, all, blame)
+  local out = {}
+  for _, key in ipairs({ "mtu", "link_layer" }) do
+    local count, best = {}, nil
+    for r = 0, f.size - 1 do
+      local v = tostring(all[r + 1][key])
+      count[v] = (count[v] or 0) + 1
+      if not best or count[v] > count[best] then best = v end
+    end
+    local odd = {}
+    for r = 0, f.size - 1 do
+      if tostring(all[r + 1][key]) ~= best then
+        odd[#odd + 1] = f:name(r) .. " has " .. tostring(all[r + 1][key])
+        blame(r, key .. " " .. tostring(all[r + 1][key]) .. " (the others: " .. best .. ")")
+      end
+    end
+    out[#out + 1] = { name = key, value = best, pass = #odd == 0, detail = #odd > 0 and table.concat(odd, ", ") or nil }
+  end
+  return out
+end
+
+-- Rank 0: one pair a kind: RC both ways must arrive; UD both ways with at most
+-- o.ud_loss of the datagrams lost (matrix[dst + 1][src + 1]: what dst saw of src).
+local function pair_results(f, matrix, o)
+  local out = {}
+  local function ud_way(src, dst) -- datagrams src -> dst, as dst counted them
+    local x = matrix[dst + 1][src + 1] or {}
+    return { from = src, to = dst, sent = x.ud_sent or 0, got = x.ud_got or 0, rounds = x.ud_rounds or 1 }
+  end
+  local function ud_words(w)
+    return string.format("%s -> %s: %d of %d datagrams arrived (%.0f%% lost, limit %.0f%%)", f:name(w.from),
+      f:name(w.to), w.got, w.sent, w.sent > 0 and 100 * (w.sent - w.got) / w.sent or 100, 100 * o.ud_loss)
+  end
+  for a = 0, f.size - 1 do
+    for b = a + 1, f.size - 1 do
+      local ab, ba = matrix[a + 1][b + 1] or {}, matrix[b + 1][a + 1] or {}
+      for _, kind in ipairs({ "rc", "ud" }) do
+        local pass, d, ways = true, {}, nil
+        if kind == "rc" then
+          pass = ab.rc == true and ba.rc == true
+          if ba.rc ~= true then d[#d + 1] = string.format("%s -> %s lost", f:name(a), f:name(b)) end
+          if ab.rc ~= true then d[#d + 1] = string.format("%s -> %s lost", f:name(b), f:name(a)) end
+        else
+          ways = { ud_way(a, b), ud_way(b, a) }
+          for _, w in ipairs(ways) do
+            if not (w.sent > 0 and w.got >= w.sent * (1 - o.ud_loss)) then
+              pass = false
+              d[#d + 1] = ud_words(w)
+            elseif w.got < w.sent then
+              d[#d + 1] = "lossy but working: " .. ud_words(w)
+            end
+          end
+        end
+        if not pass then
+          if ab.detail then d[#d + 1] = f:name(a) .. ": " .. ab.detail end
+          if ba.detail then d[#d + 1] = f:name(b) .. ": " .. ba.detail end
+        end
+        out[#out + 1] = { a = a, b = b, kind = kind, pass = pass, ud = ways,
+          detail = #d > 0 and table.concat(d, "; ") or nil }
+      end
+    end
+  end
+  return out
+end
+
+-- Rank 0: the report from every rank's summary (all) and pair results (matrix).
+local function build_report(f, all, matrix, o)
+  local report = { ranks = {}, faults = {} }
+  local bad = {} -- rank -> reasons
+  local function blame(r, why)
+    bad[r] = bad[r] or {}
+    table.insert(bad[r], why)
+  end
+  for r = 0, f.size - 1 do
+    local s = all[r + 1]
+    s.rank, s.host = r, f.hosts[r + 1]
+    report.ranks[r + 1] = s
+    for _, x in ipairs(s.failures) do blame(r, x) end
+  end
+  report.consistency = consistency(f, all, blame)
+  report.pairs = pair_results(f, matrix, o)
+  -- the faults: ranks with failures of their own, and the broken pairs of each
+  local fails = #report.pairs
+  for _, p in ipairs(report.pairs) do if p.pass then fails = fails - 1 end end
+  for _, c in ipairs(report.consistency) do if not c.pass then fails = fails + 1 end end
+  for r = 0, f.size - 1 do
+    if bad[r] then
+      local broken = {}
+      for _, p in ipairs(report.pairs) do
+        if not p.pass and (p.a == r or p.b == r) then
+          broken[#broken + 1] = string.format("%s<->%s %s", f.hosts[p.a + 1], f.hosts[p.b + 1], p.kind:upper())
+        end
+      end
+      report.faults[#report.faults + 1] = { rank = r, host = f.hosts[r + 1], reasons = bad[r], pairs = broken }
+    end
+  end
+  report.pass = fails == 0 and #report.faults == 0
+  return report
+end
+
+-- Rank 0: the report as text.
+local function print_report(f, report, o)
+  print(string.format("fabric: %d ranks (%s launcher)", f.size, f.launcher))
+  for _, s in ipairs(report.ranks) do
+    print(string.format("  %-22s %s port %s: %s, MTU %s, link %s: %d checks, %d failed", f:name(s.rank),
+      tostring(s.device), tostring(s.port), tostring(s.state), tostring(s.mtu), tostring(s.link_layer),
+      s.checks, s.failed))
+  end
+  for _, c in ipairs(report.consistency) do
+    print(string.format("  consistent %-10s %s %s%s", c.name, c.pass and "PASS" or "FAIL", tostring(c.value),
+      c.detail and ("  " .. c.detail) or ""))
+  end
+  local ud_sent, ud_got = 0, 0
+  for _, p in ipairs(report.pairs) do
+    local counts = ""
+    if p.ud then
+      counts = string.format("  %d/%d, %d/%d", p.ud[1].got, p.ud[1].sent, p.ud[2].got, p.ud[2].sent)
+      for _, w in ipairs(p.ud) do ud_sent, ud_got = ud_sent + w.sent, ud_got + w.got end
+    end
+    print(string.format("  %s %-22s <-> %-22s %s%s%s", p.kind:upper(), f:name(p.a), f:name(p.b),
+      p.pass and "PASS" or "FAIL", counts, p.detail and ("  " .. p.detail) or ""))
+  end
+  print(string.format("  UD: %d of %d datagrams arrived; a direction passes with at most %.0f%% of its %d lost" ..
+    " (a second round of %d when the first lost more)", ud_got, ud_sent, 100 * o.ud_loss, o.ud_count,
+    o.ud_count))
+  for _, x in ipairs(report.faults) do
+    print(string.format("FAULT %s: %s; pairs: %s", f:name(x.rank), table.concat(x.reasons, "; "),
+      #x.pairs > 0 and table.concat(x.pairs, ", ") or "none"))
+  end
+  print(string.format("fabric: %d pairs x RC, UD; %s", math.floor(#report.pairs / 2),
+    report.pass and "PASS" or "FAIL"))
 end
 
 --- The fabric-wide part; returns the exit status (the same on every rank).
@@ -282,124 +436,12 @@ function wide.run(o, results, failed, total, print_text, json)
   end
   local status = 0
   if f.rank == 0 then
-    local report = { ranks = {}, consistency = {}, pairs = {}, faults = {} }
-    local bad = {} -- rank -> reasons
-    local function blame(r, why)
-      bad[r] = bad[r] or {}
-      table.insert(bad[r], why)
-    end
-    for r = 0, f.size - 1 do
-      local s = all[r + 1]
-      s.rank, s.host = r, f.hosts[r + 1]
-      report.ranks[r + 1] = s
-      for _, x in ipairs(s.failures) do blame(r, x) end
-    end
-    -- consistency: the value most ranks have is right; the others are named
-    for _, key in ipairs({ "mtu", "link_layer" }) do
-      local count, best = {}, nil
-      for r = 0, f.size - 1 do
-        local v = tostring(all[r + 1][key])
-        count[v] = (count[v] or 0) + 1
-        if not best or count[v] > count[best] then best = v end
-      end
-      local odd = {}
-      for r = 0, f.size - 1 do
-        if tostring(all[r + 1][key]) ~= best then
-          odd[#odd + 1] = f:name(r) .. " has " .. tostring(all[r + 1][key])
-          blame(r, key .. " " .. tostring(all[r + 1][key]) .. " (the others: " .. best .. ")")
-        end
-      end
-      report.consistency[#report.consistency + 1] = { name = key, value = best, pass = #odd == 0,
-        detail = #odd > 0 and table.concat(odd, ", ") or nil }
-    end
-    -- pairs: RC both ways must arrive; UD both ways with at most o.ud_loss of the datagrams lost
-    local function ud_way(src, dst) -- datagrams src -> dst, as dst counted them
-      local x = matrix[dst + 1][src + 1] or {}
-      return { from = src, to = dst, sent = x.ud_sent or 0, got = x.ud_got or 0, rounds = x.ud_rounds or 1 }
-    end
-    local function ud_pass(w) return w.sent > 0 and w.got >= w.sent * (1 - o.ud_loss) end
-    local function ud_words(w)
-      return string.format("%s -> %s: %d of %d datagrams arrived (%.0f%% lost, limit %.0f%%)", f:name(w.from),
-        f:name(w.to), w.got, w.sent, w.sent > 0 and 100 * (w.sent - w.got) / w.sent or 100, 100 * o.ud_loss)
-    end
-    for a = 0, f.size - 1 do
-      for b = a + 1, f.size - 1 do
-        local ab, ba = matrix[a + 1][b + 1] or {}, matrix[b + 1][a + 1] or {}
-        for _, kind in ipairs({ "rc", "ud" }) do
-          local pass, d, ways = true, {}, nil
-          if kind == "rc" then
-            pass = ab.rc == true and ba.rc == true
-            if ba.rc ~= true then d[#d + 1] = string.format("%s -> %s lost", f:name(a), f:name(b)) end
-            if ab.rc ~= true then d[#d + 1] = string.format("%s -> %s lost", f:name(b), f:name(a)) end
-          else
-            ways = { ud_way(a, b), ud_way(b, a) }
-            for _, w in ipairs(ways) do
-              if not ud_pass(w) then
-                pass = false
-                d[#d + 1] = ud_words(w)
-              elseif w.got < w.sent then
-                d[#d + 1] = "lossy but working: " .. ud_words(w)
-              end
-            end
-          end
-          if not pass then
-            if ab.detail then d[#d + 1] = f:name(a) .. ": " .. ab.detail end
-            if ba.detail then d[#d + 1] = f:name(b) .. ": " .. ba.detail end
-          end
-          report.pairs[#report.pairs + 1] = { a = a, b = b, kind = kind, pass = pass, ud = ways,
-            detail = #d > 0 and table.concat(d, "; ") or nil }
-        end
-      end
-    end
-    -- the faults: ranks with failures of their own, and the broken pairs of each
-    local fails = #report.pairs
-    for _, p in ipairs(report.pairs) do if p.pass then fails = fails - 1 end end
-    for _, c in ipairs(report.consistency) do if not c.pass then fails = fails + 1 end end
-    for r = 0, f.size - 1 do
-      if bad[r] then
-        local broken = {}
-        for _, p in ipairs(report.pairs) do
-          if not p.pass and (p.a == r or p.b == r) then
-            broken[#broken + 1] = string.format("%s<->%s %s", f.hosts[p.a + 1], f.hosts[p.b + 1], p.kind:upper())
-          end
-        end
-        report.faults[#report.faults + 1] = { rank = r, host = f.hosts[r + 1], reasons = bad[r], pairs = broken }
-      end
-    end
-    report.pass = fails == 0 and #report.faults == 0
+    local report = build_report(f, all, matrix, o)
     if o.json then
       print(json({ fabric = report, size = f.size, pass = report.pass, devices = results }))
     else
       print_text(results)
-      print(string.format("fabric: %d ranks (%s launcher)", f.size, f.launcher))
-      for _, s in ipairs(report.ranks) do
-        print(string.format("  %-22s %s port %s: %s, MTU %s, link %s: %d checks, %d failed", f:name(s.rank),
-          tostring(s.device), tostring(s.port), tostring(s.state), tostring(s.mtu), tostring(s.link_layer),
-          s.checks, s.failed))
-      end
-      for _, c in ipairs(report.consistency) do
-        print(string.format("  consistent %-10s %s %s%s", c.name, c.pass and "PASS" or "FAIL", tostring(c.value),
-          c.detail and ("  " .. c.detail) or ""))
-      end
-      local ud_sent, ud_got = 0, 0
-      for _, p in ipairs(report.pairs) do
-        local counts = ""
-        if p.ud then
-          counts = string.format("  %d/%d, %d/%d", p.ud[1].got, p.ud[1].sent, p.ud[2].got, p.ud[2].sent)
-          for _, w in ipairs(p.ud) do ud_sent, ud_got = ud_sent + w.sent, ud_got + w.got end
-        end
-        print(string.format("  %s %-22s <-> %-22s %s%s%s", p.kind:upper(), f:name(p.a), f:name(p.b),
-          p.pass and "PASS" or "FAIL", counts, p.detail and ("  " .. p.detail) or ""))
-      end
-      print(string.format("  UD: %d of %d datagrams arrived; a direction passes with at most %.0f%% of its %d lost" ..
-        " (a second round of %d when the first lost more)", ud_got, ud_sent, 100 * o.ud_loss, o.ud_count,
-        o.ud_count))
-      for _, x in ipairs(report.faults) do
-        print(string.format("FAULT %s: %s; pairs: %s", f:name(x.rank), table.concat(x.reasons, "; "),
-          #x.pairs > 0 and table.concat(x.pairs, ", ") or "none"))
-      end
-      print(string.format("fabric: %d pairs x RC, UD; %s", math.floor(#report.pairs / 2),
-        report.pass and "PASS" or "FAIL"))
+      print_report(f, report, o)
     end
     status = report.pass and 0 or 1
   else

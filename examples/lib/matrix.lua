@@ -7,15 +7,12 @@
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
 local diagnose = require "diagnose"
+local measures = require "measures"
 
 local matrix = {}
 
--- The metrics of a pair: key, title, unit, whether higher is better.
-matrix.METRICS = {
-  { key = "lat_us", title = "ping-pong latency", unit = "us", higher = false, fmt = "%.1f" },
-  { key = "write_mbs", title = "RDMA write bandwidth", unit = "MB/s", higher = true, fmt = "%.2f" },
-  { key = "send_mbs", title = "send bandwidth", unit = "MB/s", higher = true, fmt = "%.2f" },
-}
+-- The metrics of a pair: key, title, unit, whether higher is better, format (examples/lib/measures.lua).
+matrix.METRICS = measures.METRICS
 
 local function cell(report, src, dst)
   report.cells = report.cells or {}
@@ -39,39 +36,33 @@ local function name(report, r)
   return h and string.format("rank %d (%s)", r, h) or ("rank " .. r)
 end
 
---- The report as text: the matrices of the first rail (up to 16 ranks), the
--- counts, the flagged pairs, the verdicts, the control plane's figures.
-function matrix.text(report)
-  local out = {}
-  local o = report.options or {}
-  out[#out + 1] = string.format("fabric_matrix: %d ranks, pattern %s, %d rounds%s, rails: %s%s", report.size,
-    report.pattern or "?", report.rounds or 0,
-    (report.retest_rounds or 0) > 0 and string.format(" and %d retest rounds", report.retest_rounds) or "",
-    table.concat(report.rails or {}, ", "), o.dry_run and " (dry run: no traffic)" or "")
+-- One metric's matrix (rows: from, columns: to) into out.
+local function metric_matrix(out, report, m)
   local w = 10
-  if report.size <= 16 and not o.dry_run then
-    for _, m in ipairs(matrix.METRICS) do
-      out[#out + 1] = string.format("%s (%s), rows: from, columns: to", m.title, m.unit)
-      local head = { string.format("%-14s", "") }
-      for d = 0, report.size - 1 do head[#head + 1] = string.format("%" .. w .. "s", label(report, d):sub(1, w)) end
-      out[#out + 1] = table.concat(head)
-      for sr = 0, report.size - 1 do
-        local row = { string.format("%-14s", label(report, sr):sub(1, 14)) }
-        for d = 0, report.size - 1 do
-          local p = cell(report, sr, d)
-          local text = "-"
-          if p and p.unmeasured then text = "n/a"
-          elseif p and p.error then text = "FAIL"
-          elseif p and type(p[m.key]) == "number" then
-            text = string.format(m.fmt, p[m.key]) .. (p.bad and p.bad[m.key] and "!" or "")
-          end
-          row[#row + 1] = string.format("%" .. w .. "s", text)
-        end
-        out[#out + 1] = table.concat(row)
+  out[#out + 1] = string.format("%s (%s), rows: from, columns: to", m.title, m.unit)
+  local head = { string.format("%-14s", "") }
+  for d = 0, report.size - 1 do head[#head + 1] = string.format("%" .. w .. "s", label(report, d):sub(1, w)) end
+  out[#out + 1] = table.concat(head)
+  for sr = 0, report.size - 1 do
+    local row = { string.format("%-14s", label(report, sr):sub(1, 14)) }
+    for d = 0, report.size - 1 do
+      local p = cell(report, sr, d)
+      local text = "-"
+      if p and p.unmeasured then text = "n/a"
+      elseif p and p.error then text = "FAIL"
+      elseif p and type(p[m.key]) == "number" then
+        text = string.format(m.fmt, p[m.key]) .. (p.bad and p.bad[m.key] and "!" or "")
       end
-      out[#out + 1] = ""
+      row[#row + 1] = string.format("%" .. w .. "s", text)
     end
+    out[#out + 1] = table.concat(row)
   end
+  out[#out + 1] = ""
+end
+
+-- The first pass's counts and the flagged pairs into out.
+local function counts(out, report)
+  local o = report.options or {}
   local bytes, measured, flagged, unmeasured, reasons = 0, 0, {}, 0, {}
   for _, p in ipairs(report.pairs) do
     if (p.pass or "first") == "first" then
@@ -101,6 +92,35 @@ function matrix.text(report)
     out[#out + 1] = string.format("FLAGGED %s -> %s%s: %s", label(report, p.src), label(report, p.dst),
       (report.rails and #report.rails > 1) and (" rail " .. tostring(report.rails[p.rail])) or "", p.why)
   end
+end
+
+-- The control plane's figures, one line.
+local function control_line(c)
+  local line = string.format("control plane: %d exchanges; rank 0 %.2f ms per round (%.2f ms CPU), slowest "
+    .. "rank %d %.2f ms per round, busiest CPU rank %d %.2f ms per round", c.exchanges, c.rank0_ms_per_round,
+    c.rank0_cpu_ms_per_round, c.slowest_rank, c.slowest_ms_per_round, c.busiest_rank or 0,
+    c.busiest_cpu_ms_per_round or 0)
+  if (c.block or 1) > 1 then line = line .. string.format(" (%d rounds per exchange)", c.block) end
+  if c.rank0_all_cpu_ms_per_round then
+    line = line .. string.format("; rank 0 CPU in all, rounds included: %.2f ms per round",
+      c.rank0_all_cpu_ms_per_round)
+  end
+  return line
+end
+
+--- The report as text: the matrices of the first rail (up to 16 ranks), the
+-- counts, the flagged pairs, the verdicts, the control plane's figures.
+function matrix.text(report)
+  local out = {}
+  local o = report.options or {}
+  out[#out + 1] = string.format("fabric_matrix: %d ranks, pattern %s, %d rounds%s, rails: %s%s", report.size,
+    report.pattern or "?", report.rounds or 0,
+    (report.retest_rounds or 0) > 0 and string.format(" and %d retest rounds", report.retest_rounds) or "",
+    table.concat(report.rails or {}, ", "), o.dry_run and " (dry run: no traffic)" or "")
+  if report.size <= 16 and not o.dry_run then
+    for _, m in ipairs(matrix.METRICS) do metric_matrix(out, report, m) end
+  end
+  counts(out, report)
   for _, t in ipairs(report.transient or {}) do
     out[#out + 1] = string.format("transient: %s <-> %s passed when measured again%s", name(report, t[1]),
       name(report, t[2]), (o.retests or 1) > 1 and string.format(" (best of %d)", o.retests) or "")
@@ -111,18 +131,7 @@ function matrix.text(report)
     out[#out + 1] = string.format("VERDICT %s: %s%s: %s", v.kind, table.concat(who, " <-> "),
       v.rail and (" " .. v.rail) or "", v.why)
   end
-  local c = report.control
-  if c then
-    out[#out + 1] = string.format("control plane: %d exchanges; rank 0 %.2f ms per round (%.2f ms CPU), slowest "
-      .. "rank %d %.2f ms per round, busiest CPU rank %d %.2f ms per round", c.exchanges, c.rank0_ms_per_round,
-      c.rank0_cpu_ms_per_round, c.slowest_rank, c.slowest_ms_per_round, c.busiest_rank or 0,
-      c.busiest_cpu_ms_per_round or 0)
-    if (c.block or 1) > 1 then out[#out] = out[#out] .. string.format(" (%d rounds per exchange)", c.block) end
-    if c.rank0_all_cpu_ms_per_round then
-      out[#out] = out[#out] .. string.format("; rank 0 CPU in all, rounds included: %.2f ms per round",
-        c.rank0_all_cpu_ms_per_round)
-    end
-  end
+  if report.control then out[#out + 1] = control_line(report.control) end
   if report.seconds then
     out[#out + 1] = string.format("first pass: %d rounds in %.2f s", report.rounds or 0, report.seconds)
   end

@@ -1,6 +1,6 @@
 -- Run on node 1 of `tools/rxe-vm --nodes 3 --slurm` (tools/run-tests): a real
 -- Slurm 22.05 cluster of three soft-RoCE VMs (nodes node1..node3).  The
--- README's cluster recipes are read from README.md and run as written; then
+-- cluster recipes are read from docs/bringup.md and run as written; then
 -- what a launcher does to a job: a heterogeneous step, ranks that start
 -- seconds apart, scancel of a running matrix, node 3's slurmd stopped mid-job.
 -- Each spec's time goes to .cache/slurm-times.log.
@@ -11,11 +11,13 @@ local socket = require "socket"
 local HOSTS = { "node1", "node2", "node3" }
 local TIMES = ".cache/slurm-times.log"
 
---- The ```sh block after "<!-- recipe: NAME -->" in README.md.
+local RECIPES = "docs/bringup.md"
+
+--- The ```sh block after "<!-- recipe: NAME -->" in docs/bringup.md.
 local function recipe(name)
-  local text = assert(support.slurp("README.md"), "README.md not found (run from the checkout)")
+  local text = assert(support.slurp(RECIPES), RECIPES .. " not found (run from the checkout)")
   local block = text:match("<!%-%- recipe: " .. name:gsub("%-", "%%-") .. " %-%->\n```sh\n(.-)\n```")
-  return assert(block, "README.md has no recipe " .. name)
+  return assert(block, RECIPES .. " has no recipe " .. name)
 end
 
 -- A shell command with a time limit; output and exit status.  The job sees
@@ -100,7 +102,7 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     end
   end)
 
-  it("README recipe srun-matrix: every ordered pair measured, the JSON's hosts are the node names", function()
+  it("recipe srun-matrix: every ordered pair measured, the JSON's hosts are the node names", function()
     os.remove("/tmp/fabric.json")
     local out, rc = run(recipe("srun-matrix"), 240)
     assert.equal(0, rc, out)
@@ -111,28 +113,28 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     assert.equal("slurm", report.options.launcher)
   end)
 
-  it("README recipe srun-check: ports, MTU, RC and UD between every pair, with the datagram counts", function()
+  it("recipe srun-check: ports, MTU, RC and UD between every pair, with the datagram counts", function()
     local out, rc = run(recipe("srun-check"), 180)
     assert.equal(0, rc, out)
     assert_check(out)
   end)
 
-  it("README recipe srun-pmix: the same under Slurm's PMIx plugin", function()
+  it("recipe srun-pmix: the same under Slurm's PMIx plugin", function()
     local out, rc = run(recipe("srun-pmix"), 180)
     assert.equal(0, rc, out)
     assert_check(out)
   end)
 
-  it("README recipe mpirun: mpirun inside an allocation, ranks from mpirun, not from its daemons' srun step", function()
+  it("recipe mpirun: mpirun inside an allocation, ranks from mpirun, not from its daemons' srun step", function()
     local out, rc = run("export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; " .. recipe("mpirun"), 240)
     assert.equal(0, rc, out)
     assert.matches("6 pairs, %d+ bytes verified, 0 flagged", out)
   end)
 
-  it("README recipe sbatch: sbcast ibvlua and the examples to /tmp, run them on nodes without Lua", function()
+  it("recipe sbatch: sbcast ibvlua and the examples to /tmp, run them on nodes without Lua", function()
     assert.equal(support.slurp("examples/fabric.sbatch"),
-      assert(support.slurp("README.md"):match("<!%-%- file: examples/fabric%.sbatch %-%->\n```sh\n(.-\n)```")),
-      "README.md's copy of examples/fabric.sbatch differs from the file")
+      assert(support.slurp(RECIPES):match("<!%-%- file: examples/fabric%.sbatch %-%->\n```sh\n(.-\n)```")),
+      RECIPES .. "'s copy of examples/fabric.sbatch differs from the file")
     -- /dev/null over the interpreters: not executable, so not on PATH (lua -> lua5.4 too)
     local hide = "srun -N 3 --ntasks-per-node=1 sh -c 'mount --bind /dev/null /usr/bin/lua5.4 && " ..
       "mount --bind /dev/null /usr/bin/luajit && ! command -v lua5.4 lua luajit'"

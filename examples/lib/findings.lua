@@ -1,0 +1,155 @@
+--- Rank 0's side of fabric_matrix.lua's diagnosis, between the stored pairs
+-- (examples/lib/results.lua) and the judgement (examples/lib/diagnose.lua):
+-- the first pass made whole (a record for every scheduled pair), the retest's
+-- rounds, and the verdicts of every rail with the ranks out of the run and
+-- the nodes that could not take part.
+--
+--   local findings = require "findings"
+--   findings.complete(store, sched, R1, f)
+--   local rt = findings.retest(store, f, fault, opts, width)     -- rt.rounds, rt.per_sample
+--   local verdicts, transient, status = findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
+local diagnose = require "diagnose"
+local schedule = require "schedule"
+
+local findings = {}
+
+--- Every scheduled pair of rounds 0 .. nrounds-1 gets a record: those nobody
+-- reported belong to a rank that is gone.  A pair a rank that died did not
+-- finish is unmeasured, whatever the survivor saw (what it finished stays).
+function findings.complete(store, sched, nrounds, f)
+  for k = 0, nrounds - 1 do
+    for r = 0, f.size - 1 do
+      local dst = sched:partners(r, k)
+      for ki = 1, dst and store.nrails or 0 do
+        local x = store:rec(ki, r, dst)
+        x.round = x.round or k
+        x.pass = x.pass or "first"
+        if x.lat_us == nil and x.unmeasured == nil and x.error == nil and not x.dry then
+          x.unmeasured = not f:alive(r) and (f:name(r) .. " unreachable") or
+            not f:alive(dst) and (f:name(dst) .. " unreachable") or "not reported"
+        end
+      end
+    end
+  end
+  for _, x in ipairs(store.list) do
+    for _, r in ipairs({ x.src, x.dst }) do
+      if not x.unmeasured and not f:alive(r) and (x.error or x.lat_us == nil) then
+        x.unmeasured = f:name(r) .. " unreachable" .. (x.error and (" (" .. x.error .. ")") or "")
+      end
+    end
+  end
+end
+
+--- The retest of the flagged pairs of store (the first pass): per rail the
+-- reference and the plan (refs, plans), the union of their pairs in rounds of
+-- at most width disjoint pairs, opts.retests times over (per_sample rounds
+-- each, so a pair's samples lie apart in time), as a schedule.
+function findings.retest(store, f, fault, opts, width)
+  local n = f.size
+  local union, seen, refs, plans = {}, {}, {}, {}
+  for ki = 1, store.nrails do
+    local l = store:of_rail(ki)
+    refs[ki] = diagnose.flag(l, opts)
+    local ex = {}
+    for r = 0, n - 1 do
+      if not f:alive(r) or (fault[r] and fault[r][ki]) then ex[r] = true end
+    end
+    plans[ki] = diagnose.retest_plan(l, n, ex)
+    for _, p in ipairs(plans[ki].pairs) do
+      local key = p[1] .. "-" .. p[2]
+      if not seen[key] then seen[key] = true; union[#union + 1] = p end
+    end
+  end
+  local rounds = schedule.disjoint_rounds(union, width)
+  local per_sample = #rounds
+  for _ = 2, opts.retests do
+    for i = 1, per_sample do rounds[#rounds + 1] = rounds[i] end
+  end
+  return { refs = refs, plans = plans, per_sample = per_sample, sched = schedule.explicit("retest", n, rounds),
+    rounds = #rounds }
+end
+
+local function rail_name(rail_names, r, ki) return rail_names[r + 1] and rail_names[r + 1][ki] or ("rail " .. ki) end
+
+local function hosts_of(f, ranks)
+  local h = {}
+  for i, r in ipairs(ranks) do h[i] = f.hosts[r + 1] or ("rank " .. r) end
+  return h
+end
+
+--- The verdicts: the ranks out of the run, the nodes with a local fault, then
+-- each rail's from its retest (rt: findings.retest's, nil when there was none:
+-- then a flagged pair fails the run and none is judged).  Returns the
+-- verdicts, the transient pairs ({a, b, rail}) and the exit status they give.
+function findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
+  local verdicts, transient, status = setmetatable({}, { __jsontype = "array" }), {}, 0
+  for _, d in ipairs(f:dead_ranks()) do
+    verdicts[#verdicts + 1] = { kind = "unreachable", ranks = { d.rank }, hosts = hosts_of(f, { d.rank }), why = d.why }
+  end
+  for r = 0, f.size - 1 do
+    for ki = 1, first.nrails do
+      if fault[r] and fault[r][ki] and f:alive(r) then
+        verdicts[#verdicts + 1] = { kind = "node", ranks = { r }, hosts = hosts_of(f, { r }),
+          rail = rail_name(rail_names, r, ki), why = fault[r][ki] }
+      end
+    end
+  end
+  for ki = 1, opts.dry_run and 0 or first.nrails do
+    local l = first:of_rail(ki)
+    local ref = rt and rt.refs[ki] or diagnose.flag(l, opts)
+    local plan = rt and rt.plans[ki]
+    if not plan then
+      for _, x in ipairs(l) do
+        if x.flagged then status = 1 end
+      end
+    else
+      local v, tr = diagnose.verdicts(retested and retested:of_rail(ki) or {}, ref, plan, opts,
+        function(r) return f:name(r) end)
+      for _, x in ipairs(v) do
+        x.hosts = hosts_of(f, x.ranks)
+        x.rail = rail_name(rail_names, x.ranks[1], ki)
+        verdicts[#verdicts + 1] = x
+      end
+      for _, t in ipairs(tr) do transient[#transient + 1] = { t[1], t[2], ki } end
+    end
+  end
+  if #verdicts > 0 then status = 1 end
+  return verdicts, transient, status
+end
+
+--- Rank 0's figures of the control plane: from every rank's {seconds, cpu,
+-- rounds, max, exchanges} in the exchanges (ctl_all, indexed rank + 1) and
+-- rank 0's cpu in the rounds as a whole (all_cpu); n ranks.
+function findings.control(ctl_all, n, all_cpu, block, relay_group)
+  local worst, worst_rank, busiest, busiest_rank = 0, 0, 0, 0
+  for r = 0, n - 1 do
+    local c = ctl_all[r + 1]
+    if c and c[3] > 0 and c[1] / c[3] > worst then worst, worst_rank = c[1] / c[3], r end
+    if c and c[3] > 0 and c[2] / c[3] > busiest then busiest, busiest_rank = c[2] / c[3], r end
+  end
+  local c0 = ctl_all[1]
+  local per = c0[3] > 0 and 1000 / c0[3] or 0
+  return { rank0_ms_per_round = c0[1] * per, rank0_cpu_ms_per_round = c0[2] * per,
+    slowest_ms_per_round = worst * 1000, slowest_rank = worst_rank, exchanges = c0[5], block = block,
+    rank0_all_cpu_ms_per_round = all_cpu * per, busiest_cpu_ms_per_round = busiest * 1000,
+    busiest_rank = busiest_rank, relay_group = relay_group }
+end
+
+--- The pairs never scheduled (--quick, --max-rounds, a pairs file) as
+-- unmeasured records of store, why_not saying why; how many.
+function findings.unscheduled(store, why_not)
+  local listed = 0
+  for ki = 1, store.nrails do
+    for s = 0, store.n - 1 do
+      for d = 0, store.n - 1 do
+        if s ~= d and not store:find(ki, s, d) then
+          store:rec(ki, s, d).unmeasured = why_not
+          listed = listed + 1
+        end
+      end
+    end
+  end
+  return listed
+end
+
+return findings

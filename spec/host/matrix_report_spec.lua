@@ -1,0 +1,56 @@
+-- examples/lib/matrix.lua, fabric_matrix.lua's report: the text, the JSON,
+-- the gnuplot heatmaps.
+package.path = "examples/lib/?.lua;" .. package.path
+local diagnose = require "diagnose"
+local matrix = require "matrix"
+local dkjson = require "dkjson"
+local fs = require "fabric_support"
+local fabric_of, OPTS = fs.fabric_of, fs.OPTS
+
+describe("fabric_matrix.lua's report (examples/lib/matrix.lua)", function()
+  local function report()
+    local l = fabric_of(4, function(p) if p.src == 2 then p.send_mbs = 3 end end)
+    diagnose.flag(l, OPTS)
+    for _, p in ipairs(l) do p.pass, p.round = "first", 0 end
+    return { size = 4, hosts = { "n1", "n2", "n3", "n4" }, pattern = "tournament", rounds = 3, rails = { "mlx5_0:1" },
+      pairs = l, verdicts = { { kind = "node", ranks = { 2 }, hosts = { "n3" }, rail = "mlx5_0:1", why = "slow" } },
+      options = { lat_factor = 2.1, bw_fraction = 0.93 }, control = { exchanges = 5, rank0_ms_per_round = 1,
+        rank0_cpu_ms_per_round = 0.5, slowest_ms_per_round = 2, slowest_rank = 3 } }
+  end
+
+  it("prints the matrices, the flagged pairs and the verdicts", function()
+    local text = matrix.text(report())
+    assert.matches("fabric_matrix: 4 ranks, pattern tournament, 3 rounds, rails: mlx5_0:1", text)
+    assert.matches("12 pairs, 1200 bytes verified, 3 flagged %(latency > 2%.1x min, bandwidth < 0%.93 x max%)", text)
+    assert.matches("FLAGGED 2 n3 %-> 0 n1: send bandwidth 3%.00 MB/s < 0%.93 x max", text)
+    assert.matches("VERDICT node: rank 2 %(n3%) mlx5_0:1: slow", text)
+    assert.matches("\nFAIL$", text)
+  end)
+
+  it("writes JSON with the round of every pair, the pattern, the rounds and the verdicts", function()
+    local j = dkjson.decode(matrix.json(report()))
+    assert.equal("tournament", j.pattern)
+    assert.equal(3, j.rounds)
+    assert.equal(12, #j.pairs)
+    assert.equal(0, j.pairs[1].round)
+    assert.same({ kind = "node", ranks = { 2 }, hosts = { "n3" }, rail = "mlx5_0:1", why = "slow" }, j.verdicts[1])
+    assert.is_false(j.pass)
+    local r = report()
+    r.verdicts = {}
+    assert.matches('"verdicts":%[%]', matrix.json(r))
+  end)
+
+  it("draws the heatmaps with gnuplot (png and svg)", function()
+    local r = report()
+    for _, ext in ipairs({ "png", "svg" }) do
+      local file = os.tmpname() .. "." .. ext
+      assert(matrix.plot(r, file))
+      local h = assert(io.open(file, "rb"))
+      local head = h:read(8)
+      h:close()
+      os.remove(file)
+      if ext == "png" then assert.equal("\137PNG\r\n\26\n", head) else assert.matches("^<%?xml", head) end
+    end
+    assert.matches("png or %.svg", select(2, matrix.plot(r, "/tmp/x.jpg")))
+  end)
+end)

@@ -1,0 +1,49 @@
+-- examples/lib/pair_traffic.lua (and the texts of examples/lib/measures.lua):
+-- the sizes the options give, the bytes a pair checks, an end's address as
+-- its peer reads it, every state named by one text.
+package.path = "examples/lib/?.lua;" .. package.path
+local traffic = require "pair_traffic"
+local measures = require "measures"
+
+describe("examples/lib/pair_traffic.lua", function()
+  it("rounds the bandwidth messages up to whole chains and sizes the ring and the CQ from them", function()
+    local s = traffic.sizes({ bw_iters = 1000 })
+    assert.equal(1000, s.bw_iters)
+    assert.equal(traffic.RING, s.ring_n)
+    s = traffic.sizes({ bw_iters = 3 })
+    assert.equal(traffic.CHAIN, s.bw_iters)
+    assert.equal(traffic.CHAIN, s.ring_n)
+    assert.equal(8 * traffic.RING + 8 * traffic.WINDOW * traffic.CHAIN + 64, s.cqe)
+  end)
+
+  it("gives each direction of a pair bytes of its own, of any length", function()
+    local a = traffic.pattern_bytes(1, 2, 600)
+    assert.equal(600, #a)
+    assert.are_not.equal(a, traffic.pattern_bytes(2, 1, 600))
+    assert.equal(a:sub(1, 10), traffic.pattern_bytes(1, 2, 10))
+  end)
+
+  it("writes an end's address as its peer reads it (a dry rail's stands in)", function()
+    local rail = { lid = 7, mtu = 4096, gid = "::ffff:10.0.0.1", in_buf = { addr = 0x7fffabcd1234, rkey = 99 } }
+    local e = { kind = "in", qp = { qp_num = 17 }, psn = 5 }
+    assert.same({ qpn = 17, psn = 5, lid = 7, mtu = 4096, gid = "::ffff:10.0.0.1", addr = 0x7fffabcd1234, rkey = 99 },
+      traffic.parse_info(traffic.info(rail, e)))
+    assert.same({ qpn = 1, psn = 0, lid = 0, mtu = 1024, gid = "::", addr = 0, rkey = 0 },
+      traffic.parse_info(traffic.info({ dry = true })))
+    assert.is_nil(traffic.parse_info("1 2 3"))
+  end)
+
+  it("names every state by one text, and its work requests by name", function()
+    for _, st in pairs(traffic.STATE) do
+      if st ~= "done" then assert.is_string(measures.PHASES[st], st) end
+    end
+    assert.equal("send bandwidth (receiving)", measures.phase(traffic.STATE.rx))
+    assert.equal("RDMA write bandwidth", measures.phase(traffic.STATE.write))
+    local seen = {}
+    for name, id in pairs(traffic.WR) do
+      assert.is_nil(seen[id], name)
+      seen[id] = true
+      assert.is_true(id >= traffic.RING, name) -- above the ring's slots
+    end
+  end)
+end)
