@@ -37,7 +37,8 @@ end
 function M.load(root)
   root = root and root .. "/" or ""
   local data = dofile(root .. M.MAP)
-  local map = { bound = {}, not_bound = {}, owed = {}, from_verbs = {}, verbs_map = data.verbs_map }
+  local map = { bound = {}, not_bound = {}, owed = {}, from_verbs = {}, verbs_map = data.verbs_map,
+    since = data.since or {} }
   for k, v in pairs(data.bound) do map.bound[k] = v end
   for k, v in pairs(data.not_bound) do map.not_bound[k] = v end
   map.has_verbs_map = read_verbs_map(root .. M.VERBS_MAP, map)

@@ -53,11 +53,14 @@ describe("the API coverage check", function()
     end
   end)
 
-  it("has no map entry for a function the headers lack", function()
+  -- a function newer than the headers of this build (rdma-core 33 in Debian 11's tree,
+  -- say) keeps its entry: its method is there and says which release it needs
+  it("has no map entry for a function the headers lack, but those newer than the build's rdma-core", function()
+    local built = tonumber(require("ibverbs.core").rdma_core.built:match("^%d+")) or math.huge
     local stale = {}
     for _, set in ipairs({ map.bound, map.not_bound, map.owed }) do
       for name in pairs(set) do
-        if not public[name] then stale[#stale + 1] = name end
+        if not public[name] and not ((map.since[name] or 0) > built) then stale[#stale + 1] = name end
       end
     end
     table.sort(stale)
