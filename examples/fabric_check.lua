@@ -9,15 +9,23 @@
 -- way) and UD (--ud-count datagrams each way, at most --ud-loss of them lost,
 -- counted in the report); rank 0 reports and names the ranks (hosts) at fault
 -- and their pairs.
--- Exit status: 0 when everything passed, 1 on any FAIL.
+-- A port that is not active is listed (state, link layer) and fails the node
+-- only when the run needs it: named with -d or -i, or no active port left.
+-- Exit status, per rank: 0 when this node has no fault, 1 when it has one (a
+-- local check failed, or it is named in rank 0's report: its own fault, or an
+-- end of a broken pair whose other end has no fault of its own), 2 when the
+-- run could not be made (bad options, no rendezvous, an exchange failed);
+-- --exit-any: 1 on every rank when any rank has a fault.
 local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
 local cli = require "cli"
 local dkjson = require "dkjson"
 local rails = require "rails"
 
+local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
+
 local o = cli.run(arg, {
-  name = "fabric_check.lua", usage = { "            check every device and port" },
+  name = "fabric_check.lua", usage = { "            check every device and port" }, error_status = 2,
   cli.ib_dev{ help = "check only device <dev>" },
   cli.ib_port{ default = false, help = "check only port <port>" },
   cli.gid_idx{ default = false, min = 0,
@@ -35,6 +43,7 @@ local o = cli.run(arg, {
     help = "UD datagrams each way per pair of ranks (default 10; as many again for a direction over the limit)" },
   { nil, "ud-loss", arg = "fraction", type = "number", default = 0.2, min = 0, max = 0.99,
     help = "share of a direction's UD datagrams that may be lost: UD may drop (default 0.2)" },
+  { nil, "exit-any", help = "exit 1 on every rank when any rank has a fault (default: only the ranks at fault)" },
 })
 
 local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic" }
@@ -142,7 +151,17 @@ end
 
 -- ------------------------------------------------------------------ ports
 
-local function check_port(ctx, port)
+-- A port's checks when it is not active: every one failed, "not run".
+local function inactive_checks(r)
+  r.checks[1] = { name = "port_state", pass = false, ms = 0, detail = "port is " .. tostring(r.state) }
+  for _, t in ipairs(tests) do
+    r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0, detail = "not run: port is " .. tostring(r.state) }
+  end
+end
+
+-- A port's state, GIDs and checks.  A port that is not active and not
+-- needed is listed as idle, with no checks.
+local function check_port(ctx, port, needed)
   local r = { port = port, checks = {} }
   local p, msg = ctx:query_port(port)
   if not p then
@@ -154,17 +173,14 @@ local function check_port(ctx, port)
   for _, g in ipairs(ctx:query_gid_table() or {}) do
     if g.port_num == port then r.gids[#r.gids + 1] = { index = g.gid_index, gid = g.gid, type = g.gid_type } end
   end
-  local active = p.state == "active"
-  r.checks[1] = { name = "port_state", pass = active, ms = 0, detail = not active and ("port is " .. p.state) or nil }
+  if p.state ~= "active" then
+    if needed then inactive_checks(r) else r.idle = true end
+    return r
+  end
+  r.checks[1] = { name = "port_state", pass = true, ms = 0 }
   local gid_index = rails.pick_gid(ctx, port, p.link_layer, o.gid_idx)
   r.gid_index = gid_index
-  for _, t in ipairs(tests) do
-    if active then
-      r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t)
-    else
-      r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0, detail = "not run: port is " .. p.state }
-    end
-  end
+  for _, t in ipairs(tests) do r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t) end
   return r
 end
 
@@ -177,7 +193,9 @@ local function check_device(d)
   end
   local a = assert(ctx:query_device())
   for port = 1, a.phys_port_cnt do
-    if not o.ib_port or o.ib_port == port then dev.ports[#dev.ports + 1] = check_port(ctx, port) end
+    if not o.ib_port or o.ib_port == port then
+      dev.ports[#dev.ports + 1] = check_port(ctx, port, o.ib_dev ~= nil or o.ib_port ~= nil)
+    end
   end
   if #dev.ports == 0 then dev.error = "no port " .. tostring(o.ib_port) end
   ctx:close()
@@ -188,7 +206,7 @@ end
 
 -- JSON through dkjson: the lists (devices, ports, GIDs, checks) are arrays even
 -- when empty ([] rather than {}); NaN and infinities become null.
-local LISTS = { devices = true, ports = true, gids = true, checks = true }
+local LISTS = { devices = true, ports = true, gids = true, checks = true, idle = true }
 local function mark_lists(v)
   for k, x in pairs(v) do
     if type(x) == "table" then
@@ -216,8 +234,9 @@ local function print_text(devs)
   for _, dev in ipairs(devs) do
     print(dev.name .. (dev.error and (": FAIL " .. dev.error) or ""))
     for _, p in ipairs(dev.ports) do
-      print(string.format("  port %d: %s, MTU %s (max %s), link %s, LID %s", p.port, tostring(p.state),
-        tostring(p.active_mtu), tostring(p.max_mtu), tostring(p.link_layer), tostring(p.lid)))
+      print(string.format("  port %d: %s, MTU %s (max %s), link %s, LID %s%s", p.port, tostring(p.state),
+        tostring(p.active_mtu), tostring(p.max_mtu), tostring(p.link_layer), tostring(p.lid),
+        p.idle and " (idle: not checked, not needed)" or ""))
       for _, g in ipairs(p.gids or {}) do
         print(string.format("    GID[%d] %s (%s)%s", g.index, g.gid, g.type, g.index == p.gid_index and " *" or ""))
       end
@@ -236,27 +255,42 @@ if not devices then
   devices = {}
   no_devices = derrno == 38 and ("no RDMA driver loaded (" .. tostring(derr) .. ")") or tostring(derr)
 end
-local results, failed, total = {}, 0, 0
+local results = {}
 for _, d in ipairs(devices) do
-  if not o.ib_dev or d.name == o.ib_dev then
-    local dev = check_device(d)
-    results[#results + 1] = dev
-    if dev.error then failed = failed + 1 end
-    for _, p in ipairs(dev.ports) do
-      for _, c in ipairs(p.checks) do
-        total = total + 1
-        if not c.pass then failed = failed + 1 end
-      end
-    end
-  end
+  if not o.ib_dev or d.name == o.ib_dev then results[#results + 1] = check_device(d) end
 end
 if #results == 0 then
   results[1] = { name = o.ib_dev or "(none)", error = no_devices or "no such RDMA device", ports = {} }
-  failed = failed + 1
+end
+-- no active port left for the run: the idle ports are needed after all
+local active = false
+for _, dev in ipairs(results) do
+  for _, p in ipairs(dev.ports) do active = active or (not p.idle and p.state == "active") end
+end
+for _, dev in ipairs(results) do
+  for _, p in ipairs(dev.ports) do
+    if p.idle and not active then p.idle = nil; inactive_checks(p) end
+  end
+end
+local failed, total = 0, 0
+for _, dev in ipairs(results) do
+  if dev.error then failed = failed + 1 end
+  for _, p in ipairs(dev.ports) do
+    for _, c in ipairs(p.checks) do
+      total = total + 1
+      if not c.pass then failed = failed + 1 end
+    end
+  end
 end
 -- one rank of many: the fabric as a whole (rank 0 reports)
 local wide = require "fabric_wide"
-if wide.wanted(o) then os.exit(wide.run(o, results, failed, total, print_text, json)) end
+if wide.wanted(o) then
+  local agree = { VERSION }
+  for _, k in ipairs({ "ib_dev", "ib_port", "gid_idx", "timeout", "fabric_timeout", "ud_count", "ud_loss" }) do
+    agree[#agree + 1] = k .. "=" .. tostring(o[k])
+  end
+  os.exit(wide.run(o, results, failed, total, print_text, json, table.concat(agree, " ")))
+end
 if o.json then
   print(json({ devices = results, checks = total, failed = failed, pass = failed == 0 }))
 else

@@ -1,4 +1,6 @@
--- fabric_check.lua on rxe0: passes with the port up, fails clearly with it down.
+-- fabric_check.lua on rxe0: passes with the port up, fails clearly with it down;
+-- a second device on a netdev that is down is listed as idle and fails only
+-- when named or when no active port is left.
 local support = require "support"
 
 local function run(args)
@@ -49,5 +51,35 @@ describe("on rxe0, fabric_check.lua", function()
     local out, rc = run("-d nosuch0")
     assert.equal(1, rc)
     assert.matches("nosuch0: FAIL no such RDMA device", out)
+  end)
+
+  it("lists an idle second device (rxe1 on a netdev that is down) and passes; fails it when named", function()
+    local ok, err = pcall(function()
+      assert.is_true(sh("ip link add d9 type dummy && rdma link add rxe9 type rxe netdev d9"))
+      local out, rc = run("")
+      assert.equal(0, rc, out)
+      assert.matches("rxe9\n  port 1: down, MTU %d+ %(max %d+%), link ethernet, LID 0 "
+        .. "%(idle: not checked, not needed%)", out)
+      assert.matches("6 checks, 0 failed: PASS", out)
+      out, rc = run("-d rxe9")
+      assert.equal(1, rc, out)
+      assert.matches("port_state%s+FAIL.*port is down", out)
+      assert.matches("6 checks, 6 failed: FAIL", out)
+      -- no active port left: the idle ones are needed after all
+      assert.is_true(sh("ip link set d0 down"))
+      assert.equal("down", wait_port("down"))
+      out, rc = run("")
+      assert.equal(1, rc, out)
+      assert.matches("12 checks, 12 failed: FAIL", out)
+    end)
+    sh("rdma link delete rxe9; ip link delete d9; ip link set d0 up")
+    assert.equal("active", wait_port("active"))
+    assert(ok, err)
+  end)
+
+  it("exits 2 for a bad option, before touching a device", function()
+    local out, rc = run("--ud-count x")
+    assert.equal(2, rc, out)
+    assert.matches("option '%-%-ud%-count': an integer expected, got 'x'", out)
   end)
 end)
