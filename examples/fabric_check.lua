@@ -21,6 +21,7 @@ package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- exam
 local cli = require "cli"
 local dkjson = require "dkjson"
 local rails = require "rails"
+local expectations = require "expect"
 
 local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
 
@@ -44,7 +45,31 @@ local o = cli.run(arg, {
   { nil, "ud-loss", arg = "fraction", type = "number", default = 0.2, min = 0, max = 0.99,
     help = "share of a direction's UD datagrams that may be lost: UD may drop (default 0.2)" },
   { nil, "exit-any", help = "exit 1 on every rank when any rank has a fault (default: only the ranks at fault)" },
+  { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
+    .. "docs/expect.md): exactly the ports it names must be active, with its values" },
 })
+
+-- --expect: read and checked before any device or peer is touched
+local EXPECTED -- this host's port entries
+if o.expect then
+  local spec, err = expectations.load(o.expect)
+  if not spec then
+    io.stderr:write("fabric_check.lua: --expect ", err, "\n")
+    os.exit(2)
+  end
+  EXPECTED = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
+end
+
+-- Whether the run needs port of device: named in --expect, else named with -d or -i.
+local function needed(device, port)
+  if EXPECTED then
+    for _, e in ipairs(EXPECTED) do
+      if e.device == device and e.port == port then return true end
+    end
+    return false
+  end
+  return o.ib_dev ~= nil or o.ib_port ~= nil
+end
 
 local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic" }
 local QKEY = 0x11111111
@@ -159,9 +184,9 @@ local function inactive_checks(r)
   end
 end
 
--- A port's state, GIDs and checks.  A port that is not active and not
--- needed is listed as idle, with no checks.
-local function check_port(ctx, port, needed)
+-- A port's state, GIDs and checks.  A port that is not active and that the
+-- run does not need (must) is listed as idle, with no checks.
+local function check_port(ctx, port, must)
   local r = { port = port, checks = {} }
   local p, msg = ctx:query_port(port)
   if not p then
@@ -174,7 +199,7 @@ local function check_port(ctx, port, needed)
     if g.port_num == port then r.gids[#r.gids + 1] = { index = g.gid_index, gid = g.gid, type = g.gid_type } end
   end
   if p.state ~= "active" then
-    if needed then inactive_checks(r) else r.idle = true end
+    if must then inactive_checks(r) else r.idle = true end
     return r
   end
   r.checks[1] = { name = "port_state", pass = true, ms = 0 }
@@ -192,9 +217,10 @@ local function check_device(d)
     return dev
   end
   local a = assert(ctx:query_device())
+  dev.fw_ver = a.fw_ver
   for port = 1, a.phys_port_cnt do
     if not o.ib_port or o.ib_port == port then
-      dev.ports[#dev.ports + 1] = check_port(ctx, port, o.ib_dev ~= nil or o.ib_port ~= nil)
+      dev.ports[#dev.ports + 1] = check_port(ctx, port, needed(d.name, port))
     end
   end
   if #dev.ports == 0 then dev.error = "no port " .. tostring(o.ib_port) end
@@ -259,17 +285,19 @@ local results = {}
 for _, d in ipairs(devices) do
   if not o.ib_dev or d.name == o.ib_dev then results[#results + 1] = check_device(d) end
 end
-if #results == 0 then
+if #results == 0 and (no_devices or not EXPECTED or #EXPECTED == 0) then
   results[1] = { name = o.ib_dev or "(none)", error = no_devices or "no such RDMA device", ports = {} }
 end
--- no active port left for the run: the idle ports are needed after all
+if EXPECTED then expectations.judge(results, EXPECTED, o.expect) end
+-- no active port left for the run: the idle ports are needed after all (with
+-- --expect, exactly the ports it names are)
 local active = false
 for _, dev in ipairs(results) do
   for _, p in ipairs(dev.ports) do active = active or (not p.idle and p.state == "active") end
 end
 for _, dev in ipairs(results) do
   for _, p in ipairs(dev.ports) do
-    if p.idle and not active then p.idle = nil; inactive_checks(p) end
+    if p.idle and not active and not EXPECTED then p.idle = nil; inactive_checks(p) end
   end
 end
 local failed, total = 0, 0
@@ -286,7 +314,8 @@ end
 local wide = require "fabric_wide"
 if wide.wanted(o) then
   local agree = { VERSION }
-  for _, k in ipairs({ "ib_dev", "ib_port", "gid_idx", "timeout", "fabric_timeout", "ud_count", "ud_loss" }) do
+  for _, k in ipairs({ "ib_dev", "ib_port", "gid_idx", "timeout", "fabric_timeout", "ud_count", "ud_loss",
+    "expect" }) do
     agree[#agree + 1] = k .. "=" .. tostring(o[k])
   end
   os.exit(wide.run(o, results, failed, total, print_text, json, table.concat(agree, " ")))
