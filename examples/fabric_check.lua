@@ -22,6 +22,7 @@ local cli = require "cli"
 local dkjson = require "dkjson"
 local rails = require "rails"
 local expectations = require "expect"
+local pc = require "ibverbs.port_counters"
 
 local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
 
@@ -45,9 +46,21 @@ local o = cli.run(arg, {
   { nil, "ud-loss", arg = "fraction", type = "number", default = 0.2, min = 0, max = 0.99,
     help = "share of a direction's UD datagrams that may be lost: UD may drop (default 0.2)" },
   { nil, "exit-any", help = "exit 1 on every rank when any rank has a fault (default: only the ranks at fault)" },
+  { nil, "counter-thresholds", arg = "name=n,...",
+    help = "the largest rise of an error counter over the run (all=n: every one; defaults: docs/bringup.md)" },
   { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
     .. "docs/expect.md): exactly the ports it names must be active, with its values" },
 })
+
+local THRESHOLDS = pc.THRESHOLDS
+if o.counter_thresholds then
+  local t, err = pc.parse_thresholds(o.counter_thresholds)
+  if not t then
+    io.stderr:write("fabric_check.lua: option '--counter-thresholds': ", err, "\n")
+    os.exit(2)
+  end
+  THRESHOLDS = t
+end
 
 -- --expect: read and checked before any device or peer is touched
 local EXPECTED -- this host's port entries
@@ -205,6 +218,7 @@ local function check_port(ctx, port, must)
   r.checks[1] = { name = "port_state", pass = true, ms = 0 }
   local gid_index = rails.pick_gid(ctx, port, p.link_layer, o.gid_idx)
   r.gid_index = gid_index
+  r.before = ctx:port_counters(port) -- nil when the port has no counters: none read after either
   for _, t in ipairs(tests) do r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t) end
   return r
 end
@@ -232,7 +246,7 @@ end
 
 -- JSON through dkjson: the lists (devices, ports, GIDs, checks) are arrays even
 -- when empty ([] rather than {}); NaN and infinities become null.
-local LISTS = { devices = true, ports = true, gids = true, checks = true, idle = true }
+local LISTS = { devices = true, ports = true, gids = true, checks = true, idle = true, exceeded = true }
 local function mark_lists(v)
   for k, x in pairs(v) do
     if type(x) == "table" then
@@ -256,6 +270,61 @@ local function json(v)
   return dkjson.encode(mark_lists(v), { keyorder = keys })
 end
 
+-- The thresholds of a port: --counter-thresholds', and its --expect entry's counters over them.
+local function thresholds_of(device, port)
+  for _, e in ipairs(EXPECTED or {}) do
+    if e.device == device and e.port == port and e.counters then
+      local t = {}
+      for k, v in pairs(THRESHOLDS) do t[k] = v end
+      for k, v in pairs(e.counters) do t[k] = v end
+      return t
+    end
+  end
+  return THRESHOLDS
+end
+
+-- The counters of every port read before its checks, read again: their
+-- deltas (p.counters) and, for an error counter that rose past its threshold,
+-- a failed check "counters" naming each with its rise.  Returns those
+-- findings as text.
+local function counter_findings(devs)
+  local found = {}
+  for _, dev in ipairs(devs) do
+    for _, p in ipairs(dev.ports) do
+      local after = p.before and pc.read(dev.name, p.port)
+      if after then
+        local d, unknown = pc.deltas(p.before, after)
+        local over = pc.exceeded(d, thresholds_of(dev.name, p.port))
+        p.counters = { deltas = d, unknown = unknown, exceeded = over }
+        if #over > 0 then
+          local words = {}
+          for i, x in ipairs(over) do
+            words[i] = string.format("%s +%d (threshold %d)", x.name, x.delta, x.threshold)
+          end
+          local detail = dev.name .. " port " .. p.port .. ": " .. table.concat(words, ", ")
+          p.checks[#p.checks + 1] = { name = "counters", pass = false, ms = 0, detail = detail }
+          found[#found + 1] = "counters: " .. detail
+        end
+      end
+      p.before = nil
+    end
+  end
+  return found
+end
+
+-- A port's counters that moved, and those without a delta: "sent_pkts +12, ...; unknown: x (saturated)".
+local function counter_text(c)
+  local moved, unknown = {}, {}
+  for k, v in pairs(c.deltas) do
+    if v > 0 then moved[#moved + 1] = k .. " +" .. v end
+  end
+  for k, why in pairs(c.unknown) do unknown[#unknown + 1] = k .. " (" .. why .. ")" end
+  table.sort(moved)
+  table.sort(unknown)
+  return (#moved > 0 and table.concat(moved, ", ") or "none moved") ..
+    (#unknown > 0 and ("; unknown: " .. table.concat(unknown, ", ")) or "")
+end
+
 local function print_text(devs)
   for _, dev in ipairs(devs) do
     print(dev.name .. (dev.error and (": FAIL " .. dev.error) or ""))
@@ -270,6 +339,7 @@ local function print_text(devs)
         print(string.format("    %-14s %s %8.2f ms%s", c.name, c.pass and "PASS" or "FAIL", c.ms,
           c.detail and ("  " .. c.detail) or ""))
       end
+      if p.counters then print("    counters: " .. counter_text(p.counters)) end
     end
   end
 end
@@ -300,6 +370,9 @@ for _, dev in ipairs(results) do
     if p.idle and not active and not EXPECTED then p.idle = nil; inactive_checks(p) end
   end
 end
+-- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
+local wide = require "fabric_wide"
+if not wide.wanted(o) then counter_findings(results) end
 local failed, total = 0, 0
 for _, dev in ipairs(results) do
   if dev.error then failed = failed + 1 end
@@ -311,14 +384,14 @@ for _, dev in ipairs(results) do
   end
 end
 -- one rank of many: the fabric as a whole (rank 0 reports)
-local wide = require "fabric_wide"
 if wide.wanted(o) then
   local agree = { VERSION }
   for _, k in ipairs({ "ib_dev", "ib_port", "gid_idx", "timeout", "fabric_timeout", "ud_count", "ud_loss",
-    "expect" }) do
+    "expect", "counter_thresholds" }) do
     agree[#agree + 1] = k .. "=" .. tostring(o[k])
   end
-  os.exit(wide.run(o, results, failed, total, print_text, json, table.concat(agree, " ")))
+  os.exit(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = table.concat(agree, " "),
+    after_traffic = function() return counter_findings(results) end }))
 end
 if o.json then
   print(json({ devices = results, checks = total, failed = failed, pass = failed == 0 }))

@@ -5,7 +5,8 @@
 -- the pairs they break.  Example support: it prints, the caller exits.
 --
 --   local wide = require "fabric_wide"
---   local status = wide.run(o, results, failed, total, print_text, json, agree)
+--   local status = wide.run(o, results, failed, total, { print_text = f, json = f, agree = text,
+--     after_traffic = f })   -- after_traffic(): this rank's findings after the traffic (counters), a list of text
 --   -- 0: this rank's node has no fault, 1: it has one (o.exit_any: any rank has one), 2: no run
 local ibv = require "ibverbs"
 -- loaded when needed: a single-host run (or a fake ibverbs in the specs) goes without
@@ -371,7 +372,7 @@ local function pair_results(f, matrix, o)
 end
 
 -- Rank 0: the report from every rank's summary (all) and pair results (matrix).
-local function build_report(f, all, matrix, o)
+local function build_report(f, all, matrix, o, later)
   local report = { ranks = {}, faults = {} }
   local bad = {} -- rank -> reasons
   local function blame(r, why)
@@ -383,6 +384,7 @@ local function build_report(f, all, matrix, o)
     s.rank, s.host = r, f.hosts[r + 1]
     report.ranks[r + 1] = s
     for _, x in ipairs(s.failures) do blame(r, x) end
+    for _, x in ipairs(later[r + 1] or {}) do blame(r, x) end
   end
   report.consistency = consistency(f, all, blame)
   report.pairs = pair_results(f, matrix, o)
@@ -462,14 +464,16 @@ local function own_status(f, o, verdict)
   return 0
 end
 
---- The fabric-wide part (agree: the script's version and options, which every
--- rank must give alike); returns this rank's exit status: 0 when its node has
--- no fault, 1 when it has one (o.exit_any: when any node has one), 2 when the
--- run could not be made (no rendezvous, an exchange failed).
-function wide.run(o, results, failed, total, print_text, json, agree)
+--- The fabric-wide part (hooks: print_text(results) and json(value), rank
+-- 0's output; agree, the script's version and options, which every rank must
+-- give alike; after_traffic(), this rank's findings once the traffic is
+-- over, a list of text); returns this rank's exit status: 0 when its node
+-- has no fault, 1 when it has one (o.exit_any: when any node has one), 2
+-- when the run could not be made (no rendezvous, an exchange failed).
+function wide.run(o, results, failed, total, hooks)
   if not has_fabric then error(fabric, 0) end
   local f, err = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
-    timeout = o.fabric_timeout, agree = agree }
+    timeout = o.fabric_timeout, agree = hooks.agree }
   if not f then
     print("fabric: FAIL " .. err)
     return 2
@@ -479,18 +483,20 @@ function wide.run(o, results, failed, total, print_text, json, agree)
   local traffic
   if all then traffic, ferr = pair_traffic(f, me, o, math.max(o.timeout, 5)) end
   local matrix = traffic and f:gather(traffic, 0)
-  if not matrix then
+  local mine = matrix and hooks.after_traffic and hooks.after_traffic() or {}
+  local later = matrix and f:gather(setmetatable(mine, { __jsontype = "array" }), 0)
+  if not later then
     print(string.format("fabric (rank %d): FAIL %s", f.rank, tostring(ferr)))
     f:close()
     return 2
   end
   local verdict
   if f.rank == 0 then
-    local report = build_report(f, all, matrix, o)
+    local report = build_report(f, all, matrix, o, later)
     if o.json then
-      print(json({ fabric = report, size = f.size, pass = report.pass, devices = results }))
+      print(hooks.json({ fabric = report, size = f.size, pass = report.pass, devices = results }))
     else
-      print_text(results)
+      hooks.print_text(results)
       print_report(f, report, o)
     end
     verdict = { bad = report.bad_ranks, any = not report.pass }
@@ -498,7 +504,7 @@ function wide.run(o, results, failed, total, print_text, json, agree)
     print(string.format("%s: %d local checks, %d failed; the report is rank 0's", f:name(f.rank), total, failed))
   end
   local status = own_status(f, o, f:bcast(verdict))
-  if status == 0 and failed > 0 and not o.exit_any then status = 1 end
+  if status == 0 and (failed > 0 or #mine > 0) and not o.exit_any then status = 1 end
   f:close()
   return status
 end

@@ -109,4 +109,15 @@ describe("fabric_check.lua --expect", function()
     assert.equal("fabric_check.lua: --expect " .. p .. ': hosts["node[1-4]"].ports[1].mtu: unknown key (known: '
       .. "active_mtu, counters, device, fw_ver, gid_type, link_layer, port, rate)\nrc=2\n", out)
   end)
+
+  it("fabric_matrix.lua reads and checks the file too: exit 2 before the rendezvous", function()
+    local p = file(".json", ISSUE:gsub("1024", "1000"))
+    local h = io.popen("LUA_PATH='lua/?.lua;;' LUA_CPATH='" .. fs.CPATH .. "' IBV_FABRIC_RANK=1 IBV_FABRIC_SIZE=2 "
+      .. "IBV_FABRIC_ROOT=127.0.0.1:1 " .. fs.LUA .. " examples/fabric_matrix.lua --expect " .. p
+      .. " 2>&1; echo rc=$?")
+    local out = h:read("a")
+    h:close()
+    assert.equal("fabric_matrix.lua: --expect " .. p .. ': hosts["node[1-4]"].ports[1].active_mtu: 256, 512, 1024, '
+      .. "2048 or 4096 expected, got 1000\nrc=2\n", out)
+  end)
 end)

@@ -1,7 +1,8 @@
 --- Where a fabric's ranks come from: the launcher's variables (IBV_FABRIC_*,
--- Open MPI, PMI, Slurm, tools/rxe-vm) and Slurm's host lists.  No sockets, no
--- state: every function reads its arguments (getenv: a function like os.getenv).
--- ibverbs.fabric re-exports detect, hostlist, first_host and slurm_hosts.
+-- Open MPI, PMI, Slurm, tools/rxe-vm), Slurm's host lists and this host's
+-- name.  No sockets opened, no state: every function reads its arguments
+-- (getenv: a function like os.getenv) and, for the host name, the system.
+-- ibverbs.fabric re-exports detect, hostlist, first_host, slurm_hosts and hostname.
 local launcher = {}
 
 --- n when v is a whole number (a string or a number), else nil.
