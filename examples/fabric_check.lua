@@ -52,26 +52,18 @@ local o = cli.run(arg, {
     .. "docs/expect.md): exactly the ports it names must be active, with its values" },
 })
 
-local THRESHOLDS = pc.THRESHOLDS
-if o.counter_thresholds then
-  local t, err = pc.parse_thresholds(o.counter_thresholds)
-  if not t then
-    io.stderr:write("fabric_check.lua: option '--counter-thresholds': ", err, "\n")
+-- v, or (nil, err) a usage error: exit 2 before any device or peer is touched.
+local function usable(what, v, err)
+  if v == nil then
+    io.stderr:write("fabric_check.lua: ", what, err, "\n")
     os.exit(2)
   end
-  THRESHOLDS = t
+  return v
 end
-
--- --expect: read and checked before any device or peer is touched
-local EXPECTED -- this host's port entries
-if o.expect then
-  local spec, err = expectations.load(o.expect)
-  if not spec then
-    io.stderr:write("fabric_check.lua: --expect ", err, "\n")
-    os.exit(2)
-  end
-  EXPECTED = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
-end
+local THRESHOLDS = o.counter_thresholds and
+  usable("option '--counter-thresholds': ", pc.parse_thresholds(o.counter_thresholds)) or pc.THRESHOLDS
+local EXPECTED = o.expect and -- this host's port entries
+  expectations.for_host(usable("--expect ", expectations.load(o.expect)), require("ibverbs.fabric.launcher").hostname())
 
 -- Whether the run needs port of device: named in --expect, else named with -d or -i.
 local function needed(device, port)
