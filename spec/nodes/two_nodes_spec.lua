@@ -139,4 +139,35 @@ describe("two soft-RoCE nodes", function()
     if NODE == 2 then sh("rdma link delete rxe9; ip link delete d9") end
     assert(ok, err)
   end)
+
+  it("fabric_check.lua --expect: node 2's MTU lowered, node 2 alone named, expected and found, exit 1 there", function()
+    local file = "/tmp/expect-nodes.json" -- each VM's own /tmp, the same path and text on both
+    local fh = assert(io.open(file, "w"))
+    fh:write('{"hosts": {"node[1-2]": {"ports": [{"device": "rxe0", "port": 1, "active_mtu": 1024, '
+      .. '"link_layer": "ethernet", "gid_type": "roce_v2"}]}}}')
+    fh:close()
+    local ok, err = pcall(function()
+      local out, rc = run("fabric_check.lua", "--expect " .. file)
+      assert.equal(0, rc, out)
+      if NODE == 2 then
+        assert.is_true(sh("ip link set eth0 mtu 1000"))
+        local ctx = support.open()
+        local deadline = ibv.now() + 10
+        while ctx:query_port(1).active_mtu ~= 512 and ibv.now() < deadline do sh("sleep 0.2") end
+        assert.equal(512, ctx:query_port(1).active_mtu)
+        ctx:close()
+      end
+      out, rc = run("fabric_check.lua", "--expect " .. file)
+      assert.equal(NODE == 2 and 1 or 0, rc, out)
+      if NODE == 1 then
+        assert.matches("FAULT rank 1 %(node2%): expect: rxe0 port 1 %(/tmp/expect%-nodes%.json%): active_mtu: "
+          .. "expected 1024, found 512", out)
+        assert.not_matches("FAULT rank 0", out)
+        assert.matches("nodes at fault %(exit 1%): rank 1 %(node2%)\n", out)
+      end
+    end)
+    if NODE == 2 then sh("ip link set eth0 mtu 1500") end
+    os.remove(file)
+    assert(ok, err)
+  end)
 end)
