@@ -377,12 +377,9 @@ for _, dev in ipairs(results) do
 end
 -- one rank of many: the fabric as a whole (rank 0 reports)
 if wide.wanted(o) then
-  local agree = { VERSION }
-  for _, k in ipairs({ "ib_dev", "ib_port", "gid_idx", "timeout", "fabric_timeout", "ud_count", "ud_loss",
-    "expect", "counter_thresholds" }) do
-    agree[#agree + 1] = k .. "=" .. tostring(o[k])
-  end
-  os.exit(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = table.concat(agree, " "),
+  local agree = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
+    json = true, exit_any = true })
+  os.exit(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = agree,
     after_traffic = function() return counter_findings(results) end }))
 end
 if o.json then

@@ -129,8 +129,11 @@ end
 
 -- ------------------------------------------------------------------ the group and its limits
 
+-- every rank runs this version with these options, or the rendezvous names the ones that differ
+local AGREE = cli.agreement("fabric_matrix.lua 2", o, { rank = true, size = true, root = true, fabric_port = true,
+  json = true, json_lines = true, plot = true })
 local f, ferr = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
-  timeout = o.timeout + 15, tolerant = true }
+  timeout = o.timeout + 15, tolerant = true, agree = AGREE }
 if not f then
   say("fabric_matrix: %s", ferr)
   os.exit(1)

@@ -132,4 +132,18 @@ function cli.run(argv, spec)
   return opts, r.args
 end
 
+--- The text every rank of one run must give alike (fabric.init's agree):
+-- version, then every option of opts but those of skip (a set of keys: the
+-- rank's own, the output files), "key=value" sorted by key.
+function cli.agreement(version, opts, skip)
+  local keys = {}
+  for k in pairs(opts) do
+    if not skip[k] then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  local parts = { version }
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(opts[k]) end
+  return table.concat(parts, " ")
+end
+
 return cli
