@@ -134,7 +134,7 @@ end
 function pc.saturated(name, v)
   local w = WIDTH[name]
   if w and v == 2 ^ w - 1 then return true end
-  return v == 0xffffffff or v >= 2 ^ 63 or v == -1
+  return v == 0xffffffff or v >= 2 ^ 63 -- 2^64-1 reads as a float past 2^63
 end
 
 --- The rise of each counter from before to after (two readings of one port):
