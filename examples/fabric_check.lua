@@ -9,15 +9,25 @@
 -- way) and UD (--ud-count datagrams each way, at most --ud-loss of them lost,
 -- counted in the report); rank 0 reports and names the ranks (hosts) at fault
 -- and their pairs.
--- Exit status: 0 when everything passed, 1 on any FAIL.
+-- A port that is not active is listed (state, link layer) and fails the node
+-- only when the run needs it: named with -d or -i, or no active port left.
+-- Exit status, per rank: 0 when this node has no fault, 1 when it has one (a
+-- local check failed, or it is named in rank 0's report: its own fault, or an
+-- end of a broken pair whose other end has no fault of its own), 2 when the
+-- run could not be made (bad options, no rendezvous, an exchange failed);
+-- --exit-any: 1 on every rank when any rank has a fault.
 local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
 local cli = require "cli"
 local dkjson = require "dkjson"
 local rails = require "rails"
+local expectations = require "expect"
+local pc = require "ibverbs.port_counters"
+
+local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
 
 local o = cli.run(arg, {
-  name = "fabric_check.lua", usage = { "            check every device and port" },
+  name = "fabric_check.lua", usage = { "            check every device and port" }, error_status = 2,
   cli.ib_dev{ help = "check only device <dev>" },
   cli.ib_port{ default = false, help = "check only port <port>" },
   cli.gid_idx{ default = false, min = 0,
@@ -35,7 +45,36 @@ local o = cli.run(arg, {
     help = "UD datagrams each way per pair of ranks (default 10; as many again for a direction over the limit)" },
   { nil, "ud-loss", arg = "fraction", type = "number", default = 0.2, min = 0, max = 0.99,
     help = "share of a direction's UD datagrams that may be lost: UD may drop (default 0.2)" },
+  { nil, "exit-any", help = "exit 1 on every rank when any rank has a fault (default: only the ranks at fault)" },
+  { nil, "counter-thresholds", arg = "name=n,...",
+    help = "the largest rise of an error counter over the run (all=n: every one; defaults: docs/bringup.md)" },
+  { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
+    .. "docs/expect.md): exactly the ports it names must be active, with its values" },
 })
+
+-- v, or (nil, err) a usage error: exit 2 before any device or peer is touched.
+local function usable(what, v, err)
+  if v == nil then
+    io.stderr:write("fabric_check.lua: ", what, err, "\n")
+    os.exit(2)
+  end
+  return v
+end
+local THRESHOLDS = o.counter_thresholds and
+  usable("option '--counter-thresholds': ", pc.parse_thresholds(o.counter_thresholds)) or pc.THRESHOLDS
+local EXPECTED = o.expect and -- this host's port entries
+  expectations.for_host(usable("--expect ", expectations.load(o.expect)), require("ibverbs.fabric.launcher").hostname())
+
+-- Whether the run needs port of device: named in --expect, else named with -d or -i.
+local function needed(device, port)
+  if EXPECTED then
+    for _, e in ipairs(EXPECTED) do
+      if e.device == device and e.port == port then return true end
+    end
+    return false
+  end
+  return o.ib_dev ~= nil or o.ib_port ~= nil
+end
 
 local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic" }
 local QKEY = 0x11111111
@@ -142,7 +181,17 @@ end
 
 -- ------------------------------------------------------------------ ports
 
-local function check_port(ctx, port)
+-- A port's checks when it is not active: every one failed, "not run".
+local function inactive_checks(r)
+  r.checks[1] = { name = "port_state", pass = false, ms = 0, detail = "port is " .. tostring(r.state) }
+  for _, t in ipairs(tests) do
+    r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0, detail = "not run: port is " .. tostring(r.state) }
+  end
+end
+
+-- A port's state, GIDs and checks.  A port that is not active and that the
+-- run does not need (must) is listed as idle, with no checks.
+local function check_port(ctx, port, must)
   local r = { port = port, checks = {} }
   local p, msg = ctx:query_port(port)
   if not p then
@@ -154,17 +203,15 @@ local function check_port(ctx, port)
   for _, g in ipairs(ctx:query_gid_table() or {}) do
     if g.port_num == port then r.gids[#r.gids + 1] = { index = g.gid_index, gid = g.gid, type = g.gid_type } end
   end
-  local active = p.state == "active"
-  r.checks[1] = { name = "port_state", pass = active, ms = 0, detail = not active and ("port is " .. p.state) or nil }
+  if p.state ~= "active" then
+    if must then inactive_checks(r) else r.idle = true end
+    return r
+  end
+  r.checks[1] = { name = "port_state", pass = true, ms = 0 }
   local gid_index = rails.pick_gid(ctx, port, p.link_layer, o.gid_idx)
   r.gid_index = gid_index
-  for _, t in ipairs(tests) do
-    if active then
-      r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t)
-    else
-      r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0, detail = "not run: port is " .. p.state }
-    end
-  end
+  r.before = ctx:port_counters(port) -- nil when the port has no counters: none read after either
+  for _, t in ipairs(tests) do r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t) end
   return r
 end
 
@@ -176,8 +223,11 @@ local function check_device(d)
     return dev
   end
   local a = assert(ctx:query_device())
+  dev.fw_ver = a.fw_ver
   for port = 1, a.phys_port_cnt do
-    if not o.ib_port or o.ib_port == port then dev.ports[#dev.ports + 1] = check_port(ctx, port) end
+    if not o.ib_port or o.ib_port == port then
+      dev.ports[#dev.ports + 1] = check_port(ctx, port, needed(d.name, port))
+    end
   end
   if #dev.ports == 0 then dev.error = "no port " .. tostring(o.ib_port) end
   ctx:close()
@@ -188,7 +238,7 @@ end
 
 -- JSON through dkjson: the lists (devices, ports, GIDs, checks) are arrays even
 -- when empty ([] rather than {}); NaN and infinities become null.
-local LISTS = { devices = true, ports = true, gids = true, checks = true }
+local LISTS = { devices = true, ports = true, gids = true, checks = true, idle = true, exceeded = true }
 local function mark_lists(v)
   for k, x in pairs(v) do
     if type(x) == "table" then
@@ -212,12 +262,68 @@ local function json(v)
   return dkjson.encode(mark_lists(v), { keyorder = keys })
 end
 
+-- The thresholds of a port: --counter-thresholds', and its --expect entry's counters over them.
+local function thresholds_of(device, port)
+  for _, e in ipairs(EXPECTED or {}) do
+    if e.device == device and e.port == port and e.counters then
+      local t = {}
+      for k, v in pairs(THRESHOLDS) do t[k] = v end
+      for k, v in pairs(e.counters) do t[k] = v end
+      return t
+    end
+  end
+  return THRESHOLDS
+end
+
+-- The counters of every port read before its checks, read again: their
+-- deltas (p.counters) and, for an error counter that rose past its threshold,
+-- a failed check "counters" naming each with its rise.  Returns those
+-- findings as text.
+local function counter_findings(devs)
+  local found = {}
+  for _, dev in ipairs(devs) do
+    for _, p in ipairs(dev.ports) do
+      local after = p.before and pc.read(dev.name, p.port)
+      if after then
+        local d, unknown = pc.deltas(p.before, after)
+        local over = pc.exceeded(d, thresholds_of(dev.name, p.port))
+        p.counters = { deltas = d, unknown = unknown, exceeded = over }
+        if #over > 0 then
+          local words = {}
+          for i, x in ipairs(over) do
+            words[i] = string.format("%s +%d (threshold %d)", x.name, x.delta, x.threshold)
+          end
+          local detail = dev.name .. " port " .. p.port .. ": " .. table.concat(words, ", ")
+          p.checks[#p.checks + 1] = { name = "counters", pass = false, ms = 0, detail = detail }
+          found[#found + 1] = "counters: " .. detail
+        end
+      end
+      p.before = nil
+    end
+  end
+  return found
+end
+
+-- A port's counters that moved, and those without a delta: "sent_pkts +12, ...; unknown: x (saturated)".
+local function counter_text(c)
+  local moved, unknown = {}, {}
+  for k, v in pairs(c.deltas) do
+    if v > 0 then moved[#moved + 1] = k .. " +" .. v end
+  end
+  for k, why in pairs(c.unknown) do unknown[#unknown + 1] = k .. " (" .. why .. ")" end
+  table.sort(moved)
+  table.sort(unknown)
+  return (#moved > 0 and table.concat(moved, ", ") or "none moved") ..
+    (#unknown > 0 and ("; unknown: " .. table.concat(unknown, ", ")) or "")
+end
+
 local function print_text(devs)
   for _, dev in ipairs(devs) do
     print(dev.name .. (dev.error and (": FAIL " .. dev.error) or ""))
     for _, p in ipairs(dev.ports) do
-      print(string.format("  port %d: %s, MTU %s (max %s), link %s, LID %s", p.port, tostring(p.state),
-        tostring(p.active_mtu), tostring(p.max_mtu), tostring(p.link_layer), tostring(p.lid)))
+      print(string.format("  port %d: %s, MTU %s (max %s), link %s, LID %s%s", p.port, tostring(p.state),
+        tostring(p.active_mtu), tostring(p.max_mtu), tostring(p.link_layer), tostring(p.lid),
+        p.idle and " (idle: not checked, not needed)" or ""))
       for _, g in ipairs(p.gids or {}) do
         print(string.format("    GID[%d] %s (%s)%s", g.index, g.gid, g.type, g.index == p.gid_index and " *" or ""))
       end
@@ -225,6 +331,7 @@ local function print_text(devs)
         print(string.format("    %-14s %s %8.2f ms%s", c.name, c.pass and "PASS" or "FAIL", c.ms,
           c.detail and ("  " .. c.detail) or ""))
       end
+      if p.counters then print("    counters: " .. counter_text(p.counters)) end
     end
   end
 end
@@ -236,27 +343,45 @@ if not devices then
   devices = {}
   no_devices = derrno == 38 and ("no RDMA driver loaded (" .. tostring(derr) .. ")") or tostring(derr)
 end
-local results, failed, total = {}, 0, 0
+local results = {}
 for _, d in ipairs(devices) do
-  if not o.ib_dev or d.name == o.ib_dev then
-    local dev = check_device(d)
-    results[#results + 1] = dev
-    if dev.error then failed = failed + 1 end
-    for _, p in ipairs(dev.ports) do
-      for _, c in ipairs(p.checks) do
-        total = total + 1
-        if not c.pass then failed = failed + 1 end
-      end
+  if not o.ib_dev or d.name == o.ib_dev then results[#results + 1] = check_device(d) end
+end
+if #results == 0 and (no_devices or not EXPECTED or #EXPECTED == 0) then
+  results[1] = { name = o.ib_dev or "(none)", error = no_devices or "no such RDMA device", ports = {} }
+end
+if EXPECTED then expectations.judge(results, EXPECTED, o.expect) end
+-- no active port left for the run: the idle ports are needed after all (with
+-- --expect, exactly the ports it names are)
+local active = false
+for _, dev in ipairs(results) do
+  for _, p in ipairs(dev.ports) do active = active or (not p.idle and p.state == "active") end
+end
+for _, dev in ipairs(results) do
+  for _, p in ipairs(dev.ports) do
+    if p.idle and not active and not EXPECTED then p.idle = nil; inactive_checks(p) end
+  end
+end
+-- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
+local wide = require "fabric_wide"
+if not wide.wanted(o) then counter_findings(results) end
+local failed, total = 0, 0
+for _, dev in ipairs(results) do
+  if dev.error then failed = failed + 1 end
+  for _, p in ipairs(dev.ports) do
+    for _, c in ipairs(p.checks) do
+      total = total + 1
+      if not c.pass then failed = failed + 1 end
     end
   end
 end
-if #results == 0 then
-  results[1] = { name = o.ib_dev or "(none)", error = no_devices or "no such RDMA device", ports = {} }
-  failed = failed + 1
-end
 -- one rank of many: the fabric as a whole (rank 0 reports)
-local wide = require "fabric_wide"
-if wide.wanted(o) then os.exit(wide.run(o, results, failed, total, print_text, json)) end
+if wide.wanted(o) then
+  local agree = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
+    json = true, exit_any = true })
+  os.exit(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = agree,
+    after_traffic = function() return counter_findings(results) end }))
+end
 if o.json then
   print(json({ devices = results, checks = total, failed = failed, pass = failed == 0 }))
 else

@@ -87,6 +87,8 @@ local o = cli.run(arg, {
   { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
   { nil, "fabric-port", arg = "port", type = "int", min = 1, max = 65535,
     help = "rendezvous TCP port (default 18600)" },
+  { nil, "expect", arg = "file", help = "expected values per host list (docs/expect.md): read and checked only, "
+    .. "not yet applied here (fabric_check.lua applies them)" },
 })
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
@@ -117,11 +119,21 @@ if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
   usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
 end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
+if o.expect then -- a wrong file: one error, exit 2, before any device or peer is touched
+  local ok, err = require("expect").load(o.expect)
+  if not ok then
+    say("fabric_matrix.lua: --expect %s", err)
+    os.exit(2)
+  end
+end
 
 -- ------------------------------------------------------------------ the group and its limits
 
+-- every rank runs this version with these options, or the rendezvous names the ones that differ
+local AGREE = cli.agreement("fabric_matrix.lua 2", o, { rank = true, size = true, root = true, fabric_port = true,
+  json = true, json_lines = true, plot = true })
 local f, ferr = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
-  timeout = o.timeout + 15, tolerant = true }
+  timeout = o.timeout + 15, tolerant = true, agree = AGREE }
 if not f then
   say("fabric_matrix: %s", ferr)
   os.exit(1)

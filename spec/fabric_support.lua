@@ -53,19 +53,21 @@ function fs.ranks(script_text, size, which, vars)
   return out
 end
 
---- fabric_matrix.lua itself on this host: n local ranks (IBV_FABRIC_*), args
--- for all; returns rank 0's output and every rank's exit status.
-function fs.matrix_ranks(n, args, vars)
+--- A bring-up script (examples/...) on this host as a job of n local ranks
+-- (IBV_FABRIC_*); args for all, or a function of the rank giving each its
+-- own.  Returns rank 0's output, every rank's exit status and every rank's
+-- output (indexed by rank).
+function fs.job(script, n, args, vars)
   local port = fs.free_port()
   local outs = {}
   for r = n - 1, 0, -1 do
     outs[r] = os.tmpname()
     os.execute(string.format("(%s IBV_FABRIC_RANK=%d IBV_FABRIC_SIZE=%d IBV_FABRIC_ROOT=127.0.0.1:%d "
-      .. "LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' timeout 60 %s examples/fabric_matrix.lua %s > %s 2>&1; "
+      .. "LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' timeout 60 %s %s %s > %s 2>&1; "
       .. "echo $? > %s.rc) &", vars or "", r, n, port, fs.CPATH,
-      fs.LUA, args, outs[r], outs[r]))
+      fs.LUA, script, type(args) == "function" and args(r) or args, outs[r], outs[r]))
   end
-  local text, rcs, deadline = nil, {}, os.time() + 70
+  local texts, rcs, deadline = {}, {}, os.time() + 70
   for r = 0, n - 1 do
     local rc
     repeat
@@ -76,10 +78,17 @@ function fs.matrix_ranks(n, args, vars)
     until rc or os.time() > deadline
     rcs[r] = rc
     local h = io.open(outs[r])
-    if r == 0 then text = h and h:read("a") end
+    texts[r] = h and h:read("a")
     if h then h:close() end
     os.remove(outs[r]); os.remove(outs[r] .. ".rc")
   end
+  return texts[0], rcs, texts
+end
+
+--- fabric_matrix.lua itself on this host: n local ranks (IBV_FABRIC_*), args
+-- for all; returns rank 0's output and every rank's exit status.
+function fs.matrix_ranks(n, args, vars)
+  local text, rcs = fs.job("examples/fabric_matrix.lua", n, args, vars)
   return text, rcs
 end
 

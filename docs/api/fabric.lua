@@ -55,7 +55,7 @@ fabric.WAIT_EVERY = 60
 
 --- Joins the group: rank and size from opts or the launcher, then the rendezvous at rank 0.
 -- @tparam[opt] table opts `rank`, `size`, `root` ("host" or "host:port"), `port`, `timeout` (seconds,
--- for the rendezvous and the default of every collective), `host` (this rank's name; default `uname -n`),
+-- for the rendezvous and the default of every collective), `host` (this rank's name; default `fabric.hostname`),
 -- `getenv` (a function like `os.getenv`), `tolerant` (go on without a rank that leaves or misses a
 -- limit, see `fabric_group:dead_ranks`), `group` (the relay tree's group size; 0: no tree; default
 -- `IBV_FABRIC_GROUP`, else about sqrt(size) from `fabric.TREE_MIN` ranks), `wait_every` (seconds
@@ -71,6 +71,14 @@ function fabric.init(opts) end
 -- @treturn string launcher: "env", "slurm", "openmpi", "pmi", "rxe-vm" or "none"
 -- @treturn string|nil the rendezvous host the launcher implies
 function fabric.detect(getenv) end
+
+--- This host's name, without running a program: `SLURMD_NODENAME`, else gethostname(2)
+-- (luasocket's `socket.dns.gethostname`), else `/proc/sys/kernel/hostname`, else "?".
+-- @tparam[opt] function getenv like `os.getenv`
+-- @tparam[opt] function gethostname replaces gethostname(2) (for tests)
+-- @tparam[opt] string hostname_file replaces `/proc/sys/kernel/hostname` (for tests)
+-- @treturn string "node07"
+function fabric.hostname(getenv, gethostname, hostname_file) end
 
 --- The first host of a Slurm host list.
 -- @tparam string list "node[01-04,07],login"

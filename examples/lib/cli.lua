@@ -111,11 +111,17 @@ local function join_negative(argv, spec)
   return out
 end
 
---- Parses argv: returns opts, positional args; or prints and exits (0 for --help, 1 for a mistake).
+--- Parses argv: returns opts, positional args; or prints and exits (0 for
+-- --help; for a mistake spec.error_status, default 1 as the C tools).
 function cli.run(argv, spec)
   local argv_list = {}
   for i = 1, #argv do argv_list[i] = argv[i] end
-  local r = cli.parser(spec):parse(join_negative(argv_list, spec))
+  local parser = cli.parser(spec)
+  local ok, r = parser:pparse(join_negative(argv_list, spec))
+  if not ok then
+    io.stderr:write(("%s\n\nError: %s\n"):format(parser:get_usage(), r))
+    os.exit(spec.error_status or 1)
+  end
   local opts = {}
   for _, o in ipairs(spec) do
     local key = o[2]:gsub("-", "_")
@@ -124,6 +130,20 @@ function cli.run(argv, spec)
     opts[key] = v
   end
   return opts, r.args
+end
+
+--- The text every rank of one run must give alike (fabric.init's agree):
+-- version, then every option of opts but those of skip (a set of keys: the
+-- rank's own, the output files), "key=value" sorted by key.
+function cli.agreement(version, opts, skip)
+  local keys = {}
+  for k in pairs(opts) do
+    if not skip[k] then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  local parts = { version }
+  for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(opts[k]) end
+  return table.concat(parts, " ")
 end
 
 return cli

@@ -5,7 +5,9 @@
 -- the pairs they break.  Example support: it prints, the caller exits.
 --
 --   local wide = require "fabric_wide"
---   local status = wide.run(o, results, failed, total, print_text, json)  -- 0 or 1, the same on every rank
+--   local status = wide.run(o, results, failed, total, { print_text = f, json = f, agree = text,
+--     after_traffic = f })   -- after_traffic(): this rank's findings after the traffic (counters), a list of text
+--   -- 0: this rank's node has no fault, 1: it has one (o.exit_any: any rank has one), 2: no run
 local ibv = require "ibverbs"
 -- loaded when needed: a single-host run (or a fake ibverbs in the specs) goes without
 local has_fabric, fabric = pcall(require, "ibverbs.fabric")
@@ -27,16 +29,38 @@ function wide.wanted(o)
   return size > 1
 end
 
+-- The port this rank runs on: the first active one (idle ports are only
+-- listed), else the first one, and its device.
+local function run_port(results)
+  for _, dev in ipairs(results) do
+    for _, p in ipairs(dev.ports or {}) do
+      if p.state == "active" and not p.idle then return dev, p end
+    end
+  end
+  local dev = results[1] or {}
+  return dev, dev.ports and dev.ports[1] or {}
+end
+
 -- This rank's port, as the other ranks need it.
 local function summary(results, failed, total)
-  local dev = results[1] or {}
-  local p = dev.ports and dev.ports[1] or {}
+  local dev, p = run_port(results)
   local s = { device = dev.name, error = dev.error, port = p.port, state = p.state, mtu = p.active_mtu,
     link_layer = p.link_layer, gid_index = p.gid_index, checks = total, failed = failed, failures = {} }
-  if dev.error then s.failures[#s.failures + 1] = dev.name .. ": " .. dev.error end
-  for _, port in ipairs(dev.ports or {}) do
-    for _, c in ipairs(port.checks) do
-      if not c.pass then s.failures[#s.failures + 1] = c.name .. ": " .. tostring(c.detail) end
+  s.idle = {} -- the ports listed, not needed: "rxe1:1 down (ethernet)"
+  for _, d in ipairs(results) do
+    for _, port in ipairs(d.ports or {}) do
+      if port.idle then
+        s.idle[#s.idle + 1] = string.format("%s:%d %s (%s)", d.name, port.port, tostring(port.state),
+          tostring(port.link_layer))
+      end
+    end
+    if d.error then s.failures[#s.failures + 1] = d.name .. ": " .. d.error end
+    for _, port in ipairs(d.ports or {}) do
+      for _, c in ipairs(port.checks) do
+        if not c.pass then
+          s.failures[#s.failures + 1] = (#results > 1 and (d.name .. " ") or "") .. c.name .. ": " .. tostring(c.detail)
+        end
+      end
     end
   end
   return s
@@ -348,7 +372,7 @@ local function pair_results(f, matrix, o)
 end
 
 -- Rank 0: the report from every rank's summary (all) and pair results (matrix).
-local function build_report(f, all, matrix, o)
+local function build_report(f, all, matrix, o, later)
   local report = { ranks = {}, faults = {} }
   local bad = {} -- rank -> reasons
   local function blame(r, why)
@@ -360,6 +384,7 @@ local function build_report(f, all, matrix, o)
     s.rank, s.host = r, f.hosts[r + 1]
     report.ranks[r + 1] = s
     for _, x in ipairs(s.failures) do blame(r, x) end
+    for _, x in ipairs(later[r + 1] or {}) do blame(r, x) end
   end
   report.consistency = consistency(f, all, blame)
   report.pairs = pair_results(f, matrix, o)
@@ -379,6 +404,16 @@ local function build_report(f, all, matrix, o)
     end
   end
   report.pass = fails == 0 and #report.faults == 0
+  -- the nodes at fault: their own faults, and both ends of a broken pair neither of whose ends has one
+  local at_fault = {}
+  for r in pairs(bad) do at_fault[r] = true end
+  for _, p in ipairs(report.pairs) do
+    if not p.pass and not bad[p.a] and not bad[p.b] then at_fault[p.a], at_fault[p.b] = true, true end
+  end
+  report.bad_ranks = setmetatable({}, { __jsontype = "array" })
+  for r = 0, f.size - 1 do
+    if at_fault[r] then report.bad_ranks[#report.bad_ranks + 1] = r end
+  end
   return report
 end
 
@@ -389,6 +424,7 @@ local function print_report(f, report, o)
     print(string.format("  %-22s %s port %s: %s, MTU %s, link %s: %d checks, %d failed", f:name(s.rank),
       tostring(s.device), tostring(s.port), tostring(s.state), tostring(s.mtu), tostring(s.link_layer),
       s.checks, s.failed))
+    if s.idle and #s.idle > 0 then print("  " .. string.rep(" ", 22) .. " idle: " .. table.concat(s.idle, ", ")) end
   end
   for _, c in ipairs(report.consistency) do
     print(string.format("  consistent %-10s %s %s%s", c.name, c.pass and "PASS" or "FAIL", tostring(c.value),
@@ -411,43 +447,64 @@ local function print_report(f, report, o)
     print(string.format("FAULT %s: %s; pairs: %s", f:name(x.rank), table.concat(x.reasons, "; "),
       #x.pairs > 0 and table.concat(x.pairs, ", ") or "none"))
   end
-  print(string.format("fabric: %d pairs x RC, UD; %s", math.floor(#report.pairs / 2),
-    report.pass and "PASS" or "FAIL"))
+  local names = {}
+  for i, r in ipairs(report.bad_ranks) do names[i] = f:name(r) end
+  print(string.format("fabric: %d pairs x RC, UD; %s%s", math.floor(#report.pairs / 2),
+    report.pass and "PASS" or "FAIL",
+    #names > 0 and ("; nodes at fault (exit 1): " .. table.concat(names, ", ")) or ""))
 end
 
---- The fabric-wide part; returns the exit status (the same on every rank).
-function wide.run(o, results, failed, total, print_text, json)
+-- This rank's exit status from rank 0's verdict ({bad = ranks at fault, any = any fault}).
+local function own_status(f, o, verdict)
+  if type(verdict) ~= "table" then return 2 end
+  if o.exit_any then return verdict.any and 1 or 0 end
+  for _, r in ipairs(verdict.bad or {}) do
+    if r == f.rank then return 1 end
+  end
+  return 0
+end
+
+--- The fabric-wide part (hooks: print_text(results) and json(value), rank
+-- 0's output; agree, the script's version and options, which every rank must
+-- give alike; after_traffic(), this rank's findings once the traffic is
+-- over, a list of text); returns this rank's exit status: 0 when its node
+-- has no fault, 1 when it has one (o.exit_any: when any node has one), 2
+-- when the run could not be made (no rendezvous, an exchange failed).
+function wide.run(o, results, failed, total, hooks)
   if not has_fabric then error(fabric, 0) end
   local f, err = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
-    timeout = o.fabric_timeout }
+    timeout = o.fabric_timeout, agree = hooks.agree }
   if not f then
     print("fabric: FAIL " .. err)
-    return 1
+    return 2
   end
   local me = summary(results, failed, total)
   local all, ferr = f:allgather(me)
   local traffic
   if all then traffic, ferr = pair_traffic(f, me, o, math.max(o.timeout, 5)) end
   local matrix = traffic and f:gather(traffic, 0)
-  if not matrix then
+  local mine = matrix and hooks.after_traffic and hooks.after_traffic() or {}
+  local later = matrix and f:gather(setmetatable(mine, { __jsontype = "array" }), 0)
+  if not later then
     print(string.format("fabric (rank %d): FAIL %s", f.rank, tostring(ferr)))
     f:close()
-    return 1
+    return 2
   end
-  local status = 0
+  local verdict
   if f.rank == 0 then
-    local report = build_report(f, all, matrix, o)
+    local report = build_report(f, all, matrix, o, later)
     if o.json then
-      print(json({ fabric = report, size = f.size, pass = report.pass, devices = results }))
+      print(hooks.json({ fabric = report, size = f.size, pass = report.pass, devices = results }))
     else
-      print_text(results)
+      hooks.print_text(results)
       print_report(f, report, o)
     end
-    status = report.pass and 0 or 1
+    verdict = { bad = report.bad_ranks, any = not report.pass }
   else
     print(string.format("%s: %d local checks, %d failed; the report is rank 0's", f:name(f.rank), total, failed))
   end
-  status = f:bcast(status) or 1
+  local status = own_status(f, o, f:bcast(verdict))
+  if status == 0 and (failed > 0 or #mine > 0) and not o.exit_any then status = 1 end
   f:close()
   return status
 end

@@ -44,6 +44,7 @@ fabric.WAIT_EVERY = hub.WAIT_EVERY
 
 fabric.detect = launcher.detect
 fabric.hostlist = launcher.hostlist
+fabric.hostname = launcher.hostname
 fabric.first_host = launcher.first_host
 fabric.slurm_hosts = launcher.slurm_hosts
 
@@ -270,13 +271,6 @@ end
 
 -- ---------------------------------------------------------------- rendezvous
 
-local function hostname()
-  local p = io.popen("uname -n 2>/dev/null")
-  local h = p and p:read("l")
-  if p then p:close() end
-  return h or "?"
-end
-
 -- Rank 0: why a hello cannot be taken (a fabric of another shape, a rank
 -- twice), or nil.
 local function refuse(self, hello, r, k)
@@ -306,6 +300,25 @@ local function judge_arrivals(self)
   local what = string.format("did not arrive at the rendezvous (port %d) within %g s", self.port, self.init_timeout)
   if not self.tolerant then return ranks.names(self, missing) .. " " .. what end
   for _, r in ipairs(missing) do ranks.bury(self, r, self:name(r) .. " " .. what) end
+end
+
+-- Rank 0: the ranks whose agree string (the script, its version and options)
+-- is not rank 0's, named with what each runs, or nil.
+local function judge_agreement(self)
+  if self.agree == nil then return nil end
+  local by, order = {}, {}
+  for r = 0, self.size - 1 do
+    local a = r == 0 and self.agree or self.agreed[r]
+    if self.peers[r] or r == 0 then
+      a = tostring(a)
+      if not by[a] then by[a] = {}; order[#order + 1] = a end
+      table.insert(by[a], r)
+    end
+  end
+  if #order < 2 then return nil end
+  local parts = {}
+  for _, a in ipairs(order) do parts[#parts + 1] = ranks.names(self, by[a]) .. ": '" .. a .. "'" end
+  return "the ranks do not run the same script version and options: " .. table.concat(parts, "; ")
 end
 
 -- Rank 0: the welcome (every host, the dead, the relays' addresses) or the failure, to every rank.
@@ -349,6 +362,7 @@ local function root_rendezvous(self, deadline)
     fail = refuse(self, hello, r, k)
     if fail then h:drop(c); return end
     c.rank, self.peers[r], self.hosts[r + 1] = r, c, tostring(hello.host)
+    self.agreed[r] = hello.agree
     if k > 0 and r % k == 0 then -- a relay: where its members find it (keys are strings in JSON)
       self.tree.addrs[tostring(math.floor(r / k))] = (c.sock:getpeername()) .. ":" .. int(hello.relay_port)
     end
@@ -359,7 +373,7 @@ local function root_rendezvous(self, deadline)
   end
   h:unlisten()
   for c in pairs(newcomers) do h:drop(c) end
-  fail = fail or judge_arrivals(self)
+  fail = fail or judge_agreement(self) or judge_arrivals(self)
   answer_arrivals(self, fail)
   if fail then return nil, fail end
   return true
@@ -383,7 +397,7 @@ local function rank_rendezvous(self, deadline)
   local group, relay_port
   if t then group, relay_port = tree.hello(t) end
   ok, err = wire.send(sock, { hello = "ibverbs.fabric", rank = self.rank, size = self.size, host = self.host,
-    group = group, relay_port = relay_port }, deadline)
+    group = group, relay_port = relay_port, agree = self.agree }, deadline)
   if not ok then return nil, "rank " .. self.rank .. ": cannot greet rank 0: " .. tostring(err) end
   -- rank 0 answers when everybody arrived, or at its own time limit
   local msg
@@ -441,8 +455,9 @@ end
 local function new_group(opts, getenv, rank, size, launcher_name, v)
   local self = setmetatable({ rank = rank, size = size, launcher = launcher_name, root = v.root, port = v.port,
     timeout = v.timeout, init_timeout = v.timeout, last_timeout = v.timeout, seq = 0,
-    host = opts.host or hostname(), hosts = {}, peers = {}, tolerant = opts.tolerant and true or false,
-    dead = {}, dead_list = {}, wait_every = v.wait_every }, fabric_group)
+    host = opts.host or launcher.hostname(getenv), hosts = {}, peers = {},
+    tolerant = opts.tolerant and true or false, dead = {}, dead_list = {}, wait_every = v.wait_every,
+    agree = opts.agree, agreed = {} }, fabric_group)
   -- where the launcher put each rank, until the rendezvous says (names a rank that never arrives)
   if launcher_name == "slurm" then
     local where = launcher.slurm_hosts(getenv)
@@ -461,7 +476,9 @@ end
 -- buried, named in f:dead_ranks() on every rank, and the others go on without
 -- it; otherwise it breaks the group for everyone), group (relay groups, see
 -- route), wait_every (IBV_FABRIC_WAIT_EVERY: seconds between f.on_wait calls),
--- select (rank 0 waits with socket.select even when lua-luv is there).
+-- select (rank 0 waits with socket.select even when lua-luv is there), agree (a
+-- string every rank must give alike, such as the script's version and
+-- options: rank 0 refuses the rendezvous naming the ranks that differ).
 function fabric.init(opts)
   opts = opts or {}
   local rank, size, launcher_name, root = launcher.detect(opts.getenv)

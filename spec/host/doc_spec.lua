@@ -1,8 +1,9 @@
 -- The API reference (docs/api/*.lua, rendered by LDoc with `make doc`) covers
 -- the API as the module registers it: every method of every ibverbs.* type in
 -- the registry and every function of ibverbs, ibverbs.cm, ibverbs.exchange,
--- ibverbs.fabric and its groups (and ibverbs.ffi under LuaJIT) has a doc entry with a summary, and no entry
--- documents a method that does not exist.  In the spirit of luv's bindcov.
+-- ibverbs.port_counters, ibverbs.fabric and its groups (and ibverbs.ffi under
+-- LuaJIT) has a doc entry with a summary, and no entry documents a method
+-- that does not exist.  In the spirit of luv's bindcov.
 local support = require "support"
 local LUA = support.LUA
 
@@ -29,6 +30,7 @@ functions("ibverbs", ibv)
 out[#out + 1] = "ibverbs.errno"
 functions("ibverbs.cm", cm)
 functions("ibverbs.exchange", exchange)
+functions("ibverbs.port_counters", require "ibverbs.port_counters")
 local fabric = require "ibverbs.fabric"
 functions("ibverbs.fabric", fabric)
 for name, f in pairs(getmetatable(assert(fabric.init{ rank = 0, size = 1, host = "h" })).__index) do

@@ -125,7 +125,8 @@ describe("ibverbs.exchange: ibv_xsrq_pingpong's messages", function()
 end)
 
 describe("examples/fabric_check.lua --json", function()
-  -- a stand-in ibverbs: one device whose port is down, reports a NaN MTU and has no GIDs
+  -- a stand-in ibverbs: one device whose port is down (no other port: it fails), reports a NaN MTU, has
+  -- no GIDs
   local FAKE = [[
     local ibv = {}
     function ibv.now() return os.clock() end
@@ -148,7 +149,9 @@ describe("examples/fabric_check.lua --json", function()
     local f = assert(io.open(dir .. "/ibverbs.lua", "w"))
     f:write(FAKE)
     f:close()
-    local cmd = "LUA_PATH='" .. dir .. "/?.lua;;' " .. LUA .. " examples/fabric_check.lua --json 2>&1; echo rc=$?"
+    -- the stand-in first; the rest of lua/ (ibverbs.port_counters, ibverbs.fabric.launcher) behind it
+    local cmd = "LUA_PATH='" .. dir .. "/?.lua;lua/?.lua;;' " .. LUA ..
+      " examples/fabric_check.lua --json 2>&1; echo rc=$?"
     local p = assert(io.popen(cmd))
     local out = p:read("*a")
     p:close()

@@ -11,7 +11,8 @@ local RANK = [[
 local fabric = require "ibverbs.fabric"
 local dkjson = require "dkjson"
 local f, err = fabric.init{ timeout = tonumber(os.getenv("T")), host = "h" .. os.getenv("IBV_FABRIC_RANK"),
-  tolerant = os.getenv("TOLERANT") == "1", group = os.getenv("IBV_FABRIC_RANK") == "1" and os.getenv("GROUP1") or nil }
+  tolerant = os.getenv("TOLERANT") == "1", group = os.getenv("IBV_FABRIC_RANK") == "1" and os.getenv("GROUP1") or nil,
+  agree = os.getenv("AGREE" .. os.getenv("IBV_FABRIC_RANK")) or os.getenv("AGREE") }
 if not f then print(dkjson.encode{ init_err = err }) os.exit(2) end
 local out = { rank = f.rank, hosts = f.hosts }
 local big = 0x7fffabcd1234 + f.rank -- an MR address
@@ -117,5 +118,16 @@ describe("ibverbs.fabric among processes on loopback TCP", function()
     local f, err = fabric.init{ rank = 0, size = 4, group = -1, getenv = function() return nil end }
     assert.is_nil(f)
     assert.matches("group must be 0 %(no tree%) or a group size, got %-1", err)
+  end)
+
+  it("refuses ranks that run another script version or options, naming every rank that differs", function()
+    local out = ranks(4, { 0, 1, 2, 3 }, "T=5 AGREE='check 2 -d rxe0' AGREE2='check 2 -d rxe1' AGREE3='check 1'")
+    for r = 0, 3 do
+      assert.equal("fabric: the ranks do not run the same script version and options: rank 0 (h0) and rank 1 (h1): "
+        .. "'check 2 -d rxe0'; rank 2 (h2): 'check 2 -d rxe1'; rank 3 (h3): 'check 1'", out[r].init_err)
+    end
+    out = ranks(2, { 0, 1 }, "T=5 AGREE='check 2'")
+    assert.is_nil(out[0].init_err)
+    assert.is_nil(out[1].init_err)
   end)
 end)

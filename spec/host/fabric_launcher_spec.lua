@@ -96,3 +96,28 @@ describe("ibverbs.fabric.detect", function()
   end)
 
 end)
+
+describe("ibverbs.fabric.hostname", function()
+  it("takes Slurm's node name, else gethostname(2), else /proc/sys/kernel/hostname, never a program", function()
+    assert.equal("node7", fabric.hostname(env{ SLURMD_NODENAME = "node7", PATH = "" }, function() return "x" end))
+    assert.equal("gh", fabric.hostname(env{ PATH = "" }, function() return "gh" end))
+    local file = os.tmpname()
+    local fh = assert(io.open(file, "w"))
+    fh:write("fromproc\n")
+    fh:close()
+    assert.equal("fromproc", fabric.hostname(env{}, function() return nil end, file))
+    os.remove(file)
+    assert.equal("?", fabric.hostname(env{}, function() return "" end, "/nonexistent/hostname"))
+    -- this host, through luasocket's gethostname: what the kernel says
+    local proc = assert(io.open("/proc/sys/kernel/hostname")):read("l")
+    assert.equal(proc, fabric.hostname(env{}))
+  end)
+
+  it("names the host with an empty PATH: fabric.init spawns nothing", function()
+    local p = io.popen("PATH= LUA_PATH='lua/?.lua;;' /usr/bin/" .. fs.LUA .. " -e 'print(require(\"ibverbs.fabric\")"
+      .. ".init{ rank = 0, size = 1 }.host)' 2>&1")
+    local out = p:read("a")
+    p:close()
+    assert.equal(assert(io.open("/proc/sys/kernel/hostname")):read("l") .. "\n", out)
+  end)
+end)

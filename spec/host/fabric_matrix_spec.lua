@@ -34,6 +34,17 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
     end
   end)
 
+  it("refuses ranks that run other options, naming what each runs, on every rank", function()
+    local _, rc, texts = fs.job("examples/fabric_matrix.lua", 3, function(r) return r == 1 and "--dry-run -n 10"
+      or "--dry-run" end)
+    assert.same({ [0] = 1, 1, 1 }, rc)
+    for r = 0, 2 do
+      assert.matches("the ranks do not run the same script version and options: rank 0 %(%S+%) and rank 2 %(%S+%): "
+        .. "'fabric_matrix%.lua 2 .-lat_iters=500 .-'; rank 1 %(%S+%): 'fabric_matrix%.lua 2 .-lat_iters=10 .-'",
+        texts[r])
+    end
+  end)
+
   it("refuses a bad pairs file on every rank before any traffic, naming the line", function()
     local file = os.tmpname()
     local fh = assert(io.open(file, "w")); fh:write("0 0 1\n0 1 2\n"); fh:close()

@@ -92,7 +92,7 @@ describe("two soft-RoCE nodes", function()
     assert(ok, err)
   end)
 
-  it("fabric_check.lua names node 2 and its pairs when node 2's link is down, exit 1 everywhere", function()
+  it("fabric_check.lua names node 2 and its pairs when node 2's link is down: exit 1 there, 0 on node 1", function()
     local ok, err = pcall(function()
       if NODE == 2 then
         assert.is_true(sh("ip link set eth0 down"))
@@ -100,7 +100,7 @@ describe("two soft-RoCE nodes", function()
       end
       local t0 = ibv.now()
       local out, rc = run("fabric_check.lua", "-d rxe0")
-      assert.equal(1, rc, out)
+      assert.equal(NODE == 2 and 1 or 0, rc, out)
       assert.is_true(ibv.now() - t0 < 60, "took " .. (ibv.now() - t0) .. " s")
       if NODE == 1 then
         assert.matches("rank 1 %(node2%)%s+rxe0 port 1: down", out)
@@ -109,14 +109,65 @@ describe("two soft-RoCE nodes", function()
         assert.matches("FAULT rank 1 %(node2%): port_state: port is down.*pairs: node1<%->node2 RC, node1<%->node2 UD",
           out)
         assert.not_matches("FAULT rank 0", out)
+        assert.matches("FAIL; nodes at fault %(exit 1%): rank 1 %(node2%)\n", out)
       else
         assert.matches("rank 1 %(node2%): 6 local checks, 6 failed", out)
       end
+      -- --exit-any: today's rule, 1 everywhere
+      out, rc = run("fabric_check.lua", "-d rxe0 --exit-any")
+      assert.equal(1, rc, out)
     end)
     if NODE == 2 then
       sh("ip link set eth0 up")
       assert.equal("active", wait_port("active"))
     end
+    assert(ok, err)
+  end)
+
+  it("fabric_check.lua lists node 2's idle second device (rxe9 on a netdev that is down): exit 0 on both", function()
+    local ok, err = pcall(function()
+      if NODE == 2 then assert.is_true(sh("ip link add d9 type dummy && rdma link add rxe9 type rxe netdev d9")) end
+      local out, rc = run("fabric_check.lua", "")
+      assert.equal(0, rc, out)
+      if NODE == 1 then
+        assert.matches("rank 1 %(node2%)%s+rxe0 port 1: active.-\n%s+idle: rxe9:1 down %(ethernet%)\n", out)
+        assert.matches("fabric: 1 pairs x RC, UD; PASS\n", out)
+      else
+        assert.matches("rank 1 %(node2%): 6 local checks, 0 failed", out)
+      end
+    end)
+    if NODE == 2 then sh("rdma link delete rxe9; ip link delete d9") end
+    assert(ok, err)
+  end)
+
+  it("fabric_check.lua --expect: node 2's MTU lowered, node 2 alone named, expected and found, exit 1 there", function()
+    local file = "/tmp/expect-nodes.json" -- each VM's own /tmp, the same path and text on both
+    local fh = assert(io.open(file, "w"))
+    fh:write('{"hosts": {"node[1-2]": {"ports": [{"device": "rxe0", "port": 1, "active_mtu": 1024, '
+      .. '"link_layer": "ethernet", "gid_type": "roce_v2"}]}}}')
+    fh:close()
+    local ok, err = pcall(function()
+      local out, rc = run("fabric_check.lua", "--expect " .. file)
+      assert.equal(0, rc, out)
+      if NODE == 2 then
+        assert.is_true(sh("ip link set eth0 mtu 1000"))
+        local ctx = support.open()
+        local deadline = ibv.now() + 10
+        while ctx:query_port(1).active_mtu ~= 512 and ibv.now() < deadline do sh("sleep 0.2") end
+        assert.equal(512, ctx:query_port(1).active_mtu)
+        ctx:close()
+      end
+      out, rc = run("fabric_check.lua", "--expect " .. file)
+      assert.equal(NODE == 2 and 1 or 0, rc, out)
+      if NODE == 1 then
+        assert.matches("FAULT rank 1 %(node2%): expect: rxe0 port 1 %(/tmp/expect%-nodes%.json%): active_mtu: "
+          .. "expected 1024, found 512", out)
+        assert.not_matches("FAULT rank 0", out)
+        assert.matches("nodes at fault %(exit 1%): rank 1 %(node2%)\n", out)
+      end
+    end)
+    if NODE == 2 then sh("ip link set eth0 mtu 1500") end
+    os.remove(file)
     assert(ok, err)
   end)
 end)

@@ -1,7 +1,8 @@
 --- Where a fabric's ranks come from: the launcher's variables (IBV_FABRIC_*,
--- Open MPI, PMI, Slurm, tools/rxe-vm) and Slurm's host lists.  No sockets, no
--- state: every function reads its arguments (getenv: a function like os.getenv).
--- ibverbs.fabric re-exports detect, hostlist, first_host and slurm_hosts.
+-- Open MPI, PMI, Slurm, tools/rxe-vm), Slurm's host lists and this host's
+-- name.  No sockets opened, no state: every function reads its arguments
+-- (getenv: a function like os.getenv) and, for the host name, the system.
+-- ibverbs.fabric re-exports detect, hostlist, first_host, slurm_hosts and hostname.
 local launcher = {}
 
 --- n when v is a whole number (a string or a number), else nil.
@@ -136,6 +137,28 @@ function launcher.slurm_hosts(getenv)
     for _ = 1, n do hosts[#hosts + 1] = nodes[i] end
   end
   return hosts
+end
+
+--- This host's name, without spawning a program (a restricted PATH, a
+-- minimal node): the launcher's node name (SLURMD_NODENAME), else
+-- gethostname(2) (luasocket's socket.dns.gethostname), else the kernel's
+-- /proc/sys/kernel/hostname, else "?".  getenv: a function like os.getenv;
+-- gethostname and hostname_file replace those sources (for the specs).
+function launcher.hostname(getenv, gethostname, hostname_file)
+  getenv = getenv or os.getenv
+  local slurm = getenv("SLURMD_NODENAME")
+  if slurm and slurm ~= "" then return slurm end
+  if not gethostname then
+    local ok, socket = pcall(require, "socket")
+    gethostname = ok and socket.dns and socket.dns.gethostname
+  end
+  local name = gethostname and gethostname()
+  if type(name) == "string" and name ~= "" then return name end
+  local fh = io.open(hostname_file or "/proc/sys/kernel/hostname")
+  name = fh and fh:read("l")
+  if fh then fh:close() end
+  if name and name ~= "" then return name end
+  return "?"
 end
 
 --- What the launcher says: rank, size, launcher name, the rendezvous host it implies (or nil).

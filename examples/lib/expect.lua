@@ -1,0 +1,234 @@
+--- Expected values for the bring-up tools (--expect FILE, docs/expect.md): a
+-- JSON file, or a Lua file returning a table, of sections per host list, each
+-- naming the ports that must be there and active and the values they must
+-- have.  Example support: it reads and judges, the tool prints and exits.
+--
+--   local expect = require "expect"
+--   local spec, err = expect.load("golden.json")        -- err names the file and the line or key
+--   local entries = expect.for_host(spec, "node07")     -- every entry of the sections naming node07
+--   local wrong = expect.compare(entry, found)          -- {"active_mtu: expected 4096, found 1024", ...}
+--
+--   {"hosts": {"node[01-16,20]": {"ports": [{"device": "mlx5_0", "port": 1, "link_layer": "infiniband",
+--     "active_mtu": 4096, "rate": 200, "fw_ver": "20.39.1002", "gid_type": "ib",
+--     "counters": {"symbol_error": 0}}]}, "*": {...}}}
+local launcher = require "ibverbs.fabric.launcher"
+
+local expect = {}
+
+local MTUS = { [256] = true, [512] = true, [1024] = true, [2048] = true, [4096] = true }
+
+-- A port entry's keys: a check of the value (nil when right, else what is wrong).
+local function integer(v) return (type(v) ~= "number" or v ~= math.floor(v)) and "an integer expected" or nil end
+local function text(v) return type(v) ~= "string" and "a string expected" or nil end
+local KEYS = {
+  device = function(v) return text(v) or (not v:find("^[%w_.-]+$") and "a device name expected") or nil end,
+  port = function(v) return integer(v) or ((v < 1 or v > 255) and "1 to 255 expected") or nil end,
+  link_layer = function(v)
+    return text(v) or ((v:lower() ~= "ethernet" and v:lower() ~= "infiniband") and "ethernet or infiniband expected")
+      or nil
+  end,
+  active_mtu = function(v) return integer(v) or (not MTUS[v] and "256, 512, 1024, 2048 or 4096 expected") or nil end,
+  rate = function(v) return (type(v) ~= "number" or v <= 0) and "a rate in Gb/s above 0 expected" or nil end,
+  fw_ver = text,
+  gid_type = function(v)
+    return text(v) or ((v ~= "ib" and v ~= "roce_v1" and v ~= "roce_v2") and "ib, roce_v1 or roce_v2 expected") or nil
+  end,
+  counters = function(v)
+    if type(v) ~= "table" then return "a table of counter name -> largest rise expected" end
+    for k, n in pairs(v) do
+      if type(k) ~= "string" or integer(n) or n < 0 then
+        return "counter '" .. tostring(k) .. "': a count of 0 or more expected"
+      end
+    end
+  end,
+}
+expect.KEYS = KEYS
+
+local function sorted_keys(t)
+  local l = {}
+  for k in pairs(t) do l[#l + 1] = tostring(k) end
+  table.sort(l)
+  return l
+end
+
+-- A port entry: nil when right, else the message naming the key.
+local function check_entry(e, where)
+  if type(e) ~= "table" then return where .. ": a table expected, got " .. type(e) end
+  for _, k in ipairs({ "device", "port" }) do
+    if e[k] == nil then return where .. ": '" .. k .. "' missing (a port entry names its device and port)" end
+  end
+  for k, v in pairs(e) do
+    local check = KEYS[k]
+    if not check then
+      return string.format("%s.%s: unknown key (known: %s)", where, tostring(k), table.concat(sorted_keys(KEYS), ", "))
+    end
+    local bad = check(v)
+    if bad then
+      local got = type(v) == "string" and string.format("%q", v) or type(v) ~= "table" and tostring(v)
+      return string.format("%s.%s: %s%s", where, k, bad, got and (", got " .. got) or "")
+    end
+  end
+end
+
+-- The whole table: nil when right, else the message naming the key.
+local function check_spec(t)
+  if type(t) ~= "table" then return "a table expected at the top" end
+  for k in pairs(t) do
+    if k ~= "hosts" then return "'" .. tostring(k) .. "': unknown key at the top (known: hosts)" end
+  end
+  if type(t.hosts) ~= "table" then return "'hosts': a table of host list -> section expected" end
+  for list, section in pairs(t.hosts) do
+    local where = "hosts[\"" .. tostring(list) .. "\"]"
+    if type(list) ~= "string" then return where .. ": a host list or * expected" end
+    if list ~= "*" then
+      local hosts, herr = launcher.hostlist(list)
+      if not hosts then return where .. ": " .. herr end
+    end
+    if type(section) ~= "table" then return where .. ": a table expected" end
+    for k in pairs(section) do
+      if k ~= "ports" then return where .. "." .. tostring(k) .. ": unknown key (known: ports)" end
+    end
+    if type(section.ports) ~= "table" then return where .. ".ports: a list of port entries expected" end
+    for i, e in ipairs(section.ports) do
+      local err = check_entry(e, where .. ".ports[" .. i .. "]")
+      if err then return err end
+    end
+  end
+end
+
+-- The line of byte pos in text.
+local function line_of(text_, pos)
+  local n = 1
+  for _ in text_:sub(1, (pos or 1) - 1):gmatch("\n") do n = n + 1 end
+  return n
+end
+
+-- The table a file holds (JSON, or Lua returning a table), or nil, message.
+local function read_table(path)
+  local fh, oerr = io.open(path)
+  if not fh then return nil, tostring(oerr) end
+  local body = fh:read("a")
+  fh:close()
+  if path:find("%.lua$") then
+    local chunk, lerr = load(body, "@" .. path, "t", {})
+    if not chunk then return nil, lerr end
+    local ok, t = pcall(chunk)
+    if not ok then return nil, tostring(t) end
+    return t
+  end
+  local dkjson = require "dkjson"
+  local t, pos, jerr = dkjson.decode(body, 1, nil)
+  if jerr or t == nil then
+    return nil, string.format("line %d: %s", line_of(body, pos), tostring(jerr or "no JSON value"))
+  end
+  local rest = body:find("%S", pos)
+  if rest then return nil, string.format("line %d: more after the JSON value", line_of(body, rest)) end
+  return t
+end
+
+--- The expectations of file path (JSON, or a Lua file returning a table), or
+-- nil, one message naming the file and the line or key that is wrong.
+function expect.load(path)
+  local t, err = read_table(path)
+  if t == nil then
+    local msg = tostring(err)
+    if msg:sub(1, #path + 1) == path .. ":" then return nil, msg end
+    return nil, path .. ": " .. msg
+  end
+  err = check_spec(t)
+  if err then return nil, path .. ": " .. err end
+  return t
+end
+
+--- The port entries of every section whose host list names host ("*": every
+-- host), in the file's order of sections by name; a later entry for the same
+-- device and port adds to (and overrides) an earlier one.
+function expect.for_host(spec, host)
+  local lists = sorted_keys(spec.hosts)
+  local out, at = {}, {}
+  for _, list in ipairs(lists) do
+    local names = list == "*" and { host } or launcher.hostlist(list)
+    local hit = false
+    for _, n in ipairs(names) do hit = hit or n == host end
+    if hit then
+      for _, e in ipairs(spec.hosts[list].ports) do
+        local key = e.device .. ":" .. e.port
+        if not at[key] then
+          at[key] = { device = e.device, port = e.port }
+          out[#out + 1] = at[key]
+        end
+        for k, v in pairs(e) do at[key][k] = v end
+      end
+    end
+  end
+  return out
+end
+
+--- The port's rate in Gb/s as the kernel computes it (active_speed x
+-- active_width, the extended speeds included): /sys/class/infiniband/<dev>/
+-- ports/<port>/rate ("100 Gb/sec (4X EDR)"), or nil.
+function expect.rate(device, port, root)
+  local fh = io.open(string.format("%s/%s/ports/%d/rate", root or "/sys/class/infiniband", device, port))
+  if not fh then return nil end
+  local line = fh:read("l")
+  fh:close()
+  return tonumber(line and line:match("^%s*([%d.]+)"))
+end
+
+--- What is wrong with a port against its entry: a list of "key: expected x,
+-- found y" (empty when it matches).  found: state, link_layer, active_mtu,
+-- rate, fw_ver, gid_type of the port.
+function expect.compare(entry, found)
+  local wrong = {}
+  if found.state ~= "active" then
+    wrong[#wrong + 1] = "state: expected active, found " .. tostring(found.state)
+  end
+  for _, k in ipairs({ "link_layer", "active_mtu", "rate", "fw_ver", "gid_type" }) do
+    local want, got = entry[k], found[k]
+    if want ~= nil then
+      local same = want == got
+      if k == "link_layer" then same = type(got) == "string" and want:lower() == got:lower() end
+      if not same then
+        wrong[#wrong + 1] = string.format("%s: expected %s, found %s", k, tostring(want), tostring(got))
+      end
+    end
+  end
+  return wrong
+end
+
+--- fabric_check.lua's results judged against entries (expect.for_host's):
+-- each entry's port gets a check "expect" that passes or names what differs;
+-- an entry whose device or port is not there fails on its own.  A port's
+-- found values are its record's (state, link_layer, active_mtu, the type of
+-- the GID it ran on), its device's fw_ver and expect.rate's.
+function expect.judge(results, entries, file)
+  for _, e in ipairs(entries) do
+    local dev, port
+    for _, d in ipairs(results) do
+      if d.name == e.device then dev = d end
+    end
+    for _, p in ipairs(dev and dev.ports or {}) do
+      if p.port == e.port then port = p end
+    end
+    if not dev then
+      dev = { name = e.device, ports = {} }
+      results[#results + 1] = dev
+    end
+    if not port then
+      port = { port = e.port, checks = {} }
+      dev.ports[#dev.ports + 1] = port
+    end
+    local found = { state = port.state, link_layer = port.link_layer, active_mtu = port.active_mtu,
+      fw_ver = dev.fw_ver, rate = port.state and expect.rate(e.device, e.port) }
+    for _, g in ipairs(port.gids or {}) do
+      if g.index == port.gid_index then found.gid_type = g.type end
+    end
+    local wrong = expect.compare(e, found)
+    if not port.state then wrong = { "not present on this host" } end
+    port.checks[#port.checks + 1] = { name = "expect", pass = #wrong == 0, ms = 0,
+      detail = #wrong > 0 and (e.device .. " port " .. e.port .. " (" .. file .. "): " .. table.concat(wrong, "; "))
+        or nil }
+  end
+end
+
+return expect

@@ -1,0 +1,123 @@
+-- examples/lib/expect.lua (--expect FILE): the file read and checked (JSON or
+-- Lua; a wrong one named by file and line or key), a host's entries from the
+-- host lists, a port judged against its entry; and fabric_check.lua refusing
+-- a bad file with exit 2 before it opens a device.
+package.path = "examples/lib/?.lua;" .. package.path
+local expect = require "expect"
+local fs = require "fabric_support"
+
+local function file(name, body)
+  local path = os.tmpname() .. name
+  local fh = assert(io.open(path, "w"))
+  fh:write(body)
+  fh:close()
+  return path
+end
+
+local ISSUE = '{"hosts": {"node[1-4]": {"ports": [{"device": "rxe0", "port": 1, "active_mtu": 1024}]}}}'
+
+describe("expect.load", function()
+  it("takes the issue's form as written, and the same as a Lua file returning a table", function()
+    local t = assert(expect.load(file(".json", ISSUE)))
+    assert.same({ { device = "rxe0", port = 1, active_mtu = 1024 } }, t.hosts["node[1-4]"].ports)
+    local l = assert(expect.load(file(".lua", 'return { hosts = { ["node[1-4]"] = { ports = { '
+      .. '{ device = "rxe0", port = 1, active_mtu = 1024 } } } } }')))
+    assert.same(t, l)
+  end)
+
+  it("names the file and the line of malformed JSON or Lua", function()
+    local p = file(".json", '{"hosts": {"n1":\n {"ports": [{"device": "rxe0",\n "port": [1}]}}}')
+    local t, err = expect.load(p)
+    assert.is_nil(t)
+    assert.matches("^" .. p:gsub("%p", "%%%0") .. ": line 3: ", err)
+    p = file(".json", ISSUE .. "\n}")
+    assert.equal(p .. ": line 2: more after the JSON value", select(2, expect.load(p)))
+    p = file(".lua", "return { hosts =\n")
+    assert.matches("^" .. p:gsub("%p", "%%%0") .. ":2: ", select(2, expect.load(p)))
+    assert.matches("^/nonexistent/x%.json: No such file or directory", select(2, expect.load("/nonexistent/x.json")))
+  end)
+
+  it("names the key of an unknown or mistyped entry, a bad host list, a missing device or port", function()
+    local function err_of(body) return select(2, expect.load(file(".json", body))):match("^[^:]+: (.*)$") end
+    assert.equal('hosts["node[1-4]"].ports[1].mtu: unknown key (known: active_mtu, counters, device, fw_ver, gid_type, '
+      .. 'link_layer, port, rate)', err_of(ISSUE:gsub("active_mtu", "mtu")))
+    assert.equal('hosts["node[1-4]"].ports[1].active_mtu: 256, 512, 1024, 2048 or 4096 expected, got 1000',
+      err_of(ISSUE:gsub("1024", "1000")))
+    assert.equal('hosts["node[1-4]"].ports[1].active_mtu: an integer expected, got "1024"',
+      err_of(ISSUE:gsub("1024", '"1024"')))
+    assert.equal("hosts[\"node[1-4\"]: unmatched '[' in the host list 'node[1-4'", err_of(ISSUE:gsub("4%]", "4")))
+    assert.equal('hosts["node[1-4]"].ports[1]: \'port\' missing (a port entry names its device and port)',
+      err_of(ISSUE:gsub('"port": 1, ', "")))
+    assert.equal("'host': unknown key at the top (known: hosts)", err_of(ISSUE:gsub('"hosts"', '"host"')))
+    assert.equal('hosts["*"].ports[1].counters: counter \'link_downed\': a count of 0 or more expected',
+      err_of('{"hosts": {"*": {"ports": [{"device": "mlx5_0", "port": 1, "counters": {"link_downed": -1}}]}}}'))
+  end)
+end)
+
+describe("expect.for_host and expect.compare", function()
+  local spec = {
+    hosts = {
+      ["*"] = { ports = { { device = "mlx5_0", port = 1, link_layer = "InfiniBand", rate = 200 } } },
+      ["node[01-16,20]"] = { ports = { { device = "mlx5_0", port = 1, rate = 400, active_mtu = 4096 } } },
+    },
+  }
+
+  it("gives a host the entries of every section naming it, a host list's over *'s", function()
+    assert.same({ { device = "mlx5_0", port = 1, link_layer = "InfiniBand", rate = 400, active_mtu = 4096 } },
+      expect.for_host(spec, "node20"))
+    assert.same({ { device = "mlx5_0", port = 1, link_layer = "InfiniBand", rate = 200 } },
+      expect.for_host(spec, "node17"))
+  end)
+
+  it("names each value that differs with what was expected and found; link layers in any case", function()
+    local e = expect.for_host(spec, "node03")[1]
+    assert.same({}, expect.compare(e, { state = "active", link_layer = "infiniband", rate = 400, active_mtu = 4096 }))
+    assert.same({ "state: expected active, found down", "active_mtu: expected 4096, found 1024",
+      "rate: expected 400, found 200" },
+      expect.compare(e, { state = "down", link_layer = "infiniband", rate = 200, active_mtu = 1024 }))
+  end)
+
+  it("reads the rate the kernel computes from sysfs", function()
+    local root = os.tmpname()
+    os.remove(root)
+    assert(os.execute("mkdir -p " .. root .. "/mlx5_0/ports/1"))
+    local fh = assert(io.open(root .. "/mlx5_0/ports/1/rate", "w"))
+    fh:write("100 Gb/sec (4X EDR)\n")
+    fh:close()
+    assert.equal(100, expect.rate("mlx5_0", 1, root))
+    assert.is_nil(expect.rate("mlx5_0", 2, root))
+  end)
+
+  it("judges results: a port that is not there fails, naming the file", function()
+    local results = { { name = "rxe0", fw_ver = "", ports = { { port = 1, state = "active", link_layer = "ethernet",
+      active_mtu = 1024, gid_index = 1, gids = { { index = 1, type = "roce_v2" } }, checks = {} } } } }
+    expect.judge(results, { { device = "rxe0", port = 1, active_mtu = 1024, gid_type = "roce_v2" },
+      { device = "rxe1", port = 1 } }, "g.json")
+    assert.same({ name = "expect", pass = true, ms = 0 }, results[1].ports[1].checks[1])
+    assert.same({ name = "expect", pass = false, ms = 0, detail = "rxe1 port 1 (g.json): not present on this host" },
+      results[2].ports[1].checks[1])
+  end)
+end)
+
+describe("fabric_check.lua --expect", function()
+  it("exits 2 with one line naming the file and key, before it opens a device", function()
+    local p = file(".json", ISSUE:gsub("active_mtu", "mtu"))
+    local h = io.popen("LUA_PATH='lua/?.lua;;' LUA_CPATH='" .. fs.CPATH .. "' " .. fs.LUA
+      .. " examples/fabric_check.lua --expect " .. p .. " 2>&1; echo rc=$?")
+    local out = h:read("a")
+    h:close()
+    assert.equal("fabric_check.lua: --expect " .. p .. ': hosts["node[1-4]"].ports[1].mtu: unknown key (known: '
+      .. "active_mtu, counters, device, fw_ver, gid_type, link_layer, port, rate)\nrc=2\n", out)
+  end)
+
+  it("fabric_matrix.lua reads and checks the file too: exit 2 before the rendezvous", function()
+    local p = file(".json", ISSUE:gsub("1024", "1000"))
+    local h = io.popen("LUA_PATH='lua/?.lua;;' LUA_CPATH='" .. fs.CPATH .. "' IBV_FABRIC_RANK=1 IBV_FABRIC_SIZE=2 "
+      .. "IBV_FABRIC_ROOT=127.0.0.1:1 " .. fs.LUA .. " examples/fabric_matrix.lua --expect " .. p
+      .. " 2>&1; echo rc=$?")
+    local out = h:read("a")
+    h:close()
+    assert.equal("fabric_matrix.lua: --expect " .. p .. ': hosts["node[1-4]"].ports[1].active_mtu: 256, 512, 1024, '
+      .. "2048 or 4096 expected, got 1000\nrc=2\n", out)
+  end)
+end)
