@@ -41,13 +41,13 @@ build = {
   modules = {
     ["ibverbs.core"] = {
       sources = {
-        "csrc/ah.c", "csrc/args.c", "csrc/batch.c", "csrc/buffer.c", "csrc/channel.c",
+        "csrc/ah.c", "csrc/args.c", "csrc/batch.c", "csrc/buffer.c", "csrc/bw.c", "csrc/channel.c",
         "csrc/cm_addr.c", "csrc/cm_base.c", "csrc/cm_channel.c", "csrc/cm_id.c", "csrc/cm_qp.c",
         "csrc/context.c", "csrc/core.c", "csrc/counters.c", "csrc/cq.c", "csrc/device.c",
         "csrc/dm.c", "csrc/embed.c", "csrc/enums.c", "csrc/err.c", "csrc/errno.c", "csrc/ffi.c",
-        "csrc/fields.c", "csrc/flow.c", "csrc/loop.c", "csrc/mr.c", "csrc/mw.c", "csrc/names.c",
+        "csrc/fields.c", "csrc/flow.c", "csrc/kernel.c", "csrc/lat.c", "csrc/loop.c", "csrc/mr.c", "csrc/mw.c", "csrc/names.c",
         "csrc/object.c", "csrc/pd.c", "csrc/post.c", "csrc/qp.c", "csrc/qp_ex.c",
-        "csrc/rwq_ind_tbl.c", "csrc/srq.c", "csrc/td.c", "csrc/wait.c", "csrc/wc.c", "csrc/wq.c",
+        "csrc/rwq_ind_tbl.c", "csrc/srq.c", "csrc/stats.c", "csrc/td.c", "csrc/wait.c", "csrc/wc.c", "csrc/wq.c",
         "csrc/wr.c", "csrc/wr_parse.c", "csrc/xrcd.c",
       },
       defines = { "_GNU_SOURCE" },
