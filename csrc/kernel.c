@@ -64,12 +64,12 @@ void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, const char *name,
 	int optional = (parts & KERN_EITHER) != 0;
 	if (parts & KERN_SEND) {
 		k->sidx = list_field(L, "send_wrs", 1, optional, &k->nsend);
-		if (k->sidx != 0) {
-			k->scq = required(L, "send_cq", &ibvl_cq_class);
+		if (k->sidx != 0) { /* the list at the top: the whole list is the chain */
+			k->swr = ibvl_send_chain(L, k->sidx, &k->schain);
+			ibvl_check_send_chain(L, k->lqp, &k->schain); /* on a UD QP, every WR needs its AH */
 			if (k->nsend > KERN_MAX_SEND)
 				ibvl_error(L, "field 'send_wrs': at most %d WRs, got %d", KERN_MAX_SEND, k->nsend);
-			k->swr = ibvl_send_chain(L, k->sidx, &k->schain); /* the whole list */
-			ibvl_check_send_chain(L, k->lqp, &k->schain); /* on a UD QP, every WR needs its AH */
+			k->scq = required(L, "send_cq", &ibvl_cq_class);
 		}
 	}
 	if (parts & KERN_RECV) {

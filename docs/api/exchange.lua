@@ -124,6 +124,15 @@ function ex.recv_end(conn) end
 -- @return[2] nil, message
 function ex.xchg(conn, data) end
 
+--- What every perftest test exchanges first: the versions (this side speaks 6.06), the system
+-- data (page and cache-line size, from 5.32 on) and the MTU (from 5.1 on).
+-- @param conn
+-- @tparam integer mtu this side's MTU in bytes (256 to 4096)
+-- @treturn integer the MTU both sides use: the smaller of the two
+-- @treturn string the peer's version
+-- @return[2] nil, message
+function ex.perftest_start(conn, mtu) end
+
 --- perftest's key message (`lid:out_reads:qpn:psn:rkey:vaddr:gid` bytes:srqn).
 -- @tparam table d `lid`, `out_reads`, `qpn`, `psn`, `rkey`, `vaddr`, `gid`, `srqn`
 -- @treturn string 108 bytes

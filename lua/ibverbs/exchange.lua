@@ -11,6 +11,7 @@
 --   local l = assert(ex.listener(18515, 4)); local conn = assert(l:accept()); l:close()
 --   -- perftest: 16-byte versions, system data, MTU, then 108-byte keys
 --   ex.xchg(conn, role, data), ex.pack_key(dest), ex.unpack_key(s)
+--   local mtu = assert(ex.perftest_start(conn, 1024))  -- versions, system data, MTU
 --   ex.gid_raw("::ffff:192.0.2.1") -> 16 bytes; ex.gid_text(raw) -> "::ffff:192.0.2.1"
 --
 -- Every call returns nil, msg on a network error or a malformed message.
@@ -364,6 +365,37 @@ function ex.unpack_key(s)
   raw = table.concat(raw)
   return { lid = f[1], out_reads = f[2], qpn = f[3], psn = f[4], rkey = f[5], vaddr = f[6],
            gid = ex.gid_text(raw), gid_raw = raw, srqn = f[23] }
+end
+
+ex.PERFTEST_VERSION = "6.06" -- the perftest exchange level spoken here
+local MTU_ENUM = { [256] = 1, [512] = 2, [1024] = 3, [2048] = 4, [4096] = 5 }
+
+local function be32(n)
+  return string.char(math.floor(n / 2 ^ 24) % 256, math.floor(n / 2 ^ 16) % 256, math.floor(n / 256) % 256,
+    n % 256)
+end
+
+--- What every perftest test exchanges first: versions, system data (from
+-- 5.32 on) and the MTU (from 5.1 on); returns the MTU both sides can use
+-- (the smaller of mtu and the peer's) and the peer's version string.
+function ex.perftest_start(conn, mtu)
+  local rem_version, err = ex.xchg(conn, ex.PERFTEST_VERSION .. string.rep("\0", 16 - #ex.PERFTEST_VERSION))
+  if not rem_version then return nil, err end
+  local rv = tonumber(rem_version:match("^[%d.]+") or "0") or 0
+  if rv >= 5.32 then
+    for _, v in ipairs({ 4096, 64 }) do -- page size, cache line
+      local ok, e = ex.xchg(conn, be32(v))
+      if not ok then return nil, e end
+    end
+  end
+  if rv >= 5.1 then
+    local mine = tostring(MTU_ENUM[mtu] or 3) .. "\0"
+    local rem, e = ex.xchg(conn, rv >= 5.31 and mine or (mine .. "\0\0"))
+    if not rem then return nil, e end
+    local r = tonumber(rem:match("^%d+") or "")
+    for bytes, en in pairs(MTU_ENUM) do if en == r and bytes < mtu then mtu = bytes end end
+  end
+  return mtu, rem_version:match("^[%d.]*")
 end
 
 --- One perftest handshake: exchange key messages, returns the peer's.
