@@ -8,9 +8,12 @@
  * received + #recv_wrs <= count, as perftest does; WR ids are the 0-based
  * index in the list, what fill gives), iters, timeout (seconds for the whole
  * run; 60 when nil, math.huge: none) and what the kernel adds.  The figures:
- *   {iters =, sent =, received =, posted =, samples =, seconds =}
+ *   {iters =, sent =, received =, posted =, foreign =, samples =, seconds =}
  * A completion with an error, a failed post or poll, the time limit: nil,
  * msg, errno and the figures so far.  SIGINT raises "<kernel>: interrupted".
+ * A CQ may be shared with other QPs: their completions (told by qp_num; a
+ * cq_ex reports it when made with wc_flags "qp_num") are skipped and counted
+ * in foreign.
  */
 #include <math.h>
 #include <string.h>
@@ -61,6 +64,7 @@ void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, const char *name,
 	k->timeout = ibvl_timeout_field(L, 1, "timeout", 60.0);
 	k->lqp = required(L, "qp", &ibvl_qp_class);
 	k->qp = k->rqp = k->lqp->o.ptr;
+	k->qpn = k->qp->qp_num;
 	int optional = (parts & KERN_EITHER) != 0;
 	if (parts & KERN_SEND) {
 		k->sidx = list_field(L, "send_wrs", 1, optional, &k->nsend);
@@ -124,8 +128,13 @@ int ibvl_kern_poll(struct ibvl_kern *k, struct ibvl_cq *cq)
 		k->err = -n;
 		return -1;
 	}
+	int byqpn = cq->cqx == NULL || (cq->wc_flags & IBV_WC_EX_WITH_QP_NUM);
 	for (int i = 0; i < n; i++) {
 		const struct ibv_wc *w = &wc[i];
+		if (byqpn && w->qp_num != k->qpn) { /* another QP's, on a shared CQ */
+			k->foreign++;
+			continue;
+		}
 		if (w->status != IBV_WC_SUCCESS) {
 			k->stop = KERN_WC;
 			k->bad = *w;
@@ -198,6 +207,7 @@ int ibvl_kern_end(lua_State *L, struct ibvl_kern *k)
 	ibvl_set_int(L, "sent", (lua_Integer)k->completed);
 	ibvl_set_int(L, "posted", (lua_Integer)k->posted);
 	ibvl_set_int(L, "received", (lua_Integer)k->received);
+	ibvl_set_int(L, "foreign", (lua_Integer)k->foreign);
 	ibvl_set_int(L, "samples", (lua_Integer)(k->samples != NULL ? taken : 0));
 	lua_pushnumber(L, seconds);
 	lua_setfield(L, -2, "seconds");

@@ -42,6 +42,7 @@ struct ibvl_kern {
 	struct ibvl_qp *lqp;
 	struct ibv_qp *qp;        /* sends; receives of KERN_RECV go to rqp */
 	struct ibv_qp *rqp;
+	uint32_t qpn;             /* qp's number: what its completions carry */
 	struct ibvl_cq *scq, *rcq;
 	struct ibv_send_wr *swr;  /* the send list, posted whole */
 	int nsend, sidx;
@@ -55,7 +56,7 @@ struct ibvl_kern {
 	double timeout;           /* seconds for the whole run (math.huge: none) */
 	unsigned int saved_flags[KERN_MAX_SEND]; /* the send list's flags, restored at the end */
 	/* progress */
-	long long posted, completed, received, stamps;
+	long long posted, completed, received, stamps, foreign;
 	uint64_t prev;            /* the last stamp, in ticks */
 	uint64_t first, last;     /* ticks of the first post and of the last completion */
 	unsigned int spins;
