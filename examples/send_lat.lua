@@ -33,9 +33,16 @@ local o, args = cli.run(arg, {
 })
 o.histogram, o.unsorted = o.report_histogram, o.report_unsorted
 
+local function check(v, msg)
+  if v == nil then
+    io.stderr:write(tostring(msg), "\n")
+    os.exit(1)
+  end
+  return v
+end
+
 local host = args[1]
-local check = pt.check
-local env = pt.start(o, host)
+local env = check(pt.start(o, host))
 local ctx = env.ctx
 o.inline_size = o.inline_size or pt.default_inline(ctx, 236)
 local pd = check(ctx:alloc_pd())
@@ -45,11 +52,11 @@ local scq, rcq = check(ctx:create_cq(16)), check(ctx:create_cq(rx))
 local qp = check(pd:create_qp{ qp_type = "rc", send_cq = scq, recv_cq = rcq,
   cap = { max_send_wr = 1, max_recv_wr = rx, max_send_sge = 1, max_recv_sge = 1, max_inline_data = o.inline_size } })
 local me = pt.me(env, qp, mr.rkey, mr.addr)
-local rem = pt.keys(env, me)
-pt.connect(env, qp, rem, me)
-pt.keys(env, me)
+local rem = check(pt.keys(env, me))
+check(pt.connect(env, qp, rem, me))
+check(pt.keys(env, me))
 pt.header(env, "Send Latency Test")
-pt.exchange_dests(env, me)
+check(pt.exchange_dests(env, me))
 
 local rl = ibv.recv_wrs(rx)
 rl:fill{ sge = { mr = mr, length = o.size } }
@@ -58,9 +65,9 @@ local sl = ibv.send_wrs(1)
 sl:set(1, { opcode = "send", sge = { mr = mr, length = o.size },
             send_flags = o.size <= o.inline_size and { "inline" } or nil })
 local samples = ibv.samples(o.iters)
-pt.keys(env, me) -- the peer's receives are posted too
+check(pt.keys(env, me)) -- the peer's receives are posted too
 
 check(ibv.lat_send{ qp = qp, send_cq = scq, recv_cq = rcq, send_wrs = sl, recv_wrs = rl, iters = o.iters,
   initiator = host ~= nil, samples = samples, timeout = o.time_limit })
 pt.lat_report(o, samples, 2)
-pt.close(env, me)
+check(pt.close(env, me))

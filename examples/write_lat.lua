@@ -34,9 +34,16 @@ local o, args = cli.run(arg, {
 })
 o.histogram, o.unsorted = o.report_histogram, o.report_unsorted
 
+local function check(v, msg)
+  if v == nil then
+    io.stderr:write(tostring(msg), "\n")
+    os.exit(1)
+  end
+  return v
+end
+
 local host = args[1]
-local check = pt.check
-local env = pt.start(o, host)
+local env = check(pt.start(o, host))
 local ctx = env.ctx
 o.inline_size = o.inline_size or pt.default_inline(ctx, 220)
 local pd = check(ctx:alloc_pd())
@@ -46,17 +53,17 @@ local cq = check(ctx:create_cq(16))
 local qp = check(pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq,
   cap = { max_send_wr = 1, max_recv_wr = 1, max_send_sge = 1, max_recv_sge = 1, max_inline_data = o.inline_size } })
 local me = pt.me(env, qp, mr.rkey, mr.addr + o.size)
-pt.keys(env, me)
-local rem = pt.keys(env, me)
-pt.connect(env, qp, rem, me, { "local_write", "remote_write" })
+check(pt.keys(env, me))
+local rem = check(pt.keys(env, me))
+check(pt.connect(env, qp, rem, me, { "local_write", "remote_write" }))
 pt.header(env, "RDMA_Write Latency Test")
-pt.exchange_dests(env, me)
+check(pt.exchange_dests(env, me))
 
 local sl = ibv.send_wrs(1)
 sl:set(1, { opcode = "rdma_write", sge = { mr = mr, length = o.size }, remote_addr = rem.vaddr, rkey = rem.rkey,
             send_flags = o.size <= o.inline_size and { "inline" } or nil })
 local samples = ibv.samples(o.iters)
-pt.keys(env, me) -- both QPs are ready: the server may write
+check(pt.keys(env, me)) -- both QPs are ready: the server may write
 
 check(ibv.lat_write{ qp = qp, send_cq = cq, send_wrs = sl, send_mr = mr, poll_mr = mr, poll_offset = o.size,
   iters = o.iters, initiator = host == nil, samples = samples, timeout = o.time_limit })

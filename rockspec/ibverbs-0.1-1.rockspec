@@ -61,6 +61,7 @@ build = {
     ["ibverbs.cm"] = "lua/ibverbs/cm.lua",
     ["ibverbs.exchange"] = "lua/ibverbs/exchange.lua",
     ["ibverbs.fabric"] = "lua/ibverbs/fabric.lua",
+    ["ibverbs.perftest"] = "lua/ibverbs/perftest.lua",
   },
   copy_directories = { "examples", "docs" }, -- docs: the API reference sources (docs/api) and guides
 }

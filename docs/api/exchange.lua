@@ -18,6 +18,8 @@ local ex = {}
 ex.XSRQ_DEST_SIZE = 66
 --- perftest's key message size (108).
 ex.KEY_SIZE = 108
+--- The perftest exchange level this side speaks ("6.06").
+ex.PERFTEST_VERSION = "6.06"
 --- The termination message, "END\0".
 ex.END = "END\0"
 

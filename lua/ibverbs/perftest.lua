@@ -10,7 +10,7 @@
 --   pt.header(env, "Send Latency Test"); pt.dest(env, "local", me)
 --   pt.lat_report(o, samples, 2)           -- perftest's latency table, one way (RTT / 2)
 --   pt.close(env, me)                      -- perftest's closing exchange
--- Every step that fails prints the error to stderr and exits 1, as the C tools do.
+-- Each step returns nil, msg when it fails (the device, the network, a verbs call).
 local ibv = require "ibverbs"
 local ex = require "ibverbs.exchange"
 
@@ -18,22 +18,26 @@ local pt = {}
 
 pt.RESULT_LINE = string.rep("-", 87)
 
---- Prints msg to stderr and exits 1.
-function pt.fail(msg)
-  io.stderr:write(tostring(msg), "\n")
-  os.exit(1)
-end
-
---- v, or the failure of msg.
-function pt.check(v, msg)
-  if v == nil then pt.fail(msg) end
+local function check(v, msg)
+  if v == nil then error({ msg = msg }, 0) end
   return v
 end
-local check = pt.check
+
+local function result(ok, ...)
+  if ok then return ... end
+  local e = ...
+  if type(e) == "table" then return nil, tostring(e.msg) end
+  error(e, 0) -- a bug, not a failure
+end
+
+-- f, whose check failures become nil, msg
+local function steps(f)
+  return function(...) return result(pcall(f, ...)) end
+end
 
 --- The device, its port and GID, the TCP connection and perftest's opening
 -- exchange (versions, system data, MTU): a table env.
-function pt.start(o, host)
+pt.start = steps(function(o, host)
   local env = { host = host, o = o }
   env.ctx = check(ibv.open(o.ib_dev))
   env.port = check(env.ctx:query_port(o.ib_port))
@@ -45,7 +49,7 @@ function pt.start(o, host)
   env.conn = check(host and ex.connect(host, o.port) or ex.listen(o.port))
   env.mtu = check(ex.perftest_start(env.conn, o.mtu or env.port.active_mtu))
   return env
-end
+end)
 
 --- The inline size perftest's latency tests use by default on ctx's device:
 -- def (236 for sends, 220 for writes) on the devices perftest knows, 0 on
@@ -63,19 +67,20 @@ function pt.me(env, qp, rkey, vaddr)
 end
 
 --- One perftest hand shake: the peer's key message.
-function pt.keys(env, me)
+pt.keys = steps(function(env, me)
   return check(ex.hand_shake(env.conn, me))
-end
+end)
 
 --- Brings an RC QP to RTS towards the peer's key message rem.
-function pt.connect(env, qp, rem, me, access)
+pt.connect = steps(function(env, qp, rem, me, access)
   local o = env.o
   local global = rem.gid_raw:sub(9, 16) ~= string.rep("\0", 8)
   check(qp:to_init{ port_num = o.ib_port, qp_access_flags = access })
   check(qp:to_rtr{ qpn = rem.qpn, psn = rem.psn, lid = rem.lid, port_num = o.ib_port, path_mtu = env.mtu,
     gid = global and rem.gid_raw or nil, sgid_index = global and o.gid_index or nil, max_dest_rd_atomic = 1 })
   check(qp:to_rts{ psn = me.psn, max_rd_atomic = 1 })
-end
+  return true
+end)
 
 --- perftest's test banner.
 function pt.header(env, title)
@@ -98,7 +103,8 @@ end
 --- The peer's key message, printed as perftest prints it after its own.
 function pt.exchange_dests(env, me)
   pt.dest(env, "local", me)
-  local rem = pt.keys(env, me)
+  local rem, err = pt.keys(env, me)
+  if not rem then return nil, err end
   pt.dest(env, "remote", rem)
   print(pt.RESULT_LINE)
   return rem
@@ -129,10 +135,11 @@ function pt.lat_report(o, s, factor)
 end
 
 --- perftest's closing exchange: a hand shake, then "done".
-function pt.close(env, me)
+pt.close = steps(function(env, me)
   check(ex.hand_shake(env.conn, me))
   check(env.conn:write("done\0"))
   env.conn:close()
-end
+  return true
+end)
 
 return pt
