@@ -1,0 +1,69 @@
+-- send_lat.lua and write_lat.lua against perftest's ib_send_lat and
+-- ib_write_lat on rxe0, in both roles; then each example pair against the C
+-- pair on the same work, rounds interleaved, the typical latencies' ratio
+-- printed (nothing asserted about speed, which depends on the machine's load).
+local support = require "support"
+
+local ITERS = 500
+
+-- perftest's report line: bytes, iterations, t_min, t_max, t_typical, t_avg
+local function report(out)
+  local b, n, mn, mx, typ, avg =
+    out:match("\n (%d+)%s+(%d+)%s+([%d.]+)%s+([%d.]+)%s+([%d.]+)%s+([%d.]+)")
+  return b and { bytes = tonumber(b), iters = tonumber(n), min = tonumber(mn), max = tonumber(mx),
+                 typical = tonumber(typ), avg = tonumber(avg) }
+end
+
+local function addresses(out)
+  local t = {}
+  for side, qpn, psn in out:gmatch(" (%a+) address: LID %x+ QPN 0x(%x+) PSN 0x(%x+)") do
+    t[side] = tonumber(qpn, 16) .. ":" .. tonumber(psn, 16)
+  end
+  return t
+end
+
+local function check(r, iters)
+  assert.equal(0, r.server_rc, "server failed:\n" .. r.server)
+  assert.equal(0, r.client_rc, "client failed:\n" .. r.client)
+  local s, c = addresses(r.server), addresses(r.client)
+  assert.equal(s["local"], c.remote)
+  assert.equal(c["local"], s.remote)
+  for _, out in ipairs({ r.server, r.client }) do
+    local rep = assert(report(out), "no report line:\n" .. out)
+    assert.equal(8, rep.bytes)
+    assert.equal(iters, rep.iters)
+    assert.is_true(rep.min > 0 and rep.min <= rep.typical and rep.typical <= rep.max, out)
+  end
+  return report(r.client)
+end
+
+for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua", "ib_write_lat", 18820 } }) do
+  local example, tool, port = t[1], t[2], t[3]
+  describe("on rxe0, " .. example .. " and perftest's " .. tool, function()
+    local args = "-d rxe0 -x 1 -s 8 -n " .. ITERS
+    it("interoperate with " .. example .. " as server and " .. tool .. " as client", function()
+      check(support.pair_run(support.example(example, args .. " -p " .. port),
+        tool .. " -F " .. args .. " -p " .. port .. " 127.0.0.1", port), ITERS)
+    end)
+
+    it("interoperate with " .. tool .. " as server and " .. example .. " as client", function()
+      check(support.pair_run(tool .. " -F " .. args .. " -p " .. port + 1,
+        support.example(example, args .. " -p " .. port + 1 .. " 127.0.0.1"), port + 1), ITERS)
+    end)
+
+    it("measure the typical latency of the example pair against the C pair, rounds interleaved", function()
+      local big, ratios, c_typ, l_typ = "-d rxe0 -x 1 -s 8 -n 2000", {}, {}, {}
+      for round = 1, 3 do
+        local p = port + 2 + 2 * round
+        local c = check(support.pair_run(tool .. " -F " .. big .. " -p " .. p,
+          tool .. " -F " .. big .. " -p " .. p .. " 127.0.0.1", p, 120), 2000)
+        local l = check(support.pair_run(support.example(example, big .. " -p " .. p + 1),
+          support.example(example, big .. " -p " .. p + 1 .. " 127.0.0.1"), p + 1, 120), 2000)
+        ratios[round], c_typ[round], l_typ[round] = l.typical / c.typical, c.typical, l.typical
+      end
+      table.sort(ratios)
+      print(string.format("\n8-byte %s typical one-way latency: %s %s us, %s %s us; ratio %.3f (median of 3)",
+        example:match("^%a+"), tool, table.concat(c_typ, "/"), example, table.concat(l_typ, "/"), ratios[2]))
+    end)
+  end)
+end
