@@ -215,6 +215,27 @@ function support.pair_run(server_cmd, client_cmd, port, limit)
   return r
 end
 
+--- The address lines of a perftest tool's output (or its Lua counterpart's):
+-- {local = "qpn:psn", remote = "qpn:psn"}.
+function support.perftest_addresses(out)
+  local t = {}
+  for side, qpn, psn in out:gmatch(" (%a+) address: LID %x+ QPN 0x(%x+) PSN 0x(%x+)") do
+    t[side] = tonumber(qpn, 16) .. ":" .. tonumber(psn, 16)
+  end
+  return t
+end
+
+--- A perftest pair (support.pair_run) ran: both sides exited 0, and each
+-- one's remote address is the other's local one.
+function support.check_perftest_pair(r)
+  assert(r.server_rc == 0, "server failed:\n" .. r.server)
+  assert(r.client_rc == 0, "client failed:\n" .. r.client)
+  local s, c = support.perftest_addresses(r.server), support.perftest_addresses(r.client)
+  assert(s["local"] and s["local"] == c.remote, "the client's remote address is not the server's:\n" .. r.server
+    .. "\n" .. r.client)
+  assert(c["local"] and c["local"] == s.remote, "the server's remote address is not the client's")
+end
+
 --- The command that runs an example under this interpreter.
 --- On an rdma_cm channel ch: a listener on rxe0's address at port p and a
 -- client id with its address and route resolved towards it (tcp port space).

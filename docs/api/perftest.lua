@@ -87,6 +87,25 @@ function pt.exchange_dests(env, me) end
 -- @treturn table the statistics (`s:stats(2)`, in seconds of round trip)
 function pt.lat_report(o, s, factor) end
 
+--- The command line of a latency test: perftest's options and defaults (`-p -d -i -s -n -m -x -H
+-- -U -F`, `-I` for send and write, `-r` for send, and `--time-limit`), as the examples' `cli`
+-- module (`examples/lib/cli.lua`) takes them.
+-- @param cli the examples' `cli` module
+-- @tparam string verb "send", "write" or "read"
+-- @treturn table the spec for `cli.run`
+function pt.lat_options(cli, verb) end
+
+--- A whole latency test as perftest's `ib_<verb>_lat` runs it, wire compatible with it: options,
+-- the connection, the hand shakes in perftest's order, the loop in C (`ibv.lat_send`: the client
+-- sends first; `ibv.lat_write`: the server writes first; `ibv.lat_rtt`: the client reads the
+-- server's buffer while the server waits), the latency table.
+-- @tparam table argv the command line (`arg`)
+-- @param cli the examples' `cli` module
+-- @tparam string verb "send", "write" or "read"
+-- @treturn boolean true
+-- @return[2] nil, message
+function pt.lat_test(argv, cli, verb) end
+
 --- perftest's closing exchange: a hand shake, then "done"; closes the connection.
 -- @param env
 -- @tparam table me

@@ -10,6 +10,7 @@
 --   pt.header(env, "Send Latency Test"); pt.dest(env, "local", me)
 --   pt.lat_report(o, samples, 2)           -- perftest's latency table, one way (RTT / 2)
 --   pt.close(env, me)                      -- perftest's closing exchange
+--   pt.lat_test(arg, cli, "send")          -- all of ib_send_lat ("write", "read": the others)
 -- Each step returns nil, msg when it fails (the device, the network, a verbs call).
 local ibv = require "ibverbs"
 local ex = require "ibverbs.exchange"
@@ -133,6 +134,126 @@ function pt.lat_report(o, s, factor)
   print(pt.RESULT_LINE)
   return st
 end
+
+-- ---------------------------------------------------------------- the latency tests
+
+-- What each latency test does its own way.  before: perftest's hand shakes
+-- before the QP is connected (the peer's keys come from the last), after: those
+-- after it; close: perftest's closing exchange at the end.
+local LAT = {
+  send = { name = "send_lat.lua", tool = "ib_send_lat", title = "Send Latency Test", inline = 236, factor = 2,
+           before = 1, after = 1, close = true },
+  write = { name = "write_lat.lua", tool = "ib_write_lat", title = "RDMA_Write Latency Test", inline = 220,
+            factor = 2, before = 2, after = 0, close = false },
+  read = { name = "read_lat.lua", tool = "ib_read_lat", title = "RDMA_Read Latency Test", factor = 1,
+           before = 2, after = 0, close = true },
+}
+
+--- The command line of a latency test: perftest's options, on the examples'
+-- cli module (examples/lib/cli.lua).
+function pt.lat_options(cli, verb)
+  local t = LAT[verb]
+  local spec = {
+    name = t.name, usage = { "           start a server and wait for connection",
+                             "<host>    connect to server at <host>" },
+    { "p", "port", arg = "port", type = "int", default = 18515, min = 1, max = 65535,
+      help = "listen on/connect to port <port> (default 18515)" },
+    cli.ib_dev(),
+    cli.ib_port(),
+    { "s", "size", arg = "size", type = "int", default = 2, min = 1, help = "size of message (default 2)" },
+    { "n", "iters", arg = "iters", type = "int", default = 1000, min = 5, help = "number of exchanges (default 1000)" },
+    { "m", "mtu", arg = "mtu", type = "int", help = "MTU size: 256 - 4096 (default port mtu)" },
+    cli.gid_idx{ "x", "gid-index", arg = "index", help = "test uses GID with GID index" }, -- perftest's letter
+    { "H", "report-histogram", help = "print out all results (default: the summary only)" },
+    { "U", "report-unsorted", help = "print out unsorted results (default sorted)" },
+    { "F", "CPU-freq", help = "accepted for perftest's command lines (the clock is calibrated each run)" },
+    { nil, "time-limit", arg = "seconds", type = "number", default = 60, min = 0,
+      help = "stop the test after <seconds> (default 60)" },
+  }
+  if t.inline then
+    spec[#spec + 1] = { "I", "inline_size", arg = "size", type = "int", min = 0,
+      help = "max size of message to be sent inline (default " .. t.inline
+        .. " on the devices perftest knows, else 0)" }
+  end
+  if verb == "send" then
+    spec[#spec + 1] = { "r", "rx-depth", arg = "dep", type = "int", default = 512, min = 1,
+                        help = "rx queue size (default 512)" }
+  end
+  return spec
+end
+
+-- The objects of one side: pd, mr, cqs, qp, this side's key message.
+local function lat_objects(env, verb, o)
+  local ctx = env.ctx
+  local r = { pd = check(ctx:alloc_pd()) }
+  local size = o.size
+  if verb == "send" then
+    r.mr = check(r.pd:reg_mr(size, { "local_write" }))
+    r.rx = math.min(o.rx_depth, o.iters)
+  else -- [0, size): read into or written from; [size, 2 size): the peer reads or writes there
+    r.mr = check(r.pd:reg_mr(2 * size, { "local_write", "remote_write", "remote_read" }))
+    r.rx = 1
+  end
+  r.scq, r.rcq = check(ctx:create_cq(16)), check(ctx:create_cq(r.rx))
+  r.qp = check(r.pd:create_qp{ qp_type = "rc", send_cq = r.scq, recv_cq = r.rcq,
+    cap = { max_send_wr = 1, max_recv_wr = r.rx, max_send_sge = 1, max_recv_sge = 1,
+            max_inline_data = o.inline_size } })
+  r.me = pt.me(env, r.qp, r.mr.rkey, r.mr.addr + (verb == "send" and 0 or size))
+  return r
+end
+
+-- The kernel's table for this side, the WRs prepared; nil: this side only waits.
+local function lat_args(verb, o, r, rem, server)
+  local sge = { mr = r.mr, length = o.size }
+  local flags = o.size <= (o.inline_size or 0) and { "inline" } or nil
+  local sl = ibv.send_wrs(1)
+  local t = { qp = r.qp, send_cq = r.scq, send_wrs = sl, iters = o.iters, samples = ibv.samples(o.iters),
+              timeout = o.time_limit }
+  if verb == "send" then
+    sl:set(1, { opcode = "send", sge = sge, send_flags = flags })
+    t.recv_wrs = ibv.recv_wrs(r.rx)
+    t.recv_wrs:fill{ sge = sge }
+    check(r.qp:post_recv(t.recv_wrs))
+    t.recv_cq, t.initiator = r.rcq, not server -- ib_send_lat: the client sends first
+    return ibv.lat_send, t
+  elseif verb == "write" then
+    sl:set(1, { opcode = "rdma_write", sge = sge, remote_addr = rem.vaddr, rkey = rem.rkey, send_flags = flags })
+    t.send_mr, t.poll_mr, t.poll_offset, t.initiator = r.mr, r.mr, o.size, server -- ib_write_lat: the server
+    return ibv.lat_write, t
+  elseif not server then -- ib_read_lat: the client reads, the server waits
+    sl:set(1, { opcode = "rdma_read", sge = sge, remote_addr = rem.vaddr, rkey = rem.rkey })
+    return ibv.lat_rtt, t
+  end
+end
+
+--- A whole latency test as perftest's ib_<verb>_lat runs it (verb: "send",
+-- "write" or "read"), wire compatible with it, the loop in C (ibv.lat_send,
+-- lat_write, lat_rtt), its table printed; argv the command line, cli the
+-- examples' cli module.  true, or nil, msg.
+pt.lat_test = steps(function(argv, cli, verb)
+  local t = LAT[verb]
+  local o, args = cli.run(argv, pt.lat_options(cli, verb))
+  o.histogram, o.unsorted = o.report_histogram, o.report_unsorted
+  local host = args[1]
+  local env = check(pt.start(o, host))
+  o.inline_size = t.inline and (o.inline_size or pt.default_inline(env.ctx, t.inline)) or 0
+  local r = lat_objects(env, verb, o)
+  local rem
+  for _ = 1, t.before do rem = check(pt.keys(env, r.me)) end
+  check(pt.connect(env, r.qp, rem, r.me, { "local_write", "remote_write", "remote_read" }))
+  for _ = 1, t.after do check(pt.keys(env, r.me)) end
+  pt.header(env, t.title)
+  check(pt.exchange_dests(env, r.me))
+  local kernel, kargs = lat_args(verb, o, r, rem, host == nil)
+  check(pt.keys(env, r.me)) -- the peer is ready: its receives posted, its QP at RTS
+  if kernel then
+    check(kernel(kargs))
+    pt.lat_report(o, kargs.samples, t.factor)
+  end
+  if t.close then return pt.close(env, r.me) end
+  env.conn:close()
+  return true
+end)
 
 --- perftest's closing exchange: a hand shake, then "done".
 pt.close = steps(function(env, me)

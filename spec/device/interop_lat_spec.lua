@@ -1,5 +1,6 @@
--- send_lat.lua and write_lat.lua against perftest's ib_send_lat and
--- ib_write_lat on rxe0, in both roles; then each example pair against the C
+-- send_lat.lua, write_lat.lua and read_lat.lua against perftest's
+-- ib_send_lat, ib_write_lat and ib_read_lat on rxe0, in both roles; then each
+-- example pair against the C
 -- pair on the same work, rounds interleaved, the typical latencies' ratio
 -- printed (nothing asserted about speed, which depends on the machine's load).
 local support = require "support"
@@ -14,21 +15,11 @@ local function report(out)
                  typical = tonumber(typ), avg = tonumber(avg) }
 end
 
-local function addresses(out)
-  local t = {}
-  for side, qpn, psn in out:gmatch(" (%a+) address: LID %x+ QPN 0x(%x+) PSN 0x(%x+)") do
-    t[side] = tonumber(qpn, 16) .. ":" .. tonumber(psn, 16)
-  end
-  return t
-end
-
-local function check(r, iters)
-  assert.equal(0, r.server_rc, "server failed:\n" .. r.server)
-  assert.equal(0, r.client_rc, "client failed:\n" .. r.client)
-  local s, c = addresses(r.server), addresses(r.client)
-  assert.equal(s["local"], c.remote)
-  assert.equal(c["local"], s.remote)
-  for _, out in ipairs({ r.server, r.client }) do
+-- Both sides ran (support.check_perftest_pair); each printed its table (a
+-- server of ib_read_lat only reads: it prints none); the client's report.
+local function check(r, iters, reader)
+  support.check_perftest_pair(r)
+  for _, out in ipairs(reader and { r.client } or { r.server, r.client }) do
     local rep = assert(report(out), "no report line:\n" .. out)
     assert.equal(8, rep.bytes)
     assert.equal(iters, rep.iters)
@@ -37,18 +28,19 @@ local function check(r, iters)
   return report(r.client)
 end
 
-for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua", "ib_write_lat", 18820 } }) do
-  local example, tool, port = t[1], t[2], t[3]
+for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua", "ib_write_lat", 18820 },
+                     { "read_lat.lua", "ib_read_lat", 18830, true } }) do
+  local example, tool, port, reader = t[1], t[2], t[3], t[4]
   describe("on rxe0, " .. example .. " and perftest's " .. tool, function()
     local args = "-d rxe0 -x 1 -s 8 -n " .. ITERS
     it("interoperate with " .. example .. " as server and " .. tool .. " as client", function()
       check(support.pair_run(support.example(example, args .. " -p " .. port),
-        tool .. " -F " .. args .. " -p " .. port .. " 127.0.0.1", port), ITERS)
+        tool .. " -F " .. args .. " -p " .. port .. " 127.0.0.1", port), ITERS, reader)
     end)
 
     it("interoperate with " .. tool .. " as server and " .. example .. " as client", function()
       check(support.pair_run(tool .. " -F " .. args .. " -p " .. port + 1,
-        support.example(example, args .. " -p " .. port + 1 .. " 127.0.0.1"), port + 1), ITERS)
+        support.example(example, args .. " -p " .. port + 1 .. " 127.0.0.1"), port + 1), ITERS, reader)
     end)
 
     it("measure the typical latency of the example pair against the C pair, rounds interleaved", function()
@@ -56,14 +48,14 @@ for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua"
       for round = 1, 3 do
         local p = port + 2 + 2 * round
         local c = check(support.pair_run(tool .. " -F " .. big .. " -p " .. p,
-          tool .. " -F " .. big .. " -p " .. p .. " 127.0.0.1", p, 120), 2000)
+          tool .. " -F " .. big .. " -p " .. p .. " 127.0.0.1", p, 120), 2000, reader)
         local l = check(support.pair_run(support.example(example, big .. " -p " .. p + 1),
-          support.example(example, big .. " -p " .. p + 1 .. " 127.0.0.1"), p + 1, 120), 2000)
+          support.example(example, big .. " -p " .. p + 1 .. " 127.0.0.1"), p + 1, 120), 2000, reader)
         ratios[round], c_typ[round], l_typ[round] = l.typical / c.typical, c.typical, l.typical
       end
       table.sort(ratios)
-      print(string.format("\n8-byte %s typical one-way latency: %s %s us, %s %s us; ratio %.3f (median of 3)",
-        example:match("^%a+"), tool, table.concat(c_typ, "/"), example, table.concat(l_typ, "/"), ratios[2]))
+      print(string.format("\n8-byte %s typical latency (%s): %s %s us, %s %s us; ratio %.3f (median of 3)",
+        example:match("^%a+"), reader and "round trip" or "one way", tool, table.concat(c_typ, "/"), example, table.concat(l_typ, "/"), ratios[2]))
     end)
   end)
 end

@@ -1,7 +1,8 @@
 -- The API reference (docs/api/*.lua, rendered by LDoc with `make doc`) covers
 -- the API as the module registers it: every method of every ibverbs.* type in
 -- the registry and every function of ibverbs, ibverbs.cm, ibverbs.exchange,
--- ibverbs.fabric and its groups, ibverbs.perftest (and ibverbs.ffi under LuaJIT) has a doc entry with a summary, and no entry
+-- ibverbs.fabric and its groups, ibverbs.perftest (and ibverbs.ffi under
+-- LuaJIT) has a doc entry with a summary, and no entry
 -- documents a method that does not exist.  In the spirit of luv's bindcov.
 local support = require "support"
 local LUA = support.LUA
