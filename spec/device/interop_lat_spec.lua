@@ -55,7 +55,8 @@ for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua"
       end
       table.sort(ratios)
       print(string.format("\n8-byte %s typical latency (%s): %s %s us, %s %s us; ratio %.3f (median of 3)",
-        example:match("^%a+"), reader and "round trip" or "one way", tool, table.concat(c_typ, "/"), example, table.concat(l_typ, "/"), ratios[2]))
+        example:match("^%a+"), reader and "round trip" or "one way", tool, table.concat(c_typ, "/"), example,
+        table.concat(l_typ, "/"), ratios[2]))
     end)
   end)
 end
