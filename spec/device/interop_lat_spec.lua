@@ -28,8 +28,8 @@ local function check(r, iters, reader)
   return report(r.client)
 end
 
-for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua", "ib_write_lat", 18820 },
-                     { "read_lat.lua", "ib_read_lat", 18830, true } }) do
+for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua", "ib_write_lat", 18910 },
+                     { "read_lat.lua", "ib_read_lat", 19010, true } }) do
   local example, tool, port, reader = t[1], t[2], t[3], t[4]
   describe("on rxe0, " .. example .. " and perftest's " .. tool, function()
     local args = "-d rxe0 -x 1 -s 8 -n " .. ITERS
@@ -47,8 +47,15 @@ for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua"
       local big, ratios, c_typ, l_typ = "-d rxe0 -x 1 -s 8 -n 2000", {}, {}, {}
       for round = 1, 3 do
         local p = port + 2 + 2 * round
-        local c = check(support.pair_run(tool .. " -F " .. big .. " -p " .. p,
-          tool .. " -F " .. big .. " -p " .. p .. " 127.0.0.1", p, 120), 2000, reader)
+        local c
+        for try = 1, 3 do -- perftest's own CPU-clock estimate can fail under load: it prints inf
+          local r = support.pair_run(tool .. " -F " .. big .. " -p " .. p + 10 * try,
+            tool .. " -F " .. big .. " -p " .. p + 10 * try .. " 127.0.0.1", p + 10 * try, 120)
+          if not (r.client:find("\n 8%s+2000%s+inf") or r.server:find("\n 8%s+2000%s+inf")) or try == 3 then
+            c = check(r, 2000, reader)
+            break
+          end
+        end
         local l = check(support.pair_run(support.example(example, big .. " -p " .. p + 1),
           support.example(example, big .. " -p " .. p + 1 .. " 127.0.0.1"), p + 1, 120), 2000, reader)
         ratios[round], c_typ[round], l_typ[round] = l.typical / c.typical, c.typical, l.typical
