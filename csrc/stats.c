@@ -63,22 +63,24 @@ void ibvl_samples_seconds(struct ibvl_samples *s, long long count, double scale)
 	s->sorted = 0;
 }
 
-#define SAMPLES_MAX (1LL << 31) /* 32 GiB of samples and their sorted copy */
+#define SAMPLES_MAX (1LL << 24) /* 256 MiB with the sorted copy: 16 M iterations */
 
 /* ibv.samples(n) or ibv.samples{seconds, ...} */
 static int l_samples(lua_State *L)
 {
 	long long n;
 	int from_table = lua_type(L, 1) == LUA_TTABLE;
-	if (from_table)
-		n = (long long)lua_rawlen(L, 1);
-	else
+	if (!from_table)
 		n = (long long)ibvl_check_range(L, 1, 1, SAMPLES_MAX);
+	else if ((n = (long long)lua_rawlen(L, 1)) > SAMPLES_MAX)
+		return ibvl_argerror(L, 1, NULL, "at most %d samples", (int)SAMPLES_MAX);
 	for (long long i = 1; from_table && i <= n; i++) { /* every value read before the allocation */
 		lua_rawgeti(L, 1, (lua_Integer)i);
 		if (lua_type(L, -1) != LUA_TNUMBER)
 			return ibvl_argerror(L, 1, NULL, "sample %d: number expected, got %s", (int)i,
 			                     luaL_typename(L, -1));
+		if (lua_tonumber(L, -1) != lua_tonumber(L, -1))
+			return ibvl_argerror(L, 1, NULL, "sample %d: number expected, got NaN", (int)i);
 		lua_pop(L, 1);
 	}
 	long long room = n > 0 ? n : 1;

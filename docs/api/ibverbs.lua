@@ -93,7 +93,7 @@ function ibv.transfer(t) end
 --- A buffer for the samples a latency kernel takes (round trips, in seconds), read without
 -- allocating, with its statistics (`stats`, `percentile`, `histogram`).  From a table: those
 -- samples, for statistics on numbers a script has.
--- @tparam integer|table n the room (samples), or an array of samples in seconds
+-- @tparam integer|table n the room (samples, at most 2^24), or an array of samples in seconds
 -- @treturn ibverbs.samples
 function ibv.samples(n) end
 
