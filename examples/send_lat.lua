@@ -3,9 +3,9 @@
 -- ping-pong: the client sends first, each side answers each message it
 -- receives (ibv.lat_send)), wire compatible with it: perftest's TCP exchange
 -- on port 18515, the loop in C, every round trip stamped, perftest's latency
--- table printed from the samples (ibverbs.perftest's lat_test).
+-- table printed from the samples (ibverbs.perftest's run).
 --   server: lua5.4 examples/send_lat.lua -x 1 -s 8 -n 1000
 --   client: lua5.4 examples/send_lat.lua -x 1 -s 8 -n 1000 <server>
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
-local ok, err = require("ibverbs.perftest").lat_test(arg, require "cli", "send")
+local ok, err = require("ibverbs.perftest").run(arg, require "cli", "send_lat")
 if not ok then io.stderr:write(tostring(err), "\n") os.exit(1) end

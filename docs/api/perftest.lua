@@ -1,4 +1,5 @@
---- What the perftest counterparts among the examples (`send_lat.lua`, `write_lat.lua`) share:
+--- What the perftest counterparts among the examples (`send_lat.lua`, `write_lat.lua`,
+-- `read_lat.lua`, `write_bw.lua`, `read_bw.lua`) share:
 -- perftest's connection (its TCP exchange, through `ibverbs.exchange`), an RC QP brought up to the
 -- peer, and perftest's printed banner, addresses and latency table.  The steps that can fail
 -- return `nil, message` (the device, the network, a verbs call); none exits.
@@ -9,6 +10,7 @@
 --     local rem = assert(pt.keys(env, me))
 --     assert(pt.connect(env, qp, rem, me))
 --     pt.lat_report(o, samples, 2)
+--     pt.run(arg, require "cli", "write_bw")   -- all of ib_write_bw (what examples/write_bw.lua is)
 --
 -- @module ibverbs.perftest
 
@@ -34,7 +36,7 @@ function pt.start(o, host) end
 function pt.default_inline(ctx, def) end
 
 --- This side's key message: the port's LID, the QP's number, a random PSN, the rkey and address
--- the peer may write to.
+-- the peer may write to (`out_reads` 1: set it to the device's `max_qp_rd_atom` as perftest does).
 -- @param env
 -- @param qp an `ibverbs.qp`
 -- @tparam[opt] integer rkey
@@ -50,7 +52,8 @@ function pt.me(env, qp, rkey, vaddr) end
 function pt.keys(env, me) end
 
 --- Brings an RC QP through INIT, RTR and RTS towards the peer's key message (a GRH when the peer
--- has a GID; one outstanding RDMA read or atomic each way).
+-- has a GID); as perftest, the RDMA reads and atomics it accepts at once are its own `out_reads`,
+-- those it issues at once the peer's.
 -- @param env
 -- @param qp
 -- @tparam table rem the peer's key message
@@ -87,24 +90,31 @@ function pt.exchange_dests(env, me) end
 -- @treturn table the statistics (`s:stats(2)`, in seconds of round trip)
 function pt.lat_report(o, s, factor) end
 
---- The command line of a latency test: perftest's options and defaults (`-p -d -i -s -n -m -x -H
--- -U -F`, `-I` for send and write, `-r` for send, and `--time-limit`), as the examples' `cli`
--- module (`examples/lib/cli.lua`) takes them.
--- @param cli the examples' `cli` module
--- @tparam string verb "send", "write" or "read"
--- @treturn table the spec for `cli.run`
-function pt.lat_options(cli, verb) end
+--- perftest's bandwidth table from a kernel's figures (`ibv.bw`): bytes, iterations, MB/s (peak
+-- and average are the same figure: the whole run's), million messages a second.
+-- @tparam table o `size`
+-- @tparam table f the figures (`sent`, `seconds`)
+function pt.bw_report(o, f) end
 
---- A whole latency test as perftest's `ib_<verb>_lat` runs it, wire compatible with it: options,
--- the connection, the hand shakes in perftest's order, the loop in C (`ibv.lat_send`: the client
+--- The command line of a test: perftest's options and defaults (`-p -d -i -s -n -m -x -F`; the
+-- latency tests `-H -U`, `-I` for send and write, `-r` for send; the bandwidth tests `-t -Q -l`;
+-- and `--time-limit`), as the examples' `cli` module (`examples/lib/cli.lua`) takes them.
+-- @param cli the examples' `cli` module
+-- @tparam string name "send_lat", "write_lat", "read_lat", "write_bw" or "read_bw"
+-- @treturn table the spec for `cli.run`
+function pt.options(cli, name) end
+
+--- A whole test as perftest's tool of that name runs it, wire compatible with it: options, the
+-- connection, the hand shakes in perftest's order, the loop in C (`ibv.lat_send`: the client
 -- sends first; `ibv.lat_write`: the server writes first; `ibv.lat_rtt`: the client reads the
--- server's buffer while the server waits), the latency table.
+-- server's buffer; `ibv.bw`: the client writes or reads with a window and CQ moderation; the
+-- server of a read or bandwidth test waits), the table.
 -- @tparam table argv the command line (`arg`)
 -- @param cli the examples' `cli` module
--- @tparam string verb "send", "write" or "read"
+-- @tparam string name "send_lat", "write_lat", "read_lat", "write_bw" or "read_bw"
 -- @treturn boolean true
 -- @return[2] nil, message
-function pt.lat_test(argv, cli, verb) end
+function pt.run(argv, cli, name) end
 
 --- perftest's closing exchange: a hand shake, then "done"; closes the connection.
 -- @param env

@@ -10,7 +10,7 @@
 --   pt.header(env, "Send Latency Test"); pt.dest(env, "local", me)
 --   pt.lat_report(o, samples, 2)           -- perftest's latency table, one way (RTT / 2)
 --   pt.close(env, me)                      -- perftest's closing exchange
---   pt.lat_test(arg, cli, "send")          -- all of ib_send_lat ("write", "read": the others)
+--   pt.run(arg, cli, "send_lat")           -- all of ib_send_lat (write_lat, read_lat, write_bw, read_bw)
 -- Each step returns nil, msg when it fails (the device, the network, a verbs call).
 local ibv = require "ibverbs"
 local ex = require "ibverbs.exchange"
@@ -72,14 +72,17 @@ pt.keys = steps(function(env, me)
   return check(ex.hand_shake(env.conn, me))
 end)
 
---- Brings an RC QP to RTS towards the peer's key message rem.
+--- Brings an RC QP to RTS towards the peer's key message rem: as perftest,
+-- the RDMA reads and atomics this side accepts at once are its own out_reads,
+-- those it issues at once the peer's.
 pt.connect = steps(function(env, qp, rem, me, access)
   local o = env.o
   local global = rem.gid_raw:sub(9, 16) ~= string.rep("\0", 8)
   check(qp:to_init{ port_num = o.ib_port, qp_access_flags = access })
   check(qp:to_rtr{ qpn = rem.qpn, psn = rem.psn, lid = rem.lid, port_num = o.ib_port, path_mtu = env.mtu,
-    gid = global and rem.gid_raw or nil, sgid_index = global and o.gid_index or nil, max_dest_rd_atomic = 1 })
-  check(qp:to_rts{ psn = me.psn, max_rd_atomic = 1 })
+    gid = global and rem.gid_raw or nil, sgid_index = global and o.gid_index or nil,
+    max_dest_rd_atomic = me.out_reads or 1 })
+  check(qp:to_rts{ psn = me.psn, max_rd_atomic = rem.out_reads or 1 })
   return true
 end)
 
@@ -135,121 +138,156 @@ function pt.lat_report(o, s, factor)
   return st
 end
 
--- ---------------------------------------------------------------- the latency tests
+--- perftest's bandwidth table: bytes, iterations, peak and average MB/s
+-- (the same: the kernel gives the whole run's figure), million messages a second.
+function pt.bw_report(o, f)
+  local bw = o.size * f.sent / f.seconds / 2 ^ 20
+  print(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
+  print(string.format(" %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f", o.size, f.sent, bw, bw,
+    f.sent / f.seconds / 1e6))
+  print(pt.RESULT_LINE)
+end
 
--- What each latency test does its own way.  before: perftest's hand shakes
--- before the QP is connected (the peer's keys come from the last), after: those
--- after it; close: perftest's closing exchange at the end.
-local LAT = {
-  send = { name = "send_lat.lua", tool = "ib_send_lat", title = "Send Latency Test", inline = 236, factor = 2,
-           before = 1, after = 1, close = true },
-  write = { name = "write_lat.lua", tool = "ib_write_lat", title = "RDMA_Write Latency Test", inline = 220,
-            factor = 2, before = 2, after = 0, close = false },
-  read = { name = "read_lat.lua", tool = "ib_read_lat", title = "RDMA_Read Latency Test", factor = 1,
-           before = 2, after = 0, close = true },
+-- ---------------------------------------------------------------- the tests
+
+-- What each test does its own way.  before: perftest's hand shakes before
+-- the QP is connected (the peer's keys come from the last), after: those
+-- after it; bw: a bandwidth test (the server waits for the client's end);
+-- close: perftest's closing exchange at the end.
+local TESTS = {
+  send_lat = { verb = "send", tool = "ib_send_lat", title = "Send Latency Test", inline = 236, factor = 2,
+               before = 1, after = 1, close = true },
+  write_lat = { verb = "write", tool = "ib_write_lat", title = "RDMA_Write Latency Test", inline = 220,
+                factor = 2, before = 2, after = 0, close = false },
+  read_lat = { verb = "read", tool = "ib_read_lat", title = "RDMA_Read Latency Test", factor = 1,
+               before = 2, after = 0, close = true },
+  write_bw = { verb = "write", tool = "ib_write_bw", title = "RDMA_Write BW Test", bw = true, before = 1,
+               after = 0, close = true },
+  read_bw = { verb = "read", tool = "ib_read_bw", title = "RDMA_Read BW Test", bw = true, before = 1,
+              after = 0, close = true },
 }
 
---- The command line of a latency test: perftest's options, on the examples'
--- cli module (examples/lib/cli.lua).
-function pt.lat_options(cli, verb)
-  local t = LAT[verb]
+--- The command line of a test ("send_lat", "write_lat", "read_lat",
+-- "write_bw", "read_bw"): perftest's options, on the examples' cli module
+-- (examples/lib/cli.lua).
+function pt.options(cli, name)
+  local t = TESTS[name]
   local spec = {
-    name = t.name, usage = { "           start a server and wait for connection",
-                             "<host>    connect to server at <host>" },
+    name = name .. ".lua", usage = { "           start a server and wait for connection",
+                                     "<host>    connect to server at <host>" },
     { "p", "port", arg = "port", type = "int", default = 18515, min = 1, max = 65535,
       help = "listen on/connect to port <port> (default 18515)" },
     cli.ib_dev(),
     cli.ib_port(),
-    { "s", "size", arg = "size", type = "int", default = 2, min = 1, help = "size of message (default 2)" },
-    { "n", "iters", arg = "iters", type = "int", default = 1000, min = 5, help = "number of exchanges (default 1000)" },
     { "m", "mtu", arg = "mtu", type = "int", help = "MTU size: 256 - 4096 (default port mtu)" },
     cli.gid_idx{ "x", "gid-index", arg = "index", help = "test uses GID with GID index" }, -- perftest's letter
-    { "H", "report-histogram", help = "print out all results (default: the summary only)" },
-    { "U", "report-unsorted", help = "print out unsorted results (default sorted)" },
     { "F", "CPU-freq", help = "accepted for perftest's command lines (the clock is calibrated each run)" },
     { nil, "time-limit", arg = "seconds", type = "number", default = 60, min = 0,
       help = "stop the test after <seconds> (default 60)" },
   }
-  if t.inline then
-    spec[#spec + 1] = { "I", "inline_size", arg = "size", type = "int", min = 0,
-      help = "max size of message to be sent inline (default " .. t.inline
-        .. " on the devices perftest knows, else 0)" }
+  local function add(o) spec[#spec + 1] = o end
+  local size, iters = t.bw and 65536 or 2, t.bw and 5000 or 1000
+  add{ "s", "size", arg = "size", type = "int", default = size, min = 1,
+       help = "size of message (default " .. size .. ")" }
+  add{ "n", "iters", arg = "iters", type = "int", default = iters, min = 5,
+       help = "number of exchanges (default " .. iters .. ")" }
+  if t.bw then
+    add{ "t", "tx-depth", arg = "dep", type = "int", default = 128, min = 1, help = "size of tx queue (default 128)" }
+    add{ "Q", "cq-mod", arg = "n", type = "int", default = 100, min = 1,
+         help = "one completion per <n> WRs (default 100, at most the tx depth)" }
+    add{ "l", "post_list", arg = "list size", type = "int", default = 1, min = 1,
+         help = "post a list of <list size> WQEs per call (default 1)" }
+  else
+    add{ "H", "report-histogram", help = "print out all results (default: the summary only)" }
+    add{ "U", "report-unsorted", help = "print out unsorted results (default sorted)" }
   end
-  if verb == "send" then
-    spec[#spec + 1] = { "r", "rx-depth", arg = "dep", type = "int", default = 512, min = 1,
-                        help = "rx queue size (default 512)" }
+  if t.inline then
+    add{ "I", "inline_size", arg = "size", type = "int", min = 0,
+         help = "max size of message to be sent inline (default " .. t.inline
+           .. " on the devices perftest knows, else 0)" }
+  end
+  if t.verb == "send" then
+    add{ "r", "rx-depth", arg = "dep", type = "int", default = 512, min = 1, help = "rx queue size (default 512)" }
   end
   return spec
 end
 
 -- The objects of one side: pd, mr, cqs, qp, this side's key message.
-local function lat_objects(env, verb, o)
+local function objects(env, t, o)
   local ctx = env.ctx
   local r = { pd = check(ctx:alloc_pd()) }
   local size = o.size
-  if verb == "send" then
+  if t.verb == "send" then
     r.mr = check(r.pd:reg_mr(size, { "local_write" }))
     r.rx = math.min(o.rx_depth, o.iters)
   else -- [0, size): read into or written from; [size, 2 size): the peer reads or writes there
     r.mr = check(r.pd:reg_mr(2 * size, { "local_write", "remote_write", "remote_read" }))
     r.rx = 1
   end
-  r.scq, r.rcq = check(ctx:create_cq(16)), check(ctx:create_cq(r.rx))
+  local depth = t.bw and o.tx_depth or 1
+  r.scq, r.rcq = check(ctx:create_cq(depth)), check(ctx:create_cq(r.rx))
   r.qp = check(r.pd:create_qp{ qp_type = "rc", send_cq = r.scq, recv_cq = r.rcq,
-    cap = { max_send_wr = 1, max_recv_wr = r.rx, max_send_sge = 1, max_recv_sge = 1,
+    cap = { max_send_wr = depth, max_recv_wr = r.rx, max_send_sge = 1, max_recv_sge = 1,
             max_inline_data = o.inline_size } })
-  r.me = pt.me(env, r.qp, r.mr.rkey, r.mr.addr + (verb == "send" and 0 or size))
+  r.me = pt.me(env, r.qp, r.mr.rkey, r.mr.addr + (t.verb == "send" and 0 or size))
+  local dev = ctx:query_device()
+  r.me.out_reads = dev and dev.max_qp_rd_atom or 1 -- perftest's: the device's limit
   return r
 end
 
--- The kernel's table for this side, the WRs prepared; nil: this side only waits.
-local function lat_args(verb, o, r, rem, server)
+-- The kernel and its table for this side, the WRs prepared; nil: this side only waits.
+local function kernel_args(t, o, r, rem, server)
   local sge = { mr = r.mr, length = o.size }
   local flags = o.size <= (o.inline_size or 0) and { "inline" } or nil
-  local sl = ibv.send_wrs(1)
-  local t = { qp = r.qp, send_cq = r.scq, send_wrs = sl, iters = o.iters, samples = ibv.samples(o.iters),
-              timeout = o.time_limit }
-  if verb == "send" then
-    sl:set(1, { opcode = "send", sge = sge, send_flags = flags })
-    t.recv_wrs = ibv.recv_wrs(r.rx)
-    t.recv_wrs:fill{ sge = sge }
-    check(r.qp:post_recv(t.recv_wrs))
-    t.recv_cq, t.initiator = r.rcq, not server -- ib_send_lat: the client sends first
-    return ibv.lat_send, t
-  elseif verb == "write" then
-    sl:set(1, { opcode = "rdma_write", sge = sge, remote_addr = rem.vaddr, rkey = rem.rkey, send_flags = flags })
-    t.send_mr, t.poll_mr, t.poll_offset, t.initiator = r.mr, r.mr, o.size, server -- ib_write_lat: the server
-    return ibv.lat_write, t
-  elseif not server then -- ib_read_lat: the client reads, the server waits
-    sl:set(1, { opcode = "rdma_read", sge = sge, remote_addr = rem.vaddr, rkey = rem.rkey })
-    return ibv.lat_rtt, t
+  local remote = t.verb ~= "send" and { remote_addr = rem.vaddr, rkey = rem.rkey } or {}
+  local k = { qp = r.qp, send_cq = r.scq, iters = o.iters, timeout = o.time_limit }
+  k.send_wrs = ibv.send_wrs(t.bw and o.post_list or 1)
+  k.send_wrs:fill{ opcode = t.verb == "send" and "send" or ("rdma_" .. t.verb), sge = sge, send_flags = flags,
+                   remote_addr = remote.remote_addr, rkey = remote.rkey }
+  if t.bw then
+    k.window, k.cq_mod = o.tx_depth, math.min(o.cq_mod, o.tx_depth)
+    if k.cq_mod % o.post_list ~= 0 then k.cq_mod = o.post_list end -- perftest's default with a post list
+    return not server and ibv.bw or nil, k -- the client writes or reads, the server waits
   end
+  k.samples = ibv.samples(o.iters)
+  if t.verb == "send" then
+    k.recv_wrs = ibv.recv_wrs(r.rx)
+    k.recv_wrs:fill{ sge = sge }
+    check(r.qp:post_recv(k.recv_wrs))
+    k.recv_cq, k.initiator = r.rcq, not server -- ib_send_lat: the client sends first
+    return ibv.lat_send, k
+  elseif t.verb == "write" then
+    k.send_mr, k.poll_mr, k.poll_offset, k.initiator = r.mr, r.mr, o.size, server -- ib_write_lat: the server
+    return ibv.lat_write, k
+  end
+  return not server and ibv.lat_rtt or nil, k -- ib_read_lat: the client reads, the server waits
 end
 
---- A whole latency test as perftest's ib_<verb>_lat runs it (verb: "send",
--- "write" or "read"), wire compatible with it, the loop in C (ibv.lat_send,
--- lat_write, lat_rtt), its table printed; argv the command line, cli the
--- examples' cli module.  true, or nil, msg.
-pt.lat_test = steps(function(argv, cli, verb)
-  local t = LAT[verb]
-  local o, args = cli.run(argv, pt.lat_options(cli, verb))
+--- A whole test as perftest's tool runs it (name: "send_lat", "write_lat",
+-- "read_lat", "write_bw", "read_bw"), wire compatible with it, the loop in C
+-- (ibv.lat_send, lat_write, lat_rtt, bw), its table printed; argv the command
+-- line, cli the examples' cli module.  true, or nil, msg.
+pt.run = steps(function(argv, cli, name)
+  local t = TESTS[name]
+  local o, args = cli.run(argv, pt.options(cli, name))
   o.histogram, o.unsorted = o.report_histogram, o.report_unsorted
   local host = args[1]
   local env = check(pt.start(o, host))
   o.inline_size = t.inline and (o.inline_size or pt.default_inline(env.ctx, t.inline)) or 0
-  local r = lat_objects(env, verb, o)
+  local r = objects(env, t, o)
   local rem
   for _ = 1, t.before do rem = check(pt.keys(env, r.me)) end
   check(pt.connect(env, r.qp, rem, r.me, { "local_write", "remote_write", "remote_read" }))
   for _ = 1, t.after do check(pt.keys(env, r.me)) end
   pt.header(env, t.title)
   check(pt.exchange_dests(env, r.me))
-  local kernel, kargs = lat_args(verb, o, r, rem, host == nil)
+  local kernel, k = kernel_args(t, o, r, rem, host == nil)
   check(pt.keys(env, r.me)) -- the peer is ready: its receives posted, its QP at RTS
   if kernel then
-    check(kernel(kargs))
-    pt.lat_report(o, kargs.samples, t.factor)
+    local f = check(kernel(k))
+    if t.bw then pt.bw_report(o, f) else pt.lat_report(o, k.samples, t.factor) end
   end
+  if t.bw then check(pt.keys(env, r.me)) end -- the server waits for the client's end
   if t.close then return pt.close(env, r.me) end
   env.conn:close()
   return true
