@@ -135,6 +135,17 @@ function ex.xchg(conn, data) end
 -- @return[2] nil, message
 function ex.perftest_start(conn, mtu) end
 
+--- perftest's exchange of bandwidth reports (`xchg_bw_reports`) at the end of a half-duplex
+-- bandwidth test: this side's report goes to the peer, the peer's comes back (each field its own
+-- exchange: size and iterations as big-endian integers, 4-byte iterations before perftest 5.33;
+-- the figures as big-endian IEEE doubles).
+-- @param conn
+-- @tparam table rep `size`, `iters`, `bw_peak`, `bw_avg` (MB/s), `msg_rate` (Mpps)
+-- @tparam string version the peer's (`ex.perftest_start`'s second result)
+-- @treturn table the peer's report, the same fields
+-- @return[2] nil, message
+function ex.perftest_bw_reports(conn, rep, version) end
+
 --- perftest's key message (`lid:out_reads:qpn:psn:rkey:vaddr:gid` bytes:srqn).
 -- @tparam table d `lid`, `out_reads`, `qpn`, `psn`, `rkey`, `vaddr`, `gid`, `srqn`
 -- @treturn string 108 bytes

@@ -24,7 +24,7 @@ pt.RESULT_LINE = string.rep("-", 87)
 -- exchange (versions, system data, MTU: `ex.perftest_start` with `o.mtu` or the port's).
 -- @tparam table o the options
 -- @tparam string|nil host
--- @treturn table env: `ctx`, `port`, `gid`, `conn`, `mtu`, `host`, `o`
+-- @treturn table env: `ctx`, `port`, `gid`, `conn`, `mtu`, `rem_version`, `host`, `o`
 -- @return[2] nil, message
 function pt.start(o, host) end
 
@@ -90,11 +90,17 @@ function pt.exchange_dests(env, me) end
 -- @treturn table the statistics (`s:stats(2)`, in seconds of round trip)
 function pt.lat_report(o, s, factor) end
 
---- perftest's bandwidth table from a kernel's figures (`ibv.bw`): bytes, iterations, MB/s (peak
--- and average are the same figure: the whole run's), million messages a second.
+--- A bandwidth report from a kernel's figures (`ibv.bw`): `size`, `iters`, `bw_peak` and `bw_avg`
+-- (MB/s: the same figure, the whole run's), `msg_rate` (Mpps).
 -- @tparam table o `size`
 -- @tparam table f the figures (`sent`, `seconds`)
-function pt.bw_report(o, f) end
+-- @treturn table
+function pt.bw_figures(o, f) end
+
+--- Prints perftest's bandwidth table of a report (`pt.bw_figures`, or the peer's from
+-- `ex.perftest_bw_reports`: the server of a half-duplex test prints the client's).
+-- @tparam table rep
+function pt.bw_report(rep) end
 
 --- The command line of a test: perftest's options and defaults (`-p -d -i -s -n -m -x -F`; the
 -- latency tests `-H -U`, `-I` for send and write, `-r` for send; the bandwidth tests `-t -Q -l`;

@@ -48,7 +48,8 @@ pt.start = steps(function(o, host)
     print("************************************")
   end
   env.conn = check(host and ex.connect(host, o.port) or ex.listen(o.port))
-  env.mtu = check(ex.perftest_start(env.conn, o.mtu or env.port.active_mtu))
+  env.mtu, env.rem_version = ex.perftest_start(env.conn, o.mtu or env.port.active_mtu)
+  check(env.mtu, env.rem_version)
   return env
 end)
 
@@ -138,13 +139,18 @@ function pt.lat_report(o, s, factor)
   return st
 end
 
---- perftest's bandwidth table: bytes, iterations, peak and average MB/s
--- (the same: the kernel gives the whole run's figure), million messages a second.
-function pt.bw_report(o, f)
+--- A bandwidth report from a kernel's figures (ibv.bw): size, iters, bw_peak
+-- and bw_avg (MB/s; the same: the kernel gives the whole run's figure), msg_rate (Mpps).
+function pt.bw_figures(o, f)
   local bw = o.size * f.sent / f.seconds / 2 ^ 20
+  return { size = o.size, iters = f.sent, bw_peak = bw, bw_avg = bw, msg_rate = f.sent / f.seconds / 1e6 }
+end
+
+--- perftest's bandwidth table of a report (pt.bw_figures, or the peer's).
+function pt.bw_report(rep)
   print(" #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]")
-  print(string.format(" %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f", o.size, f.sent, bw, bw,
-    f.sent / f.seconds / 1e6))
+  print(string.format(" %-7d    %-10d       %-7.2f            %-7.2f\t\t   %-7.6f", rep.size, rep.iters,
+    rep.bw_peak, rep.bw_avg, rep.msg_rate))
   print(pt.RESULT_LINE)
 end
 
@@ -283,11 +289,21 @@ pt.run = steps(function(argv, cli, name)
   check(pt.exchange_dests(env, r.me))
   local kernel, k = kernel_args(t, o, r, rem, host == nil)
   check(pt.keys(env, r.me)) -- the peer is ready: its receives posted, its QP at RTS
+  local rep = {}
   if kernel then
     local f = check(kernel(k))
-    if t.bw then pt.bw_report(o, f) else pt.lat_report(o, k.samples, t.factor) end
+    if t.bw then
+      rep = pt.bw_figures(o, f)
+      pt.bw_report(rep)
+    else
+      pt.lat_report(o, k.samples, t.factor)
+    end
   end
-  if t.bw then check(pt.keys(env, r.me)) end -- the server waits for the client's end
+  if t.bw then -- the server waits for the client's end, then prints the client's report
+    check(pt.keys(env, r.me))
+    local peer = check(ex.perftest_bw_reports(env.conn, rep, env.rem_version))
+    if not kernel then pt.bw_report(peer) end
+  end
   if t.close then return pt.close(env, r.me) end
   env.conn:close()
   return true
