@@ -20,6 +20,9 @@
  */
 #include "kernel.h"
 
+static const char *const bw_fields[] = {"qp", "send_cq", "send_wrs", "recv_cq", "recv_wrs", "iters",
+                                        "window", "cq_mod", "timeout", NULL};
+
 static int bw_loop(struct ibvl_kern *k, long long window)
 {
 	struct ibv_send_wr *last = k->swr != NULL ? &k->swr[k->nsend - 1] : NULL;
@@ -50,9 +53,6 @@ static int bw_loop(struct ibvl_kern *k, long long window)
 	}
 	return 0;
 }
-
-static const char *const bw_fields[] = {"qp", "send_cq", "send_wrs", "recv_cq", "recv_wrs", "iters",
-                                        "window", "cq_mod", "timeout", NULL};
 
 static int l_bw(lua_State *L)
 {
