@@ -15,17 +15,11 @@ local function report(out)
                  typical = tonumber(typ), avg = tonumber(avg) }
 end
 
--- A pair run (support.pair_run) with the server's and the client's command
--- lines for port p; run again (up to 3 times, on other ports) when perftest
--- printed inf: its own estimate of the CPU clock can fail under load.
+-- A pair (support.perftest_pair): run again when perftest printed inf.
 local function pair(server, client, p, limit)
-  local r
-  for try = 0, 2 do
-    local q = p + 40 * try
-    r = support.pair_run(server(q), client(q), q, limit)
-    if not (r.client:find("\n 8%s+%d+%s+inf") or r.server:find("\n 8%s+%d+%s+inf")) then break end
-  end
-  return r
+  return support.perftest_pair(server, client, p, limit, function(r)
+    return not (r.client:find("\n 8%s+%d+%s+inf") or r.server:find("\n 8%s+%d+%s+inf"))
+  end)
 end
 
 -- Both sides ran (support.check_perftest_pair); each printed its table (a
