@@ -237,13 +237,13 @@ function support.check_perftest_pair(r)
 end
 
 --- support.pair_run of server(q) and client(q) (command lines for port q),
--- run again up to twice, 40 ports on, while a perftest tool's figures show
--- that its own estimate of the CPU clock failed (under load it prints inf,
--- nan or a zero rate): usable(r) says whether the outputs are.
+-- run again up to four times, 20 ports on each time, while a perftest tool's
+-- figures show that its own estimate of the CPU clock failed (under load it
+-- prints inf, nan or a zero rate): usable(r) says whether the outputs are.
 function support.perftest_pair(server, client, p, limit, usable)
   local r
-  for try = 0, 2 do
-    local q = p + 40 * try
+  for try = 0, 4 do
+    local q = p + 20 * try
     r = support.pair_run(server(q), client(q), q, limit)
     if usable(r) then break end
   end
