@@ -98,6 +98,9 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_qp(L);
 	ibvl_open_wr(L);
 	ibvl_open_loop(L);
+	ibvl_open_stats(L);
+	ibvl_open_lat(L);
+	ibvl_open_bw(L);
 	ibvl_open_wait(L);
 	ibvl_open_batch(L);
 	ibvl_open_dm(L);

@@ -29,8 +29,6 @@ local o, args = cli.run(arg, {
     help = "one completion per <n> sends (default 100, at most half the tx depth)" },
 })
 
-local VERSION = "6.06" -- the perftest exchange level spoken here
-local MTU_ENUM = { [256] = 1, [512] = 2, [1024] = 3, [2048] = 4, [4096] = 5 }
 local RESULT_LINE = string.rep("-", 87)
 
 local function fail(msg)
@@ -51,21 +49,7 @@ if not host then
 end
 local conn = check(host and ex.connect(host, o.port) or ex.listen(o.port))
 
--- versions, system data and MTU, as perftest exchanges them
-local function be32(n) return string.char(math.floor(n / 2 ^ 24) % 256, math.floor(n / 2 ^ 16) % 256,
-  math.floor(n / 256) % 256, n % 256) end
-local rem_version = check(ex.xchg(conn, VERSION .. string.rep("\0", 16 - #VERSION)))
-local rv = tonumber(rem_version:match("^[%d.]+") or "0") or 0
-if rv >= 5.32 then
-  check(ex.xchg(conn, be32(4096)))
-  check(ex.xchg(conn, be32(64)))
-end
-if rv >= 5.1 then
-  local mine = tostring(MTU_ENUM[mtu] or 3) .. "\0"
-  local rem = check(ex.xchg(conn, rv >= 5.31 and mine or (mine .. "\0\0")))
-  local r = tonumber(rem:match("^%d+") or "")
-  for bytes, e in pairs(MTU_ENUM) do if e == r and bytes < mtu then mtu = bytes end end
-end
+mtu = check(ex.perftest_start(conn, mtu)) -- versions, system data and MTU, as perftest exchanges them
 
 local pd = check(ctx:alloc_pd())
 local mr = check(pd:reg_mr(o.size, { "local_write" }))

@@ -18,6 +18,8 @@ local ex = {}
 ex.XSRQ_DEST_SIZE = 66
 --- perftest's key message size (108).
 ex.KEY_SIZE = 108
+--- The perftest exchange level this side speaks ("6.06").
+ex.PERFTEST_VERSION = "6.06"
 --- The termination message, "END\0".
 ex.END = "END\0"
 
@@ -123,6 +125,26 @@ function ex.recv_end(conn) end
 -- @treturn string the peer's data (same size)
 -- @return[2] nil, message
 function ex.xchg(conn, data) end
+
+--- What every perftest test exchanges first: the versions (this side speaks 6.06), the system
+-- data (page and cache-line size, from 5.32 on) and the MTU (from 5.1 on).
+-- @param conn
+-- @tparam integer mtu this side's MTU in bytes (256 to 4096)
+-- @treturn integer the MTU both sides use: the smaller of the two
+-- @treturn string the peer's version
+-- @return[2] nil, message
+function ex.perftest_start(conn, mtu) end
+
+--- perftest's exchange of bandwidth reports (`xchg_bw_reports`) at the end of a half-duplex
+-- bandwidth test: this side's report goes to the peer, the peer's comes back (each field its own
+-- exchange: size and iterations as big-endian integers, 4-byte iterations before perftest 5.33;
+-- the figures as big-endian IEEE doubles).
+-- @param conn
+-- @tparam table rep `size`, `iters`, `bw_peak`, `bw_avg` (MB/s), `msg_rate` (Mpps)
+-- @tparam string version the peer's (`ex.perftest_start`'s second result)
+-- @treturn table the peer's report, the same fields
+-- @return[2] nil, message
+function ex.perftest_bw_reports(conn, rep, version) end
 
 --- perftest's key message (`lid:out_reads:qpn:psn:rkey:vaddr:gid` bytes:srqn).
 -- @tparam table d `lid`, `out_reads`, `qpn`, `psn`, `rkey`, `vaddr`, `gid`, `srqn`

@@ -101,6 +101,78 @@ function ibv.wc_array(n) end
 -- EINTR (SIGINT); a post's errno
 function ibv.transfer(t) end
 
+--- A buffer for the samples a latency kernel takes (round trips, in seconds), read without
+-- allocating, with its statistics (`stats`, `percentile`, `histogram`).  From a table: those
+-- samples, for statistics on numbers a script has.
+-- @tparam integer|table n the room (samples, at most 2^24), or an array of samples in seconds
+-- @treturn ibverbs.samples
+function ibv.samples(n) end
+
+--- The send/recv ping-pong of perftest's `ib_send_lat`, the loop in C with busy polling.  The
+-- `initiator` posts `send_wrs` (one WR, posted signaled) first; each side then waits for the peer's
+-- message (a receive completion on `recv_cq`) and answers it, `iters` times.  The script posts
+-- min(#`recv_wrs`, `iters`) receives before (WR ids the 0-based index, what `fill` gives); a
+-- consumed one is reposted while received + #`recv_wrs` <= `iters`.  Each iteration's start is
+-- stamped (the CPU's time-stamp counter, calibrated against `CLOCK_MONOTONIC` over the run):
+-- `samples` gets `iters` - 1 round trips, as perftest counts them.  No Lua code runs and nothing
+-- is allocated in the loop, so a finalizer cannot close an object under it.  The CQs may be shared
+-- with other QPs: their completions (by `qp_num`) are skipped and counted in `foreign`.
+--     local s = ibv.samples(999)
+--     local f = assert(ibv.lat_send{qp = qp, send_cq = scq, recv_cq = rcq, send_wrs = sl,
+--       recv_wrs = rl, iters = 1000, initiator = true, samples = s})
+--     print(s:stats(2).median / 2 * 1e6, "us one way")
+-- @tparam table t `qp`, `send_cq`, `send_wrs`, `recv_cq`, `recv_wrs`, `iters`, `initiator`
+-- (boolean), `samples` (optional), `timeout` (seconds for the whole run; default 60, `math.huge`:
+-- none)
+-- @treturn table `iters` (started), `sent`, `received`, `posted`, `foreign`, `samples` (taken),
+-- `seconds`
+-- @return[2] nil, message, errno, the figures so far
+-- @errno EIO a completion with an error status (`"wc status: <status> (wr_id n)"`) or a receive
+-- that is none of `recv_wrs`; ETIMEDOUT the time limit; a post's or poll's errno
+-- @raise a bad or missing field, named; a closed object; SIGINT: "ibv.lat_send: interrupted"
+function ibv.lat_send(t) end
+
+--- The RDMA write ping-pong of perftest's `ib_write_lat`, polling on memory, the loop in C.
+-- `send_wrs` holds one `rdma_write` WR whose SGE lies in `send_mr`; before each post the kernel
+-- writes the iteration's number (modulo 256) into the message's last byte.  The `initiator`
+-- writes first; each side then waits until the last byte of the peer's message, at `poll_offset`
+-- + length - 1 in `poll_mr`, shows the number, and writes its own.  Zero that byte before the
+-- peers start.  Samples, time limit and figures as `lat_send`.
+-- @tparam table t `qp`, `send_cq`, `send_wrs`, `send_mr`, `poll_mr`, `poll_offset` (default 0),
+-- `iters`, `initiator`, `samples`, `timeout`
+-- @treturn table as `lat_send`'s
+-- @return[2] nil, message, errno, the figures so far
+-- @errno EIO a completion with an error status; ETIMEDOUT the time limit; a post's or poll's errno
+-- @raise a bad or missing field, named; a closed object; SIGINT: "ibv.lat_write: interrupted"
+function ibv.lat_write(t) end
+
+--- Round trips of one side, as perftest's `ib_read_lat` and `ib_atomic_lat` time them: post
+-- `send_wrs` (one WR: an `rdma_read`, an atomic, any WR) signaled, wait for its completion, `iters`
+-- times, the loop in C.  Samples, time limit and figures as `lat_send`.
+-- @tparam table t `qp`, `send_cq`, `send_wrs`, `iters`, `samples`, `timeout`
+-- @treturn table as `lat_send`'s
+-- @return[2] nil, message, errno, the figures so far
+-- @errno EIO a completion with an error status; ETIMEDOUT the time limit; a post's or poll's errno
+-- @raise a bad or missing field, named; a closed object; SIGINT: "ibv.lat_rtt: interrupted"
+function ibv.lat_rtt(t) end
+
+--- The bandwidth and message-rate loop of perftest's `ib_write_bw`, `ib_read_bw` and
+-- `ib_send_bw`, in C with busy polling.  Each post posts `send_wrs` whole (perftest's post list)
+-- while at most `window` WRs are outstanding (perftest's tx depth); one WR in `cq_mod` is
+-- signaled, the last of a post, and its completion accounts for the `cq_mod` WRs before it (the
+-- kernel sets and clears that flag; the list's own flags come back after the run).  With
+-- `recv_wrs`, the receives (posted by the script before, as for `lat_send`) are counted and
+-- reposted; both sides at once make a bidirectional test.  `seconds` runs from the first post (or
+-- receive) to the last completion: MB/s = size * `sent` / `seconds` / 2^20.
+-- @tparam table t `qp`, `send_cq`, `send_wrs`, `recv_cq`, `recv_wrs` (either side or both),
+-- `iters` (WRs to send, a multiple of #`send_wrs`; receives to wait for), `window` (128),
+-- `cq_mod` (100; a multiple of #`send_wrs`), `timeout`
+-- @treturn table `sent`, `received`, `posted`, `foreign`, `seconds`
+-- @return[2] nil, message, errno, the figures so far
+-- @errno EIO a completion with an error status; ETIMEDOUT the time limit; a post's or poll's errno
+-- @raise a bad or missing field, named; a closed object; SIGINT: "ibv.bw: interrupted"
+function ibv.bw(t) end
+
 --- Data-path steps checked once and run by one call: the script's own loop at one Lua->C call per
 -- cycle.  Each step is `{"post_recv", qp_or_srq, recv_wrs [, first, count]}`,
 -- `{"post_send", qp, send_wrs [, first, count]}` or `{"poll", cq, wc_array}` (1 to 8 steps, run in

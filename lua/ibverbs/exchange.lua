@@ -11,6 +11,8 @@
 --   local l = assert(ex.listener(18515, 4)); local conn = assert(l:accept()); l:close()
 --   -- perftest: 16-byte versions, system data, MTU, then 108-byte keys
 --   ex.xchg(conn, role, data), ex.pack_key(dest), ex.unpack_key(s)
+--   local mtu = assert(ex.perftest_start(conn, 1024))  -- versions, system data, MTU
+--   local peer = assert(ex.perftest_bw_reports(conn, {size =, iters =, bw_avg =, ...}, version))
 --   ex.gid_raw("::ffff:192.0.2.1") -> 16 bytes; ex.gid_text(raw) -> "::ffff:192.0.2.1"
 --
 -- Every call returns nil, msg on a network error or a malformed message.
@@ -364,6 +366,86 @@ function ex.unpack_key(s)
   raw = table.concat(raw)
   return { lid = f[1], out_reads = f[2], qpn = f[3], psn = f[4], rkey = f[5], vaddr = f[6],
            gid = ex.gid_text(raw), gid_raw = raw, srqn = f[23] }
+end
+
+ex.PERFTEST_VERSION = "6.06" -- the perftest exchange level spoken here
+local MTU_ENUM = { [256] = 1, [512] = 2, [1024] = 3, [2048] = 4, [4096] = 5 }
+
+local function be32(n)
+  return string.char(math.floor(n / 2 ^ 24) % 256, math.floor(n / 2 ^ 16) % 256, math.floor(n / 256) % 256,
+    n % 256)
+end
+
+--- What every perftest test exchanges first: versions, system data (from
+-- 5.32 on) and the MTU (from 5.1 on); returns the MTU both sides can use
+-- (the smaller of mtu and the peer's) and the peer's version string.
+function ex.perftest_start(conn, mtu)
+  local rem_version, err = ex.xchg(conn, ex.PERFTEST_VERSION .. string.rep("\0", 16 - #ex.PERFTEST_VERSION))
+  if not rem_version then return nil, err end
+  local rv = tonumber(rem_version:match("^[%d.]+") or "0") or 0
+  if rv >= 5.32 then
+    for _, v in ipairs({ 4096, 64 }) do -- page size, cache line
+      local ok, e = ex.xchg(conn, be32(v))
+      if not ok then return nil, e end
+    end
+  end
+  if rv >= 5.1 then
+    local mine = tostring(MTU_ENUM[mtu] or 3) .. "\0"
+    local rem, e = ex.xchg(conn, rv >= 5.31 and mine or (mine .. "\0\0"))
+    if not rem then return nil, e end
+    local r = tonumber(rem:match("^%d+") or "")
+    for bytes, en in pairs(MTU_ENUM) do if en == r and bytes < mtu then mtu = bytes end end
+  end
+  return mtu, rem_version:match("^[%d.]*")
+end
+
+local function be64(n) -- a non-negative integer below 2^53
+  return be32(math.floor(n / 2 ^ 32)) .. be32(n % 2 ^ 32)
+end
+
+local function from_be(s) -- a big-endian unsigned integer (up to 2^53)
+  local n = 0
+  for i = 1, #s do n = n * 256 + s:byte(i) end
+  return n
+end
+
+local function be_double(x) -- IEEE 754 binary64, big-endian (string.pack where the interpreter has it)
+  if string.pack then return string.pack(">d", x) end
+  if x ~= x or x <= 0 or x == math.huge then return string.rep("\0", 8) end -- figures: positive or nothing
+  local e = math.floor(math.log(x) / math.log(2))
+  local m = x / 2 ^ e
+  if m >= 2 then m, e = m / 2, e + 1 elseif m < 1 then m, e = m * 2, e - 1 end
+  if e < -1022 then return string.rep("\0", 8) end
+  local frac = (m - 1) * 2 ^ 52
+  return be32((e + 1023) * 2 ^ 20 + math.floor(frac / 2 ^ 32)) .. be32(frac % 2 ^ 32)
+end
+
+local function from_be_double(s)
+  if string.unpack then return (string.unpack(">d", s)) end
+  local b1, b2 = s:byte(1, 2)
+  local e = b1 % 128 * 16 + math.floor(b2 / 16)
+  local m = from_be(string.char(b2 % 16) .. s:sub(3))
+  local v = e == 0 and m * 2 ^ -1074 or (1 + m / 2 ^ 52) * 2 ^ (e - 1023)
+  return b1 >= 128 and -v or v
+end
+
+--- perftest's exchange of bandwidth reports (xchg_bw_reports) after a
+-- half-duplex test: rep {size =, iters =, bw_peak =, bw_avg =, msg_rate =}
+-- (MB/s, Mpps) goes to the peer, whose report comes back; version: the
+-- peer's (iterations are 8 bytes from 5.33 on, 4 before).
+function ex.perftest_bw_reports(conn, rep, version)
+  local wide = (tonumber(version) or 0) >= 5.33
+  local out = {}
+  local fields = { { "size", 8 }, { "iters", wide and 8 or 4 }, { "bw_peak" }, { "bw_avg" }, { "msg_rate" } }
+  for _, f in ipairs(fields) do
+    local name, int = f[1], f[2]
+    local v = rep[name] or 0
+    local mine = int == 8 and be64(v) or int == 4 and be32(v) or be_double(v)
+    local got, err = ex.xchg(conn, mine)
+    if not got then return nil, err end
+    out[name] = int and from_be(got) or from_be_double(got)
+  end
+  return out
 end
 
 --- One perftest handshake: exchange key messages, returns the peer's.

@@ -10,20 +10,8 @@ local function report(out)
   return b and { bytes = tonumber(b), iters = tonumber(n), mpps = tonumber(rate) }
 end
 
-local function addresses(out)
-  local t = {}
-  for side, qpn, psn in out:gmatch(" (%a+) address: LID %x+ QPN 0x(%x+) PSN 0x(%x+)") do
-    t[side] = tonumber(qpn, 16) .. ":" .. tonumber(psn, 16)
-  end
-  return t
-end
-
 local function check(r)
-  assert.equal(0, r.server_rc, "server failed:\n" .. r.server)
-  assert.equal(0, r.client_rc, "client failed:\n" .. r.client)
-  local s, c = addresses(r.server), addresses(r.client)
-  assert.equal(s["local"], c.remote)
-  assert.equal(c["local"], s.remote)
+  support.check_perftest_pair(r)
   local rep = assert(report(r.client), "no report line from the client:\n" .. r.client)
   assert.equal(64, rep.bytes)
   assert.equal(ITERS, rep.iters)

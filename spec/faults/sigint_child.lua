@@ -4,7 +4,7 @@
 -- previous SIGINT handler is back, closes everything; exits 0 at the end.
 --   lua spec/faults/sigint_child.lua MODE...
 -- MODE: transfer_idle, transfer_busy, cq_wait, comp_event, async_event,
---       cm_event, cm_connect, cm_get_request
+--       cm_event, cm_connect, cm_get_request, lat_send, lat_write, bw
 local ibv = require "ibverbs"
 local cm = require "ibverbs.cm"
 local support = require "support"
@@ -22,7 +22,8 @@ end
 local env, objs = {}, {}
 local block, after
 
-if mode:match("^transfer") or mode == "cq_wait" or mode == "comp_event" or mode == "async_event" then
+if mode:match("^transfer") or mode == "cq_wait" or mode == "comp_event" or mode == "async_event"
+  or mode:match("^lat_") or mode == "bw" then
   env = support.pair()
   env.mr = assert(env.pd:reg_mr(64 * 64, { "local_write" }))
   local rl = ibv.recv_wrs(64)
@@ -38,6 +39,24 @@ if mode:match("^transfer") or mode == "cq_wait" or mode == "comp_event" or mode 
     block = function()
       return ibv.transfer{ send_qp = env.a, send_cq = env.cq, send_wrs = sl, recv = env.b, recv_cq = env.cq,
                            recv_wrs = rl, count = 1000000000, window = 16, timeout = math.huge }
+    end
+  elseif mode == "lat_send" then -- a responder whose peer never sends
+    block = function()
+      return ibv.lat_send{ qp = env.b, send_cq = env.cq, recv_cq = env.cq, send_wrs = sl, recv_wrs = rl,
+                           iters = 10, samples = ibv.samples(10), timeout = math.huge }
+    end
+  elseif mode == "lat_write" then -- a responder polling memory the peer never writes
+    local w = ibv.send_wrs(1)
+    w:set(1, { opcode = "rdma_write", sge = { mr = env.mr, length = 8 }, remote_addr = env.mr.addr,
+               rkey = env.mr.rkey })
+    block = function()
+      return ibv.lat_write{ qp = env.b, send_cq = env.cq, send_wrs = w, send_mr = env.mr, poll_mr = env.mr,
+                            poll_offset = 64, iters = 10, timeout = math.huge }
+    end
+  elseif mode == "bw" then -- sending and receiving as long as it takes
+    block = function()
+      return ibv.bw{ qp = env.a, send_cq = env.cq, send_wrs = sl, iters = 1000000000, window = 16, cq_mod = 1,
+                     timeout = math.huge }
     end
   elseif mode == "cq_wait" then
     block = function() return env.cq:wait(env.wcs, 1, math.huge) end

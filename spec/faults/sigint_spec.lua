@@ -7,7 +7,7 @@ local util = require "faults.util"
 
 local LIMIT = 1.0
 local MODES = { "transfer_idle", "transfer_busy", "cq_wait", "comp_event", "async_event", "cm_event",
-                "cm_connect", "cm_get_request" }
+                "cm_connect", "cm_get_request", "lat_send", "lat_write", "bw" }
 
 describe("SIGINT", function()
   it("ends each blocking call within 1 s with a catchable error; the objects stay usable", function()

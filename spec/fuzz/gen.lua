@@ -714,6 +714,50 @@ T["ibv.transfer"] = function(g)
   f[#f + 1] = { "timeout", g:secs() }
   return { g:maybe_evil(g:tbl(f, { timeout = true }), nil, 0.3) }
 end
+-- The measurement kernels (lat.c, bw.c): the objects they take, mostly of the
+-- right kinds, a count, and always a short time limit.
+local KERNEL_FIELDS = {
+  ["ibv.lat_send"] = { "send", "recv", "samples", "initiator" },
+  ["ibv.lat_write"] = { "send", "mrs", "samples", "initiator" },
+  ["ibv.lat_rtt"] = { "send", "samples" },
+  ["ibv.bw"] = { "send?", "recv?", "window" },
+}
+local function kernel_template(name)
+  return function(g)
+    local r = g.r
+    local f = { { "qp", g:objx("ibverbs.qp") } }
+    for _, part in ipairs(KERNEL_FIELDS[name]) do
+      local side, optional = part:match("^(%a+)(%??)$")
+      if optional == "" or r.chance(0.7) then
+        if side == "send" then
+          f[#f + 1] = { "send_cq", g:objx("ibverbs.cq") }
+          f[#f + 1] = { "send_wrs", g:objx("ibverbs.send_wrs") }
+        elseif side == "recv" then
+          f[#f + 1] = { "recv_cq", g:objx("ibverbs.cq") }
+          f[#f + 1] = { "recv_wrs", g:objx("ibverbs.recv_wrs") }
+        elseif side == "mrs" then
+          f[#f + 1] = { "send_mr", g:objx("ibverbs.mr") }
+          f[#f + 1] = { "poll_mr", g:objx("ibverbs.mr") }
+          f[#f + 1] = { "poll_offset", g:opt(0.5, G.num) }
+        elseif side == "samples" then
+          f[#f + 1] = { "samples", g:opt(0.6, G.objx, "ibverbs.samples") }
+        elseif side == "initiator" then
+          f[#f + 1] = { "initiator", r.pick({ "true", "false", "1" }) }
+        else
+          f[#f + 1] = { "window", g:opt(0.5, G.num) }
+          f[#f + 1] = { "cq_mod", g:opt(0.5, G.num) }
+        end
+      end
+    end
+    f[#f + 1] = { "iters", r.pick({ "1", "2", "4", "100", "0", "-1", "0/0", "2^62" }) }
+    f[#f + 1] = { "timeout", g:secs() }
+    return { g:maybe_evil(g:tbl(f, { timeout = true }), nil, 0.3) }
+  end
+end
+for name in pairs(KERNEL_FIELDS) do T[name] = kernel_template(name) end
+T["ibv.samples"] = function(g)
+  return { g.r.chance(0.8) and g:size() or "{1e-6, 2e-6, 0/0}" }
+end
 --- ibv.batch's steps: mostly sound, sometimes a wrong kind, object, list or range.
 function G:batch_steps()
   local r = self.r
@@ -756,6 +800,7 @@ gen.templates = T
 -- methods that block: never called with arguments outside their template
 local BLOCKING = { get_event = true, get_async_event = true, get_request = true, get_send_comp = true,
   get_recv_comp = true, wait = true, transfer = true, expect = true, resolve_addr = true,
+  lat_send = true, lat_write = true, lat_rtt = true, bw = true,
   resolve_route = true, connect = true, create_ep = true }
 
 -- ------------------------------------------------------------------ lines

@@ -1,9 +1,9 @@
 -- The API reference (docs/api/*.lua, rendered by LDoc with `make doc`) covers
 -- the API as the module registers it: every method of every ibverbs.* type in
 -- the registry and every function of ibverbs, ibverbs.cm, ibverbs.exchange,
--- ibverbs.port_counters, ibverbs.fabric and its groups (and ibverbs.ffi under
--- LuaJIT) has a doc entry with a summary, and no entry documents a method
--- that does not exist.  In the spirit of luv's bindcov.
+-- ibverbs.port_counters, ibverbs.fabric and its groups, ibverbs.perftest (and
+-- ibverbs.ffi under LuaJIT) has a doc entry with a summary, and no entry
+-- documents a method that does not exist.  In the spirit of luv's bindcov.
 local support = require "support"
 local LUA = support.LUA
 
@@ -36,6 +36,7 @@ functions("ibverbs.fabric", fabric)
 for name, f in pairs(getmetatable(assert(fabric.init{ rank = 0, size = 1, host = "h" })).__index) do
   if type(f) == "function" and not name:match("^__") then out[#out + 1] = "ibverbs.fabric_group:" .. name end
 end
+functions("ibverbs.perftest", require "ibverbs.perftest")
 if jit then functions("ibverbs.ffi", require "ibverbs.ffi") end
 table.sort(out)
 print(table.concat(out, "\n"))

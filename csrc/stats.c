@@ -1,0 +1,261 @@
+/*
+ * stats.c: sample buffers and their statistics, as perftest reports them.
+ *
+ *   local s = ibv.samples(1000)          -- room for 1000 samples (seconds)
+ *   local s2 = ibv.samples{1e-6, 2e-6}   -- or these samples (for scripts, specs)
+ *   ibv.lat_send{..., samples = s}       -- a kernel fills it (lat.c)
+ *   s:count(), #s, s:get(i), s:sorted(i) -- as taken, and i-th smallest
+ *   local st = s:stats([tail])           -- count, min, max, median, average,
+ *                                        -- stddev, p99, p99_9 (seconds)
+ *   s:percentile(99.5 [, tail])
+ *   local counts, lo, width = s:histogram(20 [, lo, hi])
+ *
+ * tail leaves out the tail largest samples as perftest does (its
+ * LAT_MEASURE_TAIL is 2): m = count - tail samples make the median, average
+ * and standard deviation (population); min is the smallest, max the sample
+ * at sorted index m (the largest when tail is 0); percentile p is the sample
+ * at sorted 0-based index ceil(m * p/100) (perftest's rule), the largest
+ * when past the end.  The sorted copy is made once after the samples change
+ * (no allocation: the buffer holds room for it).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ibvl.h"
+#include "stats.h"
+
+static const char samples_key; /* its metatable, by address (ibvl_type_key) */
+
+struct ibvl_samples *ibvl_test_samples(lua_State *L, int idx)
+{
+	return ibvl_test_key(L, idx, &samples_key);
+}
+
+struct ibvl_samples *ibvl_check_samples(lua_State *L, int arg)
+{
+	struct ibvl_samples *s = ibvl_test_samples(L, arg);
+	return s != NULL ? s : luaL_checkudata(L, arg, IBVL_SAMPLES); /* raises */
+}
+
+void ibvl_clock_start(struct ibvl_clock *c)
+{
+	c->s0 = ibvl_monotonic();
+	c->t0 = ibvl_ticks();
+}
+
+double ibvl_clock_scale(struct ibvl_clock *c)
+{
+	c->t1 = ibvl_ticks();
+	c->s1 = ibvl_monotonic();
+#if defined(__x86_64__) || defined(__i386__)
+	return c->t1 > c->t0 ? (c->s1 - c->s0) / (double)(c->t1 - c->t0) : 0.0;
+#else
+	return 1e-9;
+#endif
+}
+
+void ibvl_samples_seconds(struct ibvl_samples *s, long long count, double scale)
+{
+	for (long long i = 0; i < count; i++)
+		s->v[i].seconds = (double)s->v[i].ticks * scale;
+	s->count = count;
+	s->sorted = 0;
+}
+
+#define SAMPLES_MAX (1LL << 24) /* 256 MiB with the sorted copy: 16 M iterations */
+
+/* ibv.samples(n) or ibv.samples{seconds, ...} */
+static int l_samples(lua_State *L)
+{
+	long long n;
+	int from_table = lua_type(L, 1) == LUA_TTABLE;
+	if (!from_table)
+		n = (long long)ibvl_check_range(L, 1, 1, SAMPLES_MAX);
+	else if ((n = (long long)lua_rawlen(L, 1)) > SAMPLES_MAX)
+		return ibvl_argerror(L, 1, NULL, "at most %d samples", (int)SAMPLES_MAX);
+	for (long long i = 1; from_table && i <= n; i++) { /* every value read before the allocation */
+		lua_rawgeti(L, 1, (lua_Integer)i);
+		if (lua_type(L, -1) != LUA_TNUMBER)
+			return ibvl_argerror(L, 1, NULL, "sample %d: number expected, got %s", (int)i,
+			                     luaL_typename(L, -1));
+		if (lua_tonumber(L, -1) != lua_tonumber(L, -1))
+			return ibvl_argerror(L, 1, NULL, "sample %d: number expected, got NaN", (int)i);
+		lua_pop(L, 1);
+	}
+	long long room = n > 0 ? n : 1;
+	struct ibvl_samples *s = lua_newuserdatauv(L, sizeof *s + 2 * (size_t)room * sizeof s->v[0], 0);
+	s->n = room;
+	s->count = 0;
+	s->sorted = 0;
+	for (long long i = 0; from_table && i < n; i++) {
+		lua_rawgeti(L, 1, (lua_Integer)(i + 1));
+		s->v[i].seconds = (double)lua_tonumber(L, -1);
+		lua_pop(L, 1);
+	}
+	s->count = from_table ? n : 0;
+	luaL_setmetatable(L, IBVL_SAMPLES);
+	return 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The samples sorted: v[n..n+count). */
+static const union ibvl_sample *sorted(struct ibvl_samples *s)
+{
+	union ibvl_sample *a = s->v + s->n;
+	if (!s->sorted) {
+		memcpy(a, s->v, (size_t)s->count * sizeof *a);
+		qsort(a, (size_t)s->count, sizeof *a, cmp_double);
+		s->sorted = 1;
+	}
+	return a;
+}
+
+/* The 1-based index at arg, within the samples held. */
+static long long sample_index(lua_State *L, const struct ibvl_samples *s, int arg)
+{
+	lua_Integer i = luaL_checkinteger(L, arg);
+	if (i < 1 || i > s->count)
+		luaL_argerror(L, arg, lua_pushfstring(L, "index %d outside the %d samples held",
+		                                      (int)i, (int)s->count));
+	return (long long)i - 1;
+}
+
+/* The optional tail at arg: 0 <= tail < count. */
+static long long opt_tail(lua_State *L, const struct ibvl_samples *s, int arg)
+{
+	lua_Integer t = ibvl_opt_range(L, arg, 0, 0, INT64_MAX);
+	if (t > 0 && t >= s->count)
+		luaL_argerror(L, arg, lua_pushfstring(L, "tail %d leaves none of the %d samples",
+		                                      (int)t, (int)s->count));
+	return (long long)t;
+}
+
+/* The sample at sorted index ceil(m * p/100), clamped to the last. */
+static double percentile(const union ibvl_sample *a, long long count, long long m, double p)
+{
+	double at = ceil((double)m * (p / 100.0));
+	long long i = at < 0 ? 0 : at >= (double)(count - 1) ? count - 1 : (long long)at;
+	return a[i].seconds;
+}
+
+static int l_count(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)ibvl_check_samples(L, 1)->count);
+	return 1;
+}
+
+static int l_len(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)ibvl_check_samples(L, 1)->n);
+	return 1;
+}
+
+static int l_get(lua_State *L)
+{
+	struct ibvl_samples *s = ibvl_check_samples(L, 1);
+	lua_pushnumber(L, s->v[sample_index(L, s, 2)].seconds);
+	return 1;
+}
+
+static int l_sorted(lua_State *L)
+{
+	struct ibvl_samples *s = ibvl_check_samples(L, 1);
+	long long i = sample_index(L, s, 2);
+	lua_pushnumber(L, sorted(s)[i].seconds);
+	return 1;
+}
+
+static int l_percentile(lua_State *L)
+{
+	struct ibvl_samples *s = ibvl_check_samples(L, 1);
+	double p = (double)luaL_checknumber(L, 2);
+	if (!(p >= 0 && p <= 100))
+		return luaL_argerror(L, 2, "percentile between 0 and 100 expected");
+	long long tail = opt_tail(L, s, 3);
+	if (s->count == 0) {
+		lua_pushnil(L);
+		return 1;
+	}
+	lua_pushnumber(L, percentile(sorted(s), s->count, s->count - tail, p));
+	return 1;
+}
+
+static void set_number(lua_State *L, const char *k, double v)
+{
+	lua_pushnumber(L, v);
+	lua_setfield(L, -2, k);
+}
+
+static int l_stats(lua_State *L)
+{
+	struct ibvl_samples *s = ibvl_check_samples(L, 1);
+	long long tail = opt_tail(L, s, 2), n = s->count, m = n - tail;
+	lua_createtable(L, 0, 8);
+	ibvl_set_int(L, "count", (lua_Integer)m);
+	if (n == 0)
+		return 1;
+	const union ibvl_sample *a = sorted(s);
+	double sum = 0, sq = 0;
+	for (long long i = 0; i < m; i++)
+		sum += a[i].seconds;
+	double avg = sum / (double)m;
+	for (long long i = 0; i < m; i++)
+		sq += (a[i].seconds - avg) * (a[i].seconds - avg);
+	set_number(L, "min", a[0].seconds);
+	set_number(L, "max", a[m < n - 1 ? m : n - 1].seconds);
+	set_number(L, "median", m % 2 ? a[m / 2].seconds : (a[m / 2 - 1].seconds + a[m / 2].seconds) / 2);
+	set_number(L, "average", avg);
+	set_number(L, "stddev", sqrt(sq / (double)m));
+	set_number(L, "p99", percentile(a, n, m, 99));
+	set_number(L, "p99_9", percentile(a, n, m, 99.9));
+	return 1;
+}
+
+/* s:histogram(bins [, lo, hi]): counts of the samples in bins equal bins
+ * from lo (the smallest) to hi (the largest; the last bin holds hi);
+ * samples outside are not counted.  Returns counts, lo, width. */
+static int l_histogram(lua_State *L)
+{
+	struct ibvl_samples *s = ibvl_check_samples(L, 1);
+	int bins = (int)ibvl_check_range(L, 2, 1, 1 << 20);
+	const union ibvl_sample *a = s->count > 0 ? sorted(s) : NULL;
+	double lo = (double)luaL_optnumber(L, 3, a ? a[0].seconds : 0);
+	double hi = (double)luaL_optnumber(L, 4, a ? a[s->count - 1].seconds : 0);
+	if (!(hi >= lo))
+		return luaL_argerror(L, 4, "hi below lo");
+	double width = (hi - lo) / bins;
+	lua_createtable(L, bins, 0);
+	long long k = 0;
+	for (int b = 0; b < bins; b++) {
+		double top = b == bins - 1 ? hi : lo + width * (b + 1);
+		long long c = 0;
+		while (k < s->count && a[k].seconds < lo)
+			k++;
+		while (k < s->count && (a[k].seconds < top || (b == bins - 1 && a[k].seconds <= hi)))
+			k++, c++;
+		lua_pushinteger(L, (lua_Integer)c);
+		lua_rawseti(L, -2, b + 1);
+	}
+	lua_pushnumber(L, lo);
+	lua_pushnumber(L, width);
+	return 3;
+}
+
+void ibvl_open_stats(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{"count", l_count}, {"get", l_get}, {"sorted", l_sorted}, {"stats", l_stats},
+		{"percentile", l_percentile}, {"histogram", l_histogram}, {NULL, NULL},
+	};
+	ibvl_register_plain(L, IBVL_SAMPLES, methods, l_len);
+	lua_pop(L, 1);
+	ibvl_type_key(L, IBVL_SAMPLES, &samples_key);
+	lua_pushcfunction(L, l_samples);
+	lua_setfield(L, -2, "samples");
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env lua5.4
+--- read_bw.lua: the Lua counterpart of perftest's ib_read_bw (RDMA read
+-- bandwidth: the client reads the server's buffer with a window of outstanding
+-- WRs and one signaled completion per -Q WRs, the server waits (ibv.bw)), wire
+-- compatible with it: perftest's TCP exchange on port 18515, the loop in C,
+-- perftest's bandwidth table printed (ibverbs.perftest's run).
+--   server: lua5.4 examples/read_bw.lua -x 1 -s 65536 -n 5000
+--   client: lua5.4 examples/read_bw.lua -x 1 -s 65536 -n 5000 <server>
+package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
+local ok, err = require("ibverbs.perftest").run(arg, require "cli", "read_bw")
+if not ok then io.stderr:write(tostring(err), "\n") os.exit(1) end

@@ -1,0 +1,11 @@
+#!/usr/bin/env lua5.4
+--- send_lat.lua: the Lua counterpart of perftest's ib_send_lat (RC send/recv
+-- ping-pong: the client sends first, each side answers each message it
+-- receives (ibv.lat_send)), wire compatible with it: perftest's TCP exchange
+-- on port 18515, the loop in C, every round trip stamped, perftest's latency
+-- table printed from the samples (ibverbs.perftest's run).
+--   server: lua5.4 examples/send_lat.lua -x 1 -s 8 -n 1000
+--   client: lua5.4 examples/send_lat.lua -x 1 -s 8 -n 1000 <server>
+package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
+local ok, err = require("ibverbs.perftest").run(arg, require "cli", "send_lat")
+if not ok then io.stderr:write(tostring(err), "\n") os.exit(1) end

@@ -1,0 +1,239 @@
+-- The measurement kernels on rxe0 (lat.c, bw.c, kernel.c): ping-pong
+-- against a peer process, round trips and bandwidth on a loopback pair; the
+-- figures and sample counts, the time limit, the collector and a finalizer
+-- that closes the objects, allocation per iteration, named argument errors.
+-- (SIGINT: spec/faults/sigint_spec.lua, modes lat_send, lat_write, bw.)
+local ibv = require "ibverbs"
+local ex = require "ibverbs.exchange"
+local support = require "support"
+local peer = require "kernel_peer"
+
+local function plausible(f, s, iters)
+  assert.equal(iters, f.iters)
+  assert.equal(iters - 1, f.samples)
+  assert.equal(iters - 1, s:count())
+  local st = s:stats()
+  assert.is_true(st.min > 0 and st.min <= st.median and st.median <= st.max, "ordered")
+  assert.is_true(st.max < 1, "a round trip below 1 s")
+  -- the samples cover the run: their sum is the time between the first and the last start
+  local sum = st.average * st.count
+  assert.is_true(sum <= f.seconds * 1.001, string.format("samples %.6f s, run %.6f s", sum, f.seconds))
+  assert.is_true(sum >= f.seconds * 0.5, string.format("samples %.6f s, run %.6f s", sum, f.seconds))
+  return st
+end
+
+describe("on rxe0, the latency kernels", function()
+  for i, mode in ipairs({ "send", "write" }) do
+    it("run a " .. mode .. " ping-pong against a peer process: every iteration, one sample per round trip",
+      function()
+        local port, iters = 18950 + i, 300
+        local child = support.spawn(string.format("%s spec/kernel_peer.lua %s %d %d", support.LUA, mode, port,
+          iters))
+        assert(support.wait_listen(port, 30), "the peer never listened")
+        local e = peer.open(mode, iters)
+        local conn = assert(ex.connect("127.0.0.1", port))
+        peer.connect(e, conn)
+        local f, err = peer.run(e, true)
+        assert(f, err)
+        assert.equal(iters, f.sent)
+        assert.equal(iters, f.received)
+        local st = plausible(f, e.s, iters)
+        assert(ex.hand_shake(conn, e.me))
+        conn:close()
+        local out, rc = child:wait(60)
+        assert.equal(0, rc, out)
+        assert.matches("peer " .. mode .. ": ok iters " .. iters .. " samples " .. iters - 1, out)
+        print(string.format("\n%s ping-pong: median round trip %.1f us, p99 %.1f us", mode, st.median * 1e6,
+          st.p99 * 1e6))
+      end)
+  end
+end)
+
+describe("on rxe0, one side's kernels on a loopback pair", function()
+  local env, mr, rmr
+  before_each(function()
+    env = support.pair{ cap = { max_send_wr = 128, max_recv_wr = 1024, max_send_sge = 1, max_recv_sge = 1 },
+                        cqe = 2048 }
+    mr = assert(env.pd:reg_mr(4096, { "local_write", "remote_write", "remote_read", "remote_atomic" }))
+    rmr = assert(env.pd:reg_mr(4096, { "local_write", "remote_write", "remote_read", "remote_atomic" }))
+  end)
+
+  local function rtt_list(opcode)
+    local l = ibv.send_wrs(1)
+    if opcode == "rdma_read" then
+      l:set(1, { opcode = "rdma_read", sge = { mr = mr, length = 64 }, remote_addr = rmr.addr, rkey = rmr.rkey })
+    else
+      l:set(1, { opcode = "atomic_fetch_and_add", sge = { mr = mr, length = 8 }, remote_addr = rmr.addr,
+                 rkey = rmr.rkey, compare_add = 1 })
+    end
+    return l
+  end
+
+  it("time RDMA read and atomic round trips (lat_rtt): iters - 1 samples, the work done", function()
+    local s = ibv.samples(200)
+    local f = assert(ibv.lat_rtt{ qp = env.a, send_cq = env.cq, send_wrs = rtt_list("rdma_read"), iters = 200,
+      samples = s })
+    plausible(f, s, 200)
+    assert.equal(200, f.sent)
+    rmr:u64(0, 0)
+    f = assert(ibv.lat_rtt{ qp = env.a, send_cq = env.cq, send_wrs = rtt_list("atomic"), iters = 150, samples = s })
+    plausible(f, s, 150)
+    assert.equal(150, rmr:u64(0)) -- each round trip added 1
+    assert.equal(149, mr:u64(0))  -- the last fetched the value before it
+  end)
+
+  it("sends, writes and reads with a window and CQ moderation (bw): every WR, the receiver's count", function()
+    local sl = ibv.send_wrs(4)
+    sl:fill{ opcode = "rdma_write", sge = { mr = mr, length = 64 }, remote_addr = rmr.addr, rkey = rmr.rkey }
+    local f = assert(ibv.bw{ qp = env.a, send_cq = env.cq, send_wrs = sl, iters = 4000, window = 64, cq_mod = 16 })
+    assert.equal(4000, f.sent)
+    assert.equal(4000, f.posted)
+    assert.is_true(f.seconds > 0)
+    print(string.format("\nRDMA write, 64 bytes: %.0f WRs/s", f.sent / f.seconds))
+    local rl = ibv.send_wrs(1)
+    rl:set(1, { opcode = "rdma_read", sge = { mr = mr, length = 64 }, remote_addr = rmr.addr, rkey = rmr.rkey })
+    f = assert(ibv.bw{ qp = env.a, send_cq = env.cq, send_wrs = rl, iters = 999, window = 16, cq_mod = 10 })
+    assert.equal(999, f.sent) -- the last completion accounts for the 9 after the last tenth
+    -- sends: b's receives posted up front, a sends, then b's side counts what arrived
+    local rcq = assert(env.ctx:create_cq(1024))
+    local b = assert(env.pd:create_qp{ qp_type = "rc", send_cq = env.cq, recv_cq = rcq,
+      cap = { max_send_wr = 1, max_recv_wr = 1024, max_send_sge = 1, max_recv_sge = 1 } })
+    local a = assert(env.pd:create_qp{ qp_type = "rc", send_cq = env.cq, recv_cq = env.cq,
+      cap = { max_send_wr = 128, max_recv_wr = 1, max_send_sge = 1, max_recv_sge = 1 } })
+    for _, p in ipairs({ { a, b }, { b, a } }) do
+      assert(p[1]:connect({ qpn = p[2].qp_num, psn = 0, gid = env.gid }, { sgid_index = support.GID_INDEX }))
+    end
+    local recv = ibv.recv_wrs(1000)
+    recv:fill{ sge = { mr = rmr, length = 64 } }
+    assert(b:post_recv(recv))
+    local send = ibv.send_wrs(1)
+    send:set(1, { opcode = "send", sge = { mr = mr, length = 64 } })
+    f = assert(ibv.bw{ qp = a, send_cq = env.cq, send_wrs = send, iters = 1000, window = 128, cq_mod = 100 })
+    assert.equal(1000, f.sent)
+    f = assert(ibv.bw{ qp = b, recv_cq = rcq, recv_wrs = recv, iters = 1000, timeout = 10 })
+    assert.equal(1000, f.received)
+    assert.equal(0, f.sent)
+  end)
+
+  it("honour the time limit: nil, message, ETIMEDOUT and the figures so far", function()
+    local rl = ibv.recv_wrs(4)
+    rl:fill{ sge = { mr = mr, length = 64 } }
+    assert(env.b:post_recv(rl))
+    local sl = ibv.send_wrs(1)
+    sl:set(1, { opcode = "send", sge = { mr = mr, length = 64 } })
+    local t0 = ibv.now()
+    local f, msg, errno, got = ibv.lat_send{ qp = env.b, send_cq = env.cq, recv_cq = env.cq, send_wrs = sl,
+      recv_wrs = rl, iters = 10, timeout = 0.3 }
+    local dt = ibv.now() - t0
+    assert.is_nil(f)
+    assert.matches("timed out", msg)
+    assert.equal(ibv.errno.ETIMEDOUT, errno)
+    assert.equal(0, got.received)
+    assert.is_true(dt >= 0.3 and dt < 1.5, dt .. " s")
+    local mw = ibv.send_wrs(1)
+    mw:set(1, { opcode = "rdma_write", sge = { mr = mr, length = 8 }, remote_addr = rmr.addr, rkey = rmr.rkey })
+    t0 = ibv.now()
+    f, msg = ibv.lat_write{ qp = env.b, send_cq = env.cq, send_wrs = mw, send_mr = mr, poll_mr = rmr, iters = 5,
+      timeout = 0.2 }
+    assert.is_nil(f)
+    assert.matches("timed out", msg)
+    assert.is_true(ibv.now() - t0 < 1.5)
+  end)
+
+  it("run to the end while a hook forces the collector and a finalizer closes their objects", function()
+    local s = ibv.samples(500)
+    local l = rtt_list("rdma_read")
+    local ran = 0
+    local function close_a() ran = ran + 1; env.a:close() end
+    if rawget(_G, "newproxy") then -- LuaJIT: tables have no finalizers
+      getmetatable(newproxy(true)).__gc = close_a
+    else
+      setmetatable({}, { __gc = close_a }) -- garbage already
+    end
+    debug.sethook(function() collectgarbage() end, "", 1) -- after every Lua instruction
+    local ok, f = pcall(ibv.lat_rtt, { qp = env.a, send_cq = env.cq, send_wrs = l, iters = 500, samples = s })
+    debug.sethook()
+    collectgarbage()
+    assert.equal(1, ran)
+    -- the kernel ran whole, or the finalizer ran first and it refused the closed QP
+    if ok then
+      assert.equal(500, f.iters)
+      assert.equal(499, s:count())
+    else
+      assert.matches("closed ibverbs.qp", f)
+    end
+    assert.error_matches(function()
+      ibv.lat_rtt{ qp = env.a, send_cq = env.cq, send_wrs = l, iters = 5 }
+    end, "closed ibverbs.qp")
+  end)
+
+  it("allocate nothing per iteration (the figures table once per call)", function()
+    local s = ibv.samples(4000)
+    local l = rtt_list("rdma_read")
+    local args = { qp = env.a, send_cq = env.cq, send_wrs = l, iters = 100, samples = s }
+    local function growth(n)
+      args.iters = n
+      collectgarbage()
+      collectgarbage("stop")
+      local before = collectgarbage("count")
+      assert(ibv.lat_rtt(args))
+      local after = collectgarbage("count")
+      collectgarbage("restart")
+      return (after - before) * 1024
+    end
+    growth(100) -- warm-up
+    local g1, g2 = growth(1000), growth(2000)
+    assert.equal(g1, g2)
+    assert.is_true(g1 < 1024, g1 .. " bytes a call")
+  end)
+
+  it("raise errors naming the bad argument, before any work", function()
+    local l = rtt_list("rdma_read")
+    local two = ibv.send_wrs(2)
+    two:fill{ opcode = "rdma_read", sge = { mr = mr, length = 8 }, remote_addr = rmr.addr, rkey = rmr.rkey }
+    local base = { qp = env.a, send_cq = env.cq, send_wrs = l, iters = 10 }
+    local function with(changes)
+      local t = {}
+      for k, v in pairs(base) do t[k] = v end
+      for k, v in pairs(changes) do t[k] = v end
+      return t
+    end
+    local cases = {
+      { ibv.lat_rtt, with{ iters = false }, "field 'iters'" },
+      { ibv.lat_rtt, with{ iters = 0 }, "iters" },
+      { ibv.lat_rtt, with{ qp = env.cq }, "field 'qp': ibverbs.qp expected" },
+      { ibv.lat_rtt, with{ send_cq = false }, "field 'send_cq'" },
+      { ibv.lat_rtt, with{ send_wrs = ibv.recv_wrs(1) }, "field 'send_wrs': ibverbs.send_wrs expected" },
+      { ibv.lat_rtt, with{ send_wrs = two }, "field 'send_wrs': one WR expected, got 2" },
+      { ibv.lat_rtt, with{ samples = ibv.samples(5) }, "field 'samples': room for 5 samples, iters 10 need 9" },
+      { ibv.lat_rtt, with{ samples = {} }, "field 'samples': ibverbs.samples expected" },
+      { ibv.lat_rtt, with{ timeout = -1 }, "field 'timeout'" },
+      { ibv.lat_rtt, with{ bogus = 1 }, "bogus" },
+      { ibv.lat_send, with{}, "field 'recv_wrs': ibverbs.recv_wrs expected, got nil" },
+      { ibv.lat_write, with{ send_mr = mr, poll_mr = rmr }, "an rdma_write WR expected" },
+      { ibv.bw, with{ send_wrs = two, cq_mod = 3 }, "field 'cq_mod': 3 is no multiple of send_wrs' 2 WRs" },
+      { ibv.bw, with{ send_wrs = two, iters = 9, cq_mod = 2 }, "field 'iters': 9 is no multiple" },
+      { ibv.bw, with{ send_wrs = two, window = 1, cq_mod = 2 }, "field 'window': 1 is smaller" },
+      { ibv.bw, { qp = env.a, iters = 5 }, "give send_wrs, recv_wrs or both" },
+    }
+    for _, c in ipairs(cases) do
+      local t = c[2]
+      if t.iters == false then t.iters = nil end
+      if t.send_cq == false then t.send_cq = nil end
+      assert.error_matches(function() c[1](t) end, c[3], nil, true)
+    end
+    local w = ibv.send_wrs(1)
+    w:set(1, { opcode = "rdma_write", sge = { mr = mr, length = 64 }, remote_addr = rmr.addr, rkey = rmr.rkey })
+    assert.error_matches(function()
+      ibv.lat_write{ qp = env.a, send_cq = env.cq, send_wrs = w, send_mr = rmr, poll_mr = rmr, iters = 2 }
+    end, "field 'send_mr': the WR's SGE is not within it", nil, true)
+    assert.error_matches(function()
+      ibv.lat_write{ qp = env.a, send_cq = env.cq, send_wrs = w, send_mr = mr, poll_mr = rmr, poll_offset = 4090,
+        iters = 2 }
+    end, "field 'poll_offset': 4090 + 64 bytes outside poll_mr", nil, true)
+    local c = assert(env.pd:create_qp{ qp_type = "rc", send_cq = env.cq, recv_cq = env.cq,
+      cap = { max_send_wr = 1, max_recv_wr = 1 } })
+    assert(c:close())
+    assert.error_matches(function() ibv.lat_rtt(with{ qp = c }) end, "closed ibverbs.qp", nil, true)
+  end)
+end)
