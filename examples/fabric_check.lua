@@ -210,7 +210,7 @@ local function check_port(ctx, port, must)
   r.checks[1] = { name = "port_state", pass = true, ms = 0 }
   local gid_index = rails.pick_gid(ctx, port, p.link_layer, o.gid_idx)
   r.gid_index = gid_index
-  r.before = ctx:port_counters(port) -- nil when the port has no counters: none read after either
+  r.before = pc.read(ctx, port) -- nil when the port has no counters: none read after either
   for _, t in ipairs(tests) do r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t) end
   return r
 end

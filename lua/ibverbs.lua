@@ -132,13 +132,4 @@ ibv.extend("ibverbs.qp", { to_init = to_init, to_rtr = to_rtr, to_rts = to_rts, 
 
 require("ibverbs.xrc").install(ibv) -- the legacy OFED 1.x XRC calls
 
--- A port's counters from sysfs (ibverbs.port_counters: read, deltas, thresholds).
-local port_counters = require "ibverbs.port_counters"
-ibv.extend("ibverbs.context", { port_counters = function(ctx, port)
-  if type(port) ~= "number" or port ~= math.floor(port) or port < 1 or port > 255 then
-    error("bad argument #1 to 'port_counters' (port 1 to 255 expected, got " .. tostring(port) .. ")", 3)
-  end
-  return port_counters.read(ctx:name(), math.floor(port))
-end })
-
 return ibv

@@ -45,15 +45,6 @@ function context:query_device_ex(t) end
 -- @errno EINVAL no such port
 function context:query_port(port, t) end
 
---- The port's counters from sysfs (no verbs call: `/sys/class/infiniband/<dev>/ports/<port>/counters`
--- and `hw_counters`, through `ibverbs.port_counters.read`): compare two readings with
--- `ibverbs.port_counters.deltas`; nothing is reset.
--- @tparam integer port 1 to 255
--- @treturn table name -> integer: on rxe `sent_pkts`, `rcvd_pkts`, `retry_exceeded_err`,
--- `completer_retry_err`, `out_of_seq_request`, `duplicate_request`, `rcvd_seq_err`, `link_downed`, ...
--- @return[2] nil, message: the port has no counters directory
-function context:port_counters(port) end
-
 --- A GID as text (`ibv_query_gid`).
 -- @tparam integer port
 -- @tparam integer index GID table index

@@ -1,9 +1,9 @@
 --- A port's counters from sysfs, as deltas: the hardware's own evidence of errors around a test.
 --
 --     local pc = require "ibverbs.port_counters"
---     local before = assert(ctx:port_counters(1))          -- or pc.read("mlx5_0", 1)
+--     local before = assert(pc.read(ctx, 1))          -- a context, or a name: pc.read("mlx5_0", 1)
 --     -- ... traffic ...
---     local d, unknown = pc.deltas(before, assert(ctx:port_counters(1)))
+--     local d, unknown = pc.deltas(before, assert(pc.read(ctx, 1)))
 --     for _, x in ipairs(pc.exceeded(d)) do print(x.name, x.delta, x.threshold) end
 --
 -- The counters are every file of `/sys/class/infiniband/<dev>/ports/<port>/counters` (the
@@ -43,7 +43,7 @@ pc.THRESHOLDS = {}
 
 --- A port's counters (the files of its `counters` and `hw_counters` directories).
 -- A name in both keeps `counters/`'s value; `hw_counters/`'s is then `"hw_" .. name`.
--- @tparam string device the device's name (`"rxe0"`)
+-- @tparam ibverbs.context|string device an opened context, or a device's name (`"rxe0"`)
 -- @tparam integer port 1 to 255
 -- @tparam[opt] string root another directory than `ROOT` (a copy of the tree, for tests)
 -- @treturn table name -> integer (a float past 2^63)

@@ -1,9 +1,9 @@
 --- A port's counters from sysfs, as deltas: the hardware's own evidence.
 --
 --   local pc = require "ibverbs.port_counters"
---   local before = assert(ctx:port_counters(1))      -- or pc.read("mlx5_0", 1)
+--   local before = assert(pc.read(ctx, 1))      -- a context or a device name: pc.read("mlx5_0", 1)
 --   ... traffic ...
---   local d, unknown = pc.deltas(before, assert(ctx:port_counters(1)))
+--   local d, unknown = pc.deltas(before, assert(pc.read(ctx, 1)))
 --   for _, x in ipairs(pc.exceeded(d, pc.THRESHOLDS)) do print(x.name, x.delta, x.threshold) end
 --
 -- read: every file of /sys/class/infiniband/<dev>/ports/<port>/counters (the
@@ -99,13 +99,14 @@ local function value(path)
   return math.tointeger and math.tointeger(n) or n
 end
 
---- The counters of port of device (its name), as name -> integer; root
+--- The counters of port of device (an opened context, or a device's name), as name -> integer; root
 -- replaces /sys/class/infiniband (a copy of that tree, for tests).  A name in
 -- both directories keeps counters/'s value, hw_counters/'s goes in as
 -- "hw_" .. name.  nil, message when the port has neither directory.
 function pc.read(device, port, root)
+  if type(device) == "userdata" and type(device.name) == "function" then device = device:name() end
   if type(device) ~= "string" or not device:find("^[%w_.-]+$") then
-    error("bad argument #1 to 'read' (device name expected, got " .. tostring(device) .. ")", 2)
+    error("bad argument #1 to 'read' (context or device name expected, got " .. tostring(device) .. ")", 2)
   end
   if type(port) ~= "number" or port ~= math.floor(port) or port < 1 or port > 255 then
     error("bad argument #2 to 'read' (port 1 to 255 expected, got " .. tostring(port) .. ")", 2)

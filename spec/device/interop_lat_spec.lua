@@ -1,8 +1,9 @@
 -- send_lat.lua, write_lat.lua and read_lat.lua against perftest's
 -- ib_send_lat, ib_write_lat and ib_read_lat on rxe0, in both roles; then each
--- example pair against the C
--- pair on the same work, rounds interleaved, the typical latencies' ratio
--- printed (nothing asserted about speed, which depends on the machine's load).
+-- example pair against the C pair on the same work, rounds interleaved, the
+-- typical latencies' ratio printed (nothing asserted about speed, which
+-- depends on the machine's load: tagged #ratio, which make test leaves to
+-- bench/run-lat; `make spec` runs it).
 local support = require "support"
 
 local ITERS = 500
@@ -51,7 +52,7 @@ for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua"
         reader)
     end)
 
-    it("measure the typical latency of the example pair against the C pair, rounds interleaved", function()
+    it("measure the typical latency of the example pair against the C pair, rounds interleaved #ratio", function()
       local big, ratios, c_typ, l_typ = "-d rxe0 -x 1 -s 8 -n 2000", {}, {}, {}
       for round = 1, 3 do
         local p = port + 2 + 2 * round

@@ -63,7 +63,7 @@ describe("ibverbs.port_counters.read", function()
     assert.is_nil(c)
     assert.equal("rxe0 port 2: no counters in " .. ROOT .. "/rxe0/ports/2/ (counters, hw_counters)", err)
     assert.has_error(function() pc.read("../etc", 1, ROOT) end,
-      "bad argument #1 to 'read' (device name expected, got ../etc)")
+      "bad argument #1 to 'read' (context or device name expected, got ../etc)")
     assert.has_error(function() pc.read("rxe0", 0, ROOT) end,
       "bad argument #2 to 'read' (port 1 to 255 expected, got 0)")
   end)
