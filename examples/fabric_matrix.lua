@@ -299,7 +299,8 @@ local function report(ctl_all)
   local list = first.list
   for _, x in ipairs(retested and retested.list or {}) do list[#list + 1] = x end -- (pass "retest", sample k)
   local rep = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = rt and rt.rounds or 0,
-    rails = plan.names[1], pairs = list, verdicts = verdicts, transient = transient, control = control,
+    rails = plan.names[1], pairs = list, verdicts = verdicts, at_fault = bad, transient = transient,
+    control = control,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,
       lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,

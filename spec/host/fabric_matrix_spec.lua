@@ -61,6 +61,7 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
       .. "implemented%)", out)
     assert.matches("VERDICT node: rank 1 %([^)]+%) rxe0: no RDMA driver loaded", out)
     assert.matches("2 pairs unmeasured", out)
+    assert.matches("FAIL; nodes at fault %(exit 1%): rank 0 %([^)]+%), rank 1 %([^)]+%)", out)
     assert.not_matches("traceback", out)
   end)
 
@@ -93,6 +94,7 @@ dofile("examples/fabric_matrix.lua")]])
       assert.is_true(waits >= 4 and waits <= 7, text)
       assert.matches("VERDICT unreachable: rank 2 %([^)]*%): rank 2 %([^)]*%) did not arrive at %a+ #%d+ within 34 s",
         text)
+      assert.matches("FAIL; nodes at fault %(exit 1%): rank 2 %([^)]*%)\n", text)
       assert.matches("rc 0\n$", text) -- the verdict is on rank 2's node, not rank 0's
       assert.is_true(os.time() - t0 < 50, os.time() - t0)
     end)
