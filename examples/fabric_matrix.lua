@@ -95,8 +95,8 @@ local o = cli.run(arg, {
   { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
   { nil, "fabric-port", arg = "port", type = "int", min = 1, max = 65535,
     help = "rendezvous TCP port (default 18600)" },
-  { nil, "expect", arg = "file", help = "expected values per host list (docs/expect.md): read and checked only, "
-    .. "not yet applied here (fabric_check.lua applies them)" },
+  { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
+    .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
 })
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
@@ -127,12 +127,15 @@ if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
   usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
 end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
-if o.expect then -- a wrong file: one error, exit 2, before any device or peer is touched
-  local ok, err = require("expect").load(o.expect)
-  if not ok then
+local expectations = require "expect"
+local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
+if o.expect then
+  local spec, err = expectations.load(o.expect)
+  if not spec then
     say("fabric_matrix.lua: --expect %s", err)
     os.exit(2)
   end
+  EXPECTED = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
 end
 
 -- ------------------------------------------------------------------ the group and its limits
@@ -209,7 +212,25 @@ local function make_plan(all_local)
   return plan, s
 end
 
-local mine = { rails = {}, faults = {} }
+-- This host's ports against --expect (none on a dry run): a list of {rail name, why}.
+local function mismatches()
+  if not EXPECTED or o.dry_run or not ibv then return {} end
+  local found = expectations.survey(ibv, EXPECTED, function(ctx, port, link_layer)
+    return rails_mod.pick_gid(ctx, port, link_layer, o.gid_idx)
+  end)
+  expectations.judge(found, EXPECTED, o.expect)
+  local out = {}
+  for _, dev in ipairs(found) do
+    for _, p in ipairs(dev.ports) do
+      for _, c in ipairs(p.checks) do
+        if not c.pass then out[#out + 1] = { dev.name .. ":" .. p.port, "expect: " .. c.detail } end
+      end
+    end
+  end
+  return out
+end
+
+local mine = { rails = {}, faults = {}, expect = mismatches() }
 for i, r in ipairs(rails) do
   mine.rails[i] = r.name
   if r.fault then mine.faults[#mine.faults + 1] = { i, r.fault } end
@@ -288,7 +309,13 @@ end
 -- from (cli.own_status), and whether rank 0's output files were all written.
 local function report(ctl_all)
   local written = true
-  local verdicts, transient, bad = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts)
+  local mismatch = {}
+  for r = 0, N - 1 do
+    for _, x in ipairs(all_local[r + 1] and all_local[r + 1].expect or {}) do
+      mismatch[#mismatch + 1] = { r, x[1], x[2] }
+    end
+  end
+  local verdicts, transient, bad = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts, mismatch)
   local control = findings.control(ctl_all, N, runner.ctl.all_cpu, BLOCK, f.tree and f.tree.k or 0)
   local scheduled, want = #first.list, NRAILS * N * (N - 1)
   local listed = 0

@@ -7,7 +7,7 @@
 --   local findings = require "findings"
 --   findings.complete(store, sched, R1, f)
 --   local rt = findings.retest(store, f, fault, opts, width)     -- rt.rounds, rt.per_sample
---   local verdicts, transient, bad = findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
+--   local verdicts, transient, bad = findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mismatch)
 local diagnose = require "diagnose"
 local schedule = require "schedule"
 
@@ -94,13 +94,14 @@ local function at_fault(verdicts, flagged)
   return list
 end
 
---- The verdicts: the ranks out of the run, the nodes with a local fault, then
--- each rail's from its retest (rt: findings.retest's, nil when there was none:
+--- The verdicts: the ranks out of the run, the nodes with a local fault, the
+-- nodes that differ from --expect (mismatch: a list of {rank, rail name,
+-- why}, or nil), then each rail's from its retest (rt: findings.retest's, nil when there was none:
 -- then a flagged pair fails the run and none is judged).  Returns the
 -- verdicts, the transient pairs ({a, b, rail}) and the ranks at fault (their
 -- nodes exit 1): those the verdicts name, and the ends of a flagged pair not
 -- judged when neither end is named.
-function findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
+function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mismatch)
   local verdicts, transient, flagged = setmetatable({}, { __jsontype = "array" }), {}, {}
   for _, d in ipairs(f:dead_ranks()) do
     verdicts[#verdicts + 1] = { kind = "unreachable", ranks = { d.rank }, hosts = hosts_of(f, { d.rank }), why = d.why }
@@ -112,6 +113,10 @@ function findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
           rail = rail_name(rail_names, r, ki), why = fault[r][ki] }
       end
     end
+  end
+  for _, x in ipairs(mismatch or {}) do
+    verdicts[#verdicts + 1] = { kind = "node", ranks = { x[1] }, hosts = hosts_of(f, { x[1] }), rail = x[2],
+      why = x[3] }
   end
   for ki = 1, opts.dry_run and 0 or first.nrails do
     local l = first:of_rail(ki)

@@ -67,6 +67,14 @@ describe("examples/lib/findings.lua", function()
     assert.same({ 1, 2 }, bad) -- rank 0: no verdict
   end)
 
+  it("makes a port that differs from --expect a node verdict naming its rail and why", function()
+    local v, _, bad = findings.verdicts(group(2), {}, {}, store_of(2, {}), nil, nil, { dry_run = true },
+      { { 1, "rxe0:1", "expect: rxe0 port 1 (g.json): active_mtu: expected 1024, found 512" } })
+    assert.same({ { kind = "node", ranks = { 1 }, hosts = { "h1" }, rail = "rxe0:1",
+      why = "expect: rxe0 port 1 (g.json): active_mtu: expected 1024, found 512" } }, v)
+    assert.same({ 1 }, bad)
+  end)
+
   it("lists the pairs never scheduled, and the control plane's figures per round", function()
     local store = store_of(3, { { src = 0, dst = 1 } })
     assert.equal(5, findings.unscheduled(store, "not scheduled (--quick)"))
