@@ -16,7 +16,13 @@
 -- bad data) are measured again (--retests times, judged by their best
 -- figures), each end against a partner that passed; the report gives a
 -- verdict per fault: a node, a link, an unreachable rank.  A healthy fabric
--- gives none, and exit 0.
+-- gives none.
+-- Exit status, per rank: 0 when its own node has no verdict, 1 when it has one
+-- (a node or unreachable verdict on it, an end of a link verdict, an end of a
+-- flagged pair not retested whose other end has no verdict; also a rank that
+-- lost rank 0 mid-run), 2 when the run could not be made (bad options or
+-- --expect file, no rendezvous or ranks that disagree, a bad pairs file, rank
+-- 0's output files not written); --exit-any: 1 on every rank when any verdict.
 --   srun -N 64 --ntasks-per-node=1 lua5.4 examples/fabric_matrix.lua -d all --json m.json --json-lines m.jsonl
 --   tools/rxe-vm --nodes 4 lua5.4 examples/fabric_matrix.lua --pattern shift
 --   lua5.4 examples/fabric_matrix.lua --dry-run ...   # the control plane alone: no device, no traffic
@@ -36,6 +42,7 @@ local findings = require "findings"
 
 local o = cli.run(arg, {
   name = "fabric_matrix.lua", usage = { "            one process per rank; the launcher gives rank and size" },
+  error_status = 2,
   cli.ib_dev{ help = "device(s): <dev>, <dev>,<dev>..., or all (every device and port: one rail each); "
     .. "default the first device" },
   cli.ib_port(),
@@ -81,14 +88,15 @@ local o = cli.run(arg, {
   { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
   { nil, "json-lines", arg = "file", help = "stream each round's pairs as JSON lines to <file> (rank 0)" },
   { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0)" },
+  { nil, "exit-any", help = "exit 1 on every rank when any verdict exists (default: only the ranks it names)" },
   { nil, "dry-run", help = "the whole schedule and every exchange, no device opened, no traffic" },
   { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
   { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
   { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
   { nil, "fabric-port", arg = "port", type = "int", min = 1, max = 65535,
     help = "rendezvous TCP port (default 18600)" },
-  { nil, "expect", arg = "file", help = "expected values per host list (docs/expect.md): read and checked only, "
-    .. "not yet applied here (fabric_check.lua applies them)" },
+  { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
+    .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
 })
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
@@ -96,7 +104,7 @@ local fmt_time = rounds.fmt_time
 
 local function usage_error(msg)
   say("fabric_matrix.lua: %s", msg)
-  os.exit(1)
+  os.exit(2)
 end
 
 -- options that depend on each other: checked on every rank, before the rendezvous
@@ -119,24 +127,27 @@ if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
   usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
 end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
-if o.expect then -- a wrong file: one error, exit 2, before any device or peer is touched
-  local ok, err = require("expect").load(o.expect)
-  if not ok then
+local expectations = require "expect"
+local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
+if o.expect then
+  local spec, err = expectations.load(o.expect)
+  if not spec then
     say("fabric_matrix.lua: --expect %s", err)
     os.exit(2)
   end
+  EXPECTED = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
 end
 
 -- ------------------------------------------------------------------ the group and its limits
 
 -- every rank runs this version with these options, or the rendezvous names the ones that differ
 local AGREE = cli.agreement("fabric_matrix.lua 2", o, { rank = true, size = true, root = true, fabric_port = true,
-  json = true, json_lines = true, plot = true })
+  json = true, json_lines = true, plot = true, exit_any = true })
 local f, ferr = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
   timeout = o.timeout + 15, tolerant = true, agree = AGREE }
 if not f then
   say("fabric_matrix: %s", ferr)
-  os.exit(1)
+  os.exit(2)
 end
 local N, ME = f.size, f.rank
 -- Rounds per exchange: one (a barrier per round) on small fabrics; past 64
@@ -201,7 +212,25 @@ local function make_plan(all_local)
   return plan, s
 end
 
-local mine = { rails = {}, faults = {} }
+-- This host's ports against --expect (none on a dry run): a list of {rail name, why}.
+local function mismatches()
+  if not EXPECTED or o.dry_run or not ibv then return {} end
+  local found = expectations.survey(ibv, EXPECTED, function(ctx, port, link_layer)
+    return rails_mod.pick_gid(ctx, port, link_layer, o.gid_idx)
+  end)
+  expectations.judge(found, EXPECTED, o.expect)
+  local out = {}
+  for _, dev in ipairs(found) do
+    for _, p in ipairs(dev.ports) do
+      for _, c in ipairs(p.checks) do
+        if not c.pass then out[#out + 1] = { dev.name .. ":" .. p.port, "expect: " .. c.detail } end
+      end
+    end
+  end
+  return out
+end
+
+local mine = { rails = {}, faults = {}, expect = mismatches() }
 for i, r in ipairs(rails) do
   mine.rails[i] = r.name
   if r.fault then mine.faults[#mine.faults + 1] = { i, r.fault } end
@@ -213,7 +242,7 @@ plan = must(f:bcast(plan))
 if plan.err then
   if ME == 0 then say("fabric_matrix: %s", plan.err) end
   f:close()
-  os.exit(1)
+  os.exit(2)
 end
 local NRAILS = plan.nrails
 local FAULT = {} -- FAULT[rank][rail] = why
@@ -276,9 +305,17 @@ end
 
 -- ------------------------------------------------------------------ report
 
--- Rank 0: the report of the run; its exit status.
+-- Rank 0: the report of the run; the verdict every rank's exit status comes
+-- from (cli.own_status), and whether rank 0's output files were all written.
 local function report(ctl_all)
-  local verdicts, transient, status = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts)
+  local written = true
+  local mismatch = {}
+  for r = 0, N - 1 do
+    for _, x in ipairs(all_local[r + 1] and all_local[r + 1].expect or {}) do
+      mismatch[#mismatch + 1] = { r, x[1], x[2] }
+    end
+  end
+  local verdicts, transient, bad = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts, mismatch)
   local control = findings.control(ctl_all, N, runner.ctl.all_cpu, BLOCK, f.tree and f.tree.k or 0)
   local scheduled, want = #first.list, NRAILS * N * (N - 1)
   local listed = 0
@@ -289,7 +326,8 @@ local function report(ctl_all)
   local list = first.list
   for _, x in ipairs(retested and retested.list or {}) do list[#list + 1] = x end -- (pass "retest", sample k)
   local rep = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = rt and rt.rounds or 0,
-    rails = plan.names[1], pairs = list, verdicts = verdicts, transient = transient, control = control,
+    rails = plan.names[1], pairs = list, verdicts = verdicts, at_fault = bad, transient = transient,
+    control = control,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,
       lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
@@ -297,26 +335,30 @@ local function report(ctl_all)
   print(matrix.text(rep))
   if o.json then
     local fh = io.open(o.json, "w")
-    if not fh then say("fabric_matrix: cannot write %s", o.json); status = 1 else
+    if not fh then say("fabric_matrix: cannot write %s", o.json); written = false else
       fh:write(matrix.json(rep), "\n")
       fh:close()
     end
   end
   if o.plot then
     local ok, err = matrix.plot(rep, o.plot)
-    if not ok then say("fabric_matrix: %s", err); status = 1 end
+    if not ok then say("fabric_matrix: %s", err); written = false end
   end
   if jl then
     jl:write(dkjson.encode({ verdicts = verdicts }), "\n")
     jl:close()
   end
-  return status
+  return { bad = bad, any = #bad > 0 }, written
 end
 
 -- this rank's time in the exchanges, for the control plane's figures
 local c = runner.ctl
 local ctl_all = must(f:gather({ c.seconds, c.cpu, c.rounds, c.max, c.exchanges }, 0))
-local status = ME == 0 and report(ctl_all) or 0
-status = f:bcast(status) or 1
+local verdict, written
+if ME == 0 then verdict, written = report(ctl_all) end
+-- every rank learns the ranks at fault; one that does not (rank 0 lost it: named unreachable) exits 1
+verdict = f:bcast(verdict)
+local status = verdict and cli.own_status(ME, o.exit_any, verdict) or 1
+if ME == 0 and not written then status = 2 end
 f:close()
 os.exit(status)

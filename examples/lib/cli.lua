@@ -146,4 +146,17 @@ function cli.agreement(version, opts, skip)
   return table.concat(parts, " ")
 end
 
+--- A rank's exit status from rank 0's verdict, sent to every rank at the end
+-- of a run ({bad = the ranks whose nodes have a verdict, any = whether any
+-- node has one}; not a table: it did not arrive, 2): 0 when this rank is not
+-- in bad, 1 when it is; exit_any (--exit-any): 1 on every rank when any.
+function cli.own_status(rank, exit_any, verdict)
+  if type(verdict) ~= "table" then return 2 end
+  if exit_any then return verdict.any and 1 or 0 end
+  for _, r in ipairs(verdict.bad or {}) do
+    if r == rank then return 1 end
+  end
+  return 0
+end
+
 return cli

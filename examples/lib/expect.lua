@@ -7,6 +7,8 @@
 --   local spec, err = expect.load("golden.json")        -- err names the file and the line or key
 --   local entries = expect.for_host(spec, "node07")     -- every entry of the sections naming node07
 --   local wrong = expect.compare(entry, found)          -- {"active_mtu: expected 4096, found 1024", ...}
+--   local results = expect.survey(ibv, entries, gid_of) -- the named ports as fabric_check.lua's results
+--   expect.judge(results, entries, "golden.json")        -- each port's check "expect"
 --
 --   {"hosts": {"node[01-16,20]": {"ports": [{"device": "mlx5_0", "port": 1, "link_layer": "infiniband",
 --     "active_mtu": 4096, "rate": 200, "fw_ver": "20.39.1002", "gid_type": "ib",
@@ -229,6 +231,38 @@ function expect.judge(results, entries, file)
       detail = #wrong > 0 and (e.device .. " port " .. e.port .. " (" .. file .. "): " .. table.concat(wrong, "; "))
         or nil }
   end
+end
+
+--- The ports entries name, read now, as fabric_check.lua's results (the
+-- input of expect.judge): a device that opens gives its fw_ver and, for
+-- each named port that answers, state, link_layer, active_mtu, its GIDs and
+-- gid_index = gid_of(ctx, port, link_layer), the GID its traffic uses.  A
+-- device or port that does not is left out (judge: not present).
+function expect.survey(ibv, entries, gid_of)
+  local results, by = {}, {}
+  for _, e in ipairs(entries) do
+    if by[e.device] == nil then
+      local ok, ctx = pcall(ibv.open, e.device)
+      by[e.device] = ok and ctx and { name = e.device, ports = {}, ctx = ctx,
+        fw_ver = (ctx:query_device() or {}).fw_ver } or false
+      if by[e.device] then results[#results + 1] = by[e.device] end
+    end
+    local dev = by[e.device]
+    local p = dev and dev.ctx:query_port(e.port)
+    if p then
+      local r = { port = e.port, checks = {}, state = p.state, link_layer = p.link_layer, active_mtu = p.active_mtu,
+        gid_index = gid_of(dev.ctx, e.port, p.link_layer), gids = {} }
+      for _, g in ipairs(dev.ctx:query_gid_table() or {}) do
+        if g.port_num == e.port then r.gids[#r.gids + 1] = { index = g.gid_index, type = g.gid_type } end
+      end
+      dev.ports[#dev.ports + 1] = r
+    end
+  end
+  for _, dev in ipairs(results) do
+    dev.ctx:close()
+    dev.ctx = nil
+  end
+  return results
 end
 
 return expect

@@ -9,6 +9,7 @@
 --     after_traffic = f })   -- after_traffic(): this rank's findings after the traffic (counters), a list of text
 --   -- 0: this rank's node has no fault, 1: it has one (o.exit_any: any rank has one), 2: no run
 local ibv = require "ibverbs"
+local cli = require "cli"
 -- loaded when needed: a single-host run (or a fake ibverbs in the specs) goes without
 local has_fabric, fabric = pcall(require, "ibverbs.fabric")
 
@@ -454,16 +455,6 @@ local function print_report(f, report, o)
     #names > 0 and ("; nodes at fault (exit 1): " .. table.concat(names, ", ")) or ""))
 end
 
--- This rank's exit status from rank 0's verdict ({bad = ranks at fault, any = any fault}).
-local function own_status(f, o, verdict)
-  if type(verdict) ~= "table" then return 2 end
-  if o.exit_any then return verdict.any and 1 or 0 end
-  for _, r in ipairs(verdict.bad or {}) do
-    if r == f.rank then return 1 end
-  end
-  return 0
-end
-
 --- The fabric-wide part (hooks: print_text(results) and json(value), rank
 -- 0's output; agree, the script's version and options, which every rank must
 -- give alike; after_traffic(), this rank's findings once the traffic is
@@ -503,7 +494,7 @@ function wide.run(o, results, failed, total, hooks)
   else
     print(string.format("%s: %d local checks, %d failed; the report is rank 0's", f:name(f.rank), total, failed))
   end
-  local status = own_status(f, o, f:bcast(verdict))
+  local status = cli.own_status(f.rank, o.exit_any, f:bcast(verdict))
   if status == 0 and (failed > 0 or #mine > 0) and not o.exit_any then status = 1 end
   f:close()
   return status

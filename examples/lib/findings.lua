@@ -7,7 +7,7 @@
 --   local findings = require "findings"
 --   findings.complete(store, sched, R1, f)
 --   local rt = findings.retest(store, f, fault, opts, width)     -- rt.rounds, rt.per_sample
---   local verdicts, transient, status = findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
+--   local verdicts, transient, bad = findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mismatch)
 local diagnose = require "diagnose"
 local schedule = require "schedule"
 
@@ -77,12 +77,32 @@ local function hosts_of(f, ranks)
   return h
 end
 
---- The verdicts: the ranks out of the run, the nodes with a local fault, then
--- each rail's from its retest (rt: findings.retest's, nil when there was none:
+-- The ranks at fault, sorted: every rank a verdict names, and both ends of a
+-- flagged pair left unjudged (flagged: {a, b}) neither of whose ends a verdict names.
+local function at_fault(verdicts, flagged)
+  local named, bad = {}, {}
+  for _, v in ipairs(verdicts) do
+    for _, r in ipairs(v.ranks) do named[r] = true end
+  end
+  for _, p in ipairs(flagged) do
+    if not named[p[1]] and not named[p[2]] then bad[p[1]], bad[p[2]] = true, true end
+  end
+  for r in pairs(named) do bad[r] = true end
+  local list = {}
+  for r in pairs(bad) do list[#list + 1] = r end
+  table.sort(list)
+  return list
+end
+
+--- The verdicts: the ranks out of the run, the nodes with a local fault, the
+-- nodes that differ from --expect (mismatch: a list of {rank, rail name,
+-- why}, or nil), then each rail's from its retest (rt: findings.retest's, nil when there was none:
 -- then a flagged pair fails the run and none is judged).  Returns the
--- verdicts, the transient pairs ({a, b, rail}) and the exit status they give.
-function findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
-  local verdicts, transient, status = setmetatable({}, { __jsontype = "array" }), {}, 0
+-- verdicts, the transient pairs ({a, b, rail}) and the ranks at fault (their
+-- nodes exit 1): those the verdicts name, and the ends of a flagged pair not
+-- judged when neither end is named.
+function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mismatch)
+  local verdicts, transient, flagged = setmetatable({}, { __jsontype = "array" }), {}, {}
   for _, d in ipairs(f:dead_ranks()) do
     verdicts[#verdicts + 1] = { kind = "unreachable", ranks = { d.rank }, hosts = hosts_of(f, { d.rank }), why = d.why }
   end
@@ -94,13 +114,17 @@ function findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
       end
     end
   end
+  for _, x in ipairs(mismatch or {}) do
+    verdicts[#verdicts + 1] = { kind = "node", ranks = { x[1] }, hosts = hosts_of(f, { x[1] }), rail = x[2],
+      why = x[3] }
+  end
   for ki = 1, opts.dry_run and 0 or first.nrails do
     local l = first:of_rail(ki)
     local ref = rt and rt.refs[ki] or diagnose.flag(l, opts)
     local plan = rt and rt.plans[ki]
     if not plan then
       for _, x in ipairs(l) do
-        if x.flagged then status = 1 end
+        if x.flagged then flagged[#flagged + 1] = { x.src, x.dst } end
       end
     else
       local v, tr = diagnose.verdicts(retested and retested:of_rail(ki) or {}, ref, plan, opts,
@@ -113,8 +137,7 @@ function findings.verdicts(f, fault, rail_names, first, retested, rt, opts)
       for _, t in ipairs(tr) do transient[#transient + 1] = { t[1], t[2], ki } end
     end
   end
-  if #verdicts > 0 then status = 1 end
-  return verdicts, transient, status
+  return verdicts, transient, at_fault(verdicts, flagged)
 end
 
 --- Rank 0's figures of the control plane: from every rank's {seconds, cpu,

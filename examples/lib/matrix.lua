@@ -3,7 +3,8 @@
 --
 --   local matrix = require "matrix"
 --   -- report: {size=, hosts=, pattern=, rounds=, rails=, pairs = {{src=, dst=, rail=, round=, lat_us=,
---   --          write_mbs=, send_mbs=, flagged=, bad=, why=, unmeasured=, ...}}, verdicts=, control=, options=}
+--   --          write_mbs=, send_mbs=, flagged=, bad=, why=, unmeasured=, ...}}, verdicts=, control=, options=,
+--   --          at_fault = the ranks whose nodes exit 1}
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
 local diagnose = require "diagnose"
@@ -135,7 +136,10 @@ function matrix.text(report)
   if report.seconds then
     out[#out + 1] = string.format("first pass: %d rounds in %.2f s", report.rounds or 0, report.seconds)
   end
-  out[#out + 1] = #(report.verdicts or {}) == 0 and "PASS" or "FAIL"
+  local bad = {}
+  for i, r in ipairs(report.at_fault or {}) do bad[i] = name(report, r) end
+  out[#out + 1] = (#(report.verdicts or {}) == 0 and #bad == 0 and "PASS" or "FAIL") ..
+    (#bad > 0 and ("; nodes at fault (exit 1): " .. table.concat(bad, ", ")) or "")
   return table.concat(out, "\n")
 end
 
@@ -161,10 +165,10 @@ function matrix.json(report)
   for i, t in ipairs(report.transient or {}) do transient[i] = array({ t[1], t[2] }) end
   return dkjson.encode({ size = report.size, pass = #verdicts == 0, pattern = report.pattern,
     rounds = report.rounds, retest_rounds = report.retest_rounds, rails = array(report.rails), hosts = report.hosts,
-    verdicts = verdicts, flagged = flagged, transient = transient, control = report.control,
-    seconds = report.seconds, pairs = pairs_list, options = report.options },
-    { keyorder = { "size", "pass", "pattern", "rounds", "retest_rounds", "rails", "hosts", "verdicts", "flagged",
-      "transient", "control", "seconds", "pairs", "options" } })
+    verdicts = verdicts, at_fault = array(report.at_fault), flagged = flagged, transient = transient,
+    control = report.control, seconds = report.seconds, pairs = pairs_list, options = report.options },
+    { keyorder = { "size", "pass", "pattern", "rounds", "retest_rounds", "rails", "hosts", "verdicts", "at_fault",
+      "flagged", "transient", "control", "seconds", "pairs", "options" } })
 end
 
 --- The gnuplot script of the heatmaps (one per metric) for file (.png or .svg).

@@ -69,6 +69,18 @@ describe("examples/rping.lua options", function()
   end)
 end)
 
+describe("examples/lib/cli.lua: a rank's exit status from rank 0's verdict", function()
+  local cli = dofile("examples/lib/cli.lua")
+  it("is 1 on the ranks at fault, 0 elsewhere, 1 everywhere with exit_any when any, 2 when none arrived", function()
+    local v = { bad = { 1, 3 }, any = true }
+    assert.same({ 0, 1, 0, 1 }, { cli.own_status(0, false, v), cli.own_status(1, false, v),
+      cli.own_status(2, false, v), cli.own_status(3, false, v) })
+    assert.equal(1, cli.own_status(0, true, v))
+    assert.equal(0, cli.own_status(0, true, { bad = {}, any = false }))
+    assert.equal(2, cli.own_status(0, false, nil))
+  end)
+end)
+
 describe("ibverbs.exchange: ibv_xsrq_pingpong's messages", function()
   local dest = { lid = 0x12, recv_qpn = 0x11, send_qpn = 0x12ab, psn = 0xabcdef, srqn = 0x13,
                  gid = "::ffff:192.0.2.1" }

@@ -97,6 +97,34 @@ describe("expect.for_host and expect.compare", function()
     assert.same({ name = "expect", pass = false, ms = 0, detail = "rxe1 port 1 (g.json): not present on this host" },
       results[2].ports[1].checks[1])
   end)
+
+  it("surveys the named ports (fabric_matrix.lua): found values as judge reads them, each device closed", function()
+    local closed = 0
+    local ctx = {
+      query_device = function() return { fw_ver = "1.2" } end,
+      query_port = function(_, port) return port == 1 and { state = "active", link_layer = "Ethernet",
+        active_mtu = 512 } or nil end,
+      query_gid_table = function() return { { port_num = 1, gid_index = 0, gid_type = "roce_v1" },
+        { port_num = 1, gid_index = 1, gid_type = "roce_v2" } } end,
+      close = function() closed = closed + 1 end,
+    }
+    local ibv = { open = function(name) if name == "rxe0" then return ctx end return nil, "no device " .. name end }
+    local entries = { { device = "rxe0", port = 1, active_mtu = 1024, gid_type = "roce_v2" },
+      { device = "rxe0", port = 2 }, { device = "mlx5_0", port = 1 } }
+    local found = expect.survey(ibv, entries, function(_, port, link_layer)
+      assert.equal(1, port)
+      assert.equal("Ethernet", link_layer)
+      return 1
+    end)
+    assert.equal(1, closed)
+    assert.equal(1, #found)
+    assert.equal("1.2", found[1].fw_ver)
+    assert.is_nil(found[1].ctx)
+    expect.judge(found, entries, "g.json")
+    assert.same({ "rxe0 port 1 (g.json): active_mtu: expected 1024, found 512",
+      "rxe0 port 2 (g.json): not present on this host", "mlx5_0 port 1 (g.json): not present on this host" },
+      { found[1].ports[1].checks[1].detail, found[1].ports[2].checks[1].detail, found[2].ports[1].checks[1].detail })
+  end)
 end)
 
 describe("fabric_check.lua --expect", function()
@@ -108,6 +136,16 @@ describe("fabric_check.lua --expect", function()
     h:close()
     assert.equal("fabric_check.lua: --expect " .. p .. ': hosts["node[1-4]"].ports[1].mtu: unknown key (known: '
       .. "active_mtu, counters, device, fw_ver, gid_type, link_layer, port, rate)\nrc=2\n", out)
+  end)
+
+  it("fabric_matrix.lua: a port of this host that differs is a node verdict naming it, on each rank", function()
+    local p = file(".json", '{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, "active_mtu": 1024}]}}}')
+    local out, rc = fs.matrix_ranks(2, "-d rxe0 -t 2 --expect " .. p)
+    assert.same({ [0] = 1, 1 }, rc)
+    for r = 0, 1 do
+      assert.matches("VERDICT node: rank " .. r .. " %([^)]+%) rxe0:1: expect: rxe0 port 1 %(" .. p:gsub("%p", "%%%0")
+        .. "%): not present on this host", out)
+    end
   end)
 
   it("fabric_matrix.lua reads and checks the file too: exit 2 before the rendezvous", function()

@@ -11,7 +11,7 @@ local free_port, LUA, CPATH = fs.free_port, fs.LUA, fs.CPATH
 local matrix_ranks = fs.matrix_ranks
 
 describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
-  it("refuses out-of-range and contradictory options at once, before the rendezvous", function()
+  it("refuses out-of-range and contradictory options at once, before the rendezvous (exit 2)", function()
     for _, c in ipairs({
       { "--bw-fraction 1.5", "option '%-%-bw%-fraction': at most 1 expected, got 1%.5" },
       { "--lat-factor 0.5", "option '%-%-lat%-factor': at least 1 expected, got 0%.5" },
@@ -28,16 +28,16 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
     }) do
       local t0 = os.time()
       local out, rc = matrix_ranks(1, "--size 2 --root 127.0.0.1:1 " .. c[1]) -- rank 1 of 2: would wait for rank 0
-      assert.equal(1, rc[0], out)
+      assert.equal(2, rc[0], out)
       assert.matches(c[2], out)
       assert.is_true(os.time() - t0 < 5)
     end
   end)
 
-  it("refuses ranks that run other options, naming what each runs, on every rank", function()
+  it("refuses ranks that run other options, naming what each runs, on every rank (exit 2)", function()
     local _, rc, texts = fs.job("examples/fabric_matrix.lua", 3, function(r) return r == 1 and "--dry-run -n 10"
       or "--dry-run" end)
-    assert.same({ [0] = 1, 1, 1 }, rc)
+    assert.same({ [0] = 2, 2, 2 }, rc)
     for r = 0, 2 do
       assert.matches("the ranks do not run the same script version and options: rank 0 %(%S+%) and rank 2 %(%S+%): "
         .. "'fabric_matrix%.lua 2 .-lat_iters=500 .-'; rank 1 %(%S+%): 'fabric_matrix%.lua 2 .-lat_iters=10 .-'",
@@ -45,26 +45,27 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
     end
   end)
 
-  it("refuses a bad pairs file on every rank before any traffic, naming the line", function()
+  it("refuses a bad pairs file on every rank before any traffic, naming the line (exit 2)", function()
     local file = os.tmpname()
     local fh = assert(io.open(file, "w")); fh:write("0 0 1\n0 1 2\n"); fh:close()
     local out, rc = matrix_ranks(3, "--dry-run --pairs " .. file)
     os.remove(file)
     assert.matches(file:gsub("%p", "%%%0") .. ":2: rank 1 is twice in round 0 %(line 1 too%)", out)
-    assert.same({ [0] = 1, 1, 1 }, rc)
+    assert.same({ [0] = 2, 2, 2 }, rc)
   end)
 
-  it("makes a missing RDMA driver a verdict naming each node and the cause, without a traceback", function()
+  it("makes a missing RDMA driver a verdict naming each node and the cause, no traceback (exit 1 on each)", function()
     local out, rc = matrix_ranks(2, "-d rxe0 -t 2")
     assert.same({ [0] = 1, 1 }, rc)
     assert.matches("VERDICT node: rank 0 %([^)]+%) rxe0: no RDMA driver loaded %(ibv_get_device_list: Function not "
       .. "implemented%)", out)
     assert.matches("VERDICT node: rank 1 %([^)]+%) rxe0: no RDMA driver loaded", out)
     assert.matches("2 pairs unmeasured", out)
+    assert.matches("FAIL; nodes at fault %(exit 1%): rank 0 %([^)]+%), rank 1 %([^)]+%)", out)
     assert.not_matches("traceback", out)
   end)
 
-  it("names a rank that hangs after the rendezvous while it waits, then buries it at the limit (exit 1)",
+  it("names a rank that hangs after the rendezvous while it waits, then buries it at the limit (rank 0: exit 0)",
     function()
       -- rank 2 stops itself (SIGSTOP) right after fabric.init: alive, connected, silent
       local port, out, script = free_port(), os.tmpname(), os.tmpname()
@@ -93,7 +94,8 @@ dofile("examples/fabric_matrix.lua")]])
       assert.is_true(waits >= 4 and waits <= 7, text)
       assert.matches("VERDICT unreachable: rank 2 %([^)]*%): rank 2 %([^)]*%) did not arrive at %a+ #%d+ within 34 s",
         text)
-      assert.matches("rc 1\n$", text)
+      assert.matches("FAIL; nodes at fault %(exit 1%): rank 2 %([^)]*%)\n", text)
+      assert.matches("rc 0\n$", text) -- the verdict is on rank 2's node, not rank 0's
       assert.is_true(os.time() - t0 < 50, os.time() - t0)
     end)
 

@@ -51,20 +51,28 @@ describe("examples/lib/findings.lua", function()
     assert.is_true(rt.per_sample > 0)
     assert.equal(2 * rt.per_sample, rt.rounds)
     assert.equal(rt.rounds, rt.sched.rounds)
-    local v, transient, status = findings.verdicts(f, {}, {}, store, nil, nil, fs.OPTS)
+    local v, transient, bad = findings.verdicts(f, {}, {}, store, nil, nil, fs.OPTS)
     assert.same({}, v)
     assert.same({}, transient)
-    assert.equal(1, status) -- flagged and not retested
+    assert.same({ 0, 1, 2, 3 }, bad) -- flagged and not retested: rank 2's pairs, both ends
   end)
 
   it("names the ranks out of the run and the nodes' local faults, by host and rail", function()
     local f = group(3, { [2] = "did not arrive" })
     local store = store_of(3, {})
-    local v, _, status = findings.verdicts(f, { [1] = { "no RDMA driver" } }, { {}, { "mlx5_0:1" } }, store, nil,
+    local v, _, bad = findings.verdicts(f, { [1] = { "no RDMA driver" } }, { {}, { "mlx5_0:1" } }, store, nil,
       nil, { dry_run = true })
     assert.same({ { kind = "unreachable", ranks = { 2 }, hosts = { "h2" }, why = "did not arrive" },
       { kind = "node", ranks = { 1 }, hosts = { "h1" }, rail = "mlx5_0:1", why = "no RDMA driver" } }, v)
-    assert.equal(1, status)
+    assert.same({ 1, 2 }, bad) -- rank 0: no verdict
+  end)
+
+  it("makes a port that differs from --expect a node verdict naming its rail and why", function()
+    local v, _, bad = findings.verdicts(group(2), {}, {}, store_of(2, {}), nil, nil, { dry_run = true },
+      { { 1, "rxe0:1", "expect: rxe0 port 1 (g.json): active_mtu: expected 1024, found 512" } })
+    assert.same({ { kind = "node", ranks = { 1 }, hosts = { "h1" }, rail = "rxe0:1",
+      why = "expect: rxe0 port 1 (g.json): active_mtu: expected 1024, found 512" } }, v)
+    assert.same({ 1 }, bad)
   end)
 
   it("lists the pairs never scheduled, and the control plane's figures per round", function()

@@ -140,7 +140,7 @@ describe("two soft-RoCE nodes", function()
     assert(ok, err)
   end)
 
-  it("fabric_check.lua --expect: node 2's MTU lowered, node 2 alone named, expected and found, exit 1 there", function()
+  it("--expect in both tools: node 2's MTU lowered, node 2 alone named, expected and found, exit 1 there", function()
     local file = "/tmp/expect-nodes.json" -- each VM's own /tmp, the same path and text on both
     local fh = assert(io.open(file, "w"))
     fh:write('{"hosts": {"node[1-2]": {"ports": [{"device": "rxe0", "port": 1, "active_mtu": 1024, '
@@ -164,6 +164,17 @@ describe("two soft-RoCE nodes", function()
           .. "expected 1024, found 512", out)
         assert.not_matches("FAULT rank 0", out)
         assert.matches("nodes at fault %(exit 1%): rank 1 %(node2%)\n", out)
+      end
+      -- fabric_matrix.lua applies the same file: node 2 named, its pairs still measured
+      out, rc = run("fabric_matrix.lua", "-d rxe0 -n 100 -N 32 -S 16384 --reference median --lat-factor 100 "
+        .. "--bw-fraction 0.01 --expect " .. file)
+      assert.equal(NODE == 2 and 1 or 0, rc, out)
+      if NODE == 1 then
+        assert.matches("VERDICT node: rank 1 %(node2%) rxe0:1: expect: rxe0 port 1 %(/tmp/expect%-nodes%.json%): "
+          .. "active_mtu: expected 1024, found 512", out)
+        assert.not_matches("VERDICT node: rank 0", out)
+        assert.matches("FAIL; nodes at fault %(exit 1%): rank 1 %(node2%)\n", out)
+        assert.matches("2 pairs, %d+ bytes verified, 0 flagged", out)
       end
     end)
     if NODE == 2 then sh("ip link set eth0 mtu 1500") end
