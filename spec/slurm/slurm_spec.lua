@@ -177,7 +177,7 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
   it("a rank later than the rendezvous limit: every rank ends in time, naming rank 2 and node3", function()
     local out, rc, took = run("srun -N 3 --ntasks-per-node=1 sh -c 'sleep $((SLURM_PROCID / 2 * 12)); " ..
       "exec build/lua5.4/ibvlua examples/fabric_check.lua --fabric-timeout 5'", 120)
-    assert.equal(1, rc, out)
+    assert.equal(2, rc, out) -- no rendezvous: the run could not be made, on every rank
     assert.is_true(took < 60, took)
     assert.matches("rank 2 %(node3%) did not arrive at the rendezvous", out)
     local out2, rc2 = run(RDMA_LEFT, 60)
