@@ -64,27 +64,28 @@ describe("tools/configure", function()
     end
   end)
 
-  it("stops with one line naming the package when <rdma/rdma_cma.h> is missing", function()
-    os.execute("mkdir -p " .. dir .. "/inc/rdma")
-    local f = assert(io.open(dir .. "/inc/rdma/rdma_cma.h", "w"))
-    f:write("#error no librdmacm headers here\n") -- stands for a missing one: -E fails alike
+  -- configure with dir/inc/<header> holding text in front of the system's
+  -- headers: it must stop with status 1, write nothing and print only message
+  local function refuses(header, text, message)
+    os.execute("mkdir -p " .. dir .. "/inc/" .. header:match("^(.*)/"))
+    local f = assert(io.open(dir .. "/inc/" .. header, "w"))
+    f:write(text)
     f:close()
     local out, rc, defs = configure(dir, "-I" .. dir .. "/inc")
     assert.equal(1, rc)
     assert.is_nil(defs)
-    assert.equal("configure: <rdma/rdma_cma.h> not found: install librdmacm-dev (Debian, Ubuntu) " ..
-      "or rdma-core-devel (RHEL, SLES)\n", out)
+    assert.equal(message, out)
+  end
+
+  it("stops with one line naming the package when <rdma/rdma_cma.h> is missing", function()
+    refuses("rdma/rdma_cma.h", "#error no librdmacm headers here\n", -- stands for a missing one: -E fails alike
+      "configure: <rdma/rdma_cma.h> not found: install librdmacm-dev (Debian, Ubuntu) " ..
+      "or rdma-core-devel (RHEL, SLES)\n")
   end)
 
   it("stops with one line when the headers are older than rdma-core 28", function()
-    os.execute("mkdir -p " .. dir .. "/inc/infiniband")
-    local f = assert(io.open(dir .. "/inc/infiniband/verbs.h", "w"))
-    f:write("struct ibv_context;\nstruct ibv_pd;\n") -- a verbs.h without ibv_reg_mr_iova2 (rdma-core 27)
-    f:close()
-    local out, rc, defs = configure(dir, "-I" .. dir .. "/inc")
-    assert.equal(1, rc)
-    assert.is_nil(defs)
-    assert.equal("configure: the rdma-core headers found are older than 28 (no ibv_reg_mr_iova2): " ..
-      "lua-ibverbs needs rdma-core 28 or later\n", out)
+    refuses("infiniband/verbs.h", "struct ibv_context;\nstruct ibv_pd;\n", -- no ibv_reg_mr_iova2 (rdma-core 27)
+      "configure: the rdma-core headers found are older than 28 (no ibv_reg_mr_iova2): " ..
+      "lua-ibverbs needs rdma-core 28 or later\n")
   end)
 end)
