@@ -52,6 +52,7 @@ void ibvl_open_loop(lua_State *L);
 void ibvl_open_stats(lua_State *L); /* stats.c: ibv.samples */
 void ibvl_open_lat(lua_State *L);   /* lat.c: ibv.lat_send, lat_write, lat_rtt */
 void ibvl_open_bw(lua_State *L);    /* bw.c: ibv.bw */
+void ibvl_open_kernels(lua_State *L); /* together.c: ibv.kernels */
 void ibvl_open_batch(lua_State *L);
 void ibvl_open_names(lua_State *L);        /* names.c: the *_str helpers, rates */
 void ibvl_push_qp_attr_mask(lua_State *L, const struct ibv_qp_attr *a, int mask);

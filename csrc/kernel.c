@@ -1,29 +1,32 @@
 /*
- * kernel.c: what the measurement kernels (lat.c, bw.c) share (kernel.h):
- * reading their table, the completion handling, the time limit, the result.
+ * kernel.c: one end of a measurement kernel (kernel.h): reading its table,
+ * the completions handed to it, its figures.
  *
- * Every kernel takes one table: qp, send_cq, send_wrs (a prepared list
- * posted whole each time), recv_cq and recv_wrs (posted by the script
- * before: min(#recv_wrs, count) of them; a consumed receive is reposted while
+ * Every kernel's table has: qp, send_cq, send_wrs (a prepared list posted
+ * whole each time), recv_cq and recv_wrs (posted by the script before:
+ * min(#recv_wrs, count) of them; a consumed receive is reposted while
  * received + #recv_wrs <= count, as perftest does; WR ids are the 0-based
- * index in the list, what fill gives), iters, timeout (seconds for the whole
- * run; 60 when nil, math.huge: none) and what the kernel adds.  The figures:
+ * index in the list, what fill gives), recv_qp (where the receives go when
+ * not qp: ibv.bw), iters, timeout (seconds for the whole run; 60 when nil,
+ * math.huge: none) and what the kernel adds.  The figures:
  *   {iters =, sent =, received =, posted =, foreign =, samples =, seconds =}
  * A completion with an error, a failed post or poll, the time limit: nil,
- * msg, errno and the figures so far.  SIGINT raises "<kernel>: interrupted".
- * A CQ may be shared with other QPs: their completions (told by qp_num; a
- * cq_ex reports it when made with wc_flags "qp_num") are skipped and counted
- * in foreign.
+ * msg, errno and the figures so far (in ibv.kernels: the figures with error
+ * and errno).  A CQ may be shared with other QPs: their completions (told by
+ * qp_num; a cq_ex reports it when made with wc_flags "qp_num") are skipped
+ * and counted in foreign.
  */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernel.h"
 
-/* The object in field (required), kept on the stack until the call ends. */
-static void *required(lua_State *L, const char *field, const struct ibvl_class *cls)
+/* The object in field (required) of the table at idx, kept on the stack
+ * until the call ends. */
+static void *required(lua_State *L, int idx, const char *field, const struct ibvl_class *cls)
 {
-	void *o = ibvl_obj_field_keep(L, 1, field, cls);
+	void *o = ibvl_obj_field_keep(L, idx, field, cls);
 	if (o == NULL)
 		ibvl_error(L, "field '%s': %s expected, got nil", field, cls->name);
 	return o;
@@ -31,9 +34,9 @@ static void *required(lua_State *L, const char *field, const struct ibvl_class *
 
 /* The prepared list in field, kept on the stack; its index, or 0 when absent
  * and optional. */
-static int list_field(lua_State *L, const char *field, int send, int optional, int *n)
+static int list_field(lua_State *L, int idx, const char *field, int send, int optional, int *n)
 {
-	ibvl_getfield(L, 1, field);
+	ibvl_getfield(L, idx, field);
 	if (lua_isnil(L, -1) && optional) {
 		lua_pop(L, 1);
 		*n = 0;
@@ -45,48 +48,76 @@ static int list_field(lua_State *L, const char *field, int send, int optional, i
 	return lua_gettop(L);
 }
 
-void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, const char *name,
-                     const char *const *fields, int parts)
+/* The table's fields checked: the type's, and "kernel" in ibv.kernels. */
+static void check_fields(lua_State *L, int idx, const struct ibvl_kern_type *t, int multi)
+{
+	const char *f[24];
+	int n = 0;
+	while (t->fields[n] != NULL && n < 22) {
+		f[n] = t->fields[n];
+		n++;
+	}
+	if (multi)
+		f[n++] = "kernel";
+	f[n] = NULL;
+	ibvl_check_fields(L, idx, t->name, f);
+}
+
+static void parse_send(lua_State *L, struct ibvl_kern *k, int idx, int optional)
+{
+	k->sidx = list_field(L, idx, "send_wrs", 1, optional, &k->nsend);
+	if (k->sidx == 0)
+		return;
+	k->swr = ibvl_send_chain(L, k->sidx, &k->schain); /* the whole list is the chain */
+	ibvl_check_send_chain(L, k->lqp, &k->schain); /* on a UD QP, every WR needs its AH */
+	if (k->nsend > KERN_MAX_SEND)
+		ibvl_error(L, "field 'send_wrs': at most %d WRs, got %d", KERN_MAX_SEND, k->nsend);
+	k->scq = required(L, idx, "send_cq", &ibvl_cq_class);
+}
+
+static void parse_recv(lua_State *L, struct ibvl_kern *k, int idx, int optional)
+{
+	k->ridx = list_field(L, idx, "recv_wrs", 0, optional, &k->nrecv);
+	if (k->ridx == 0)
+		return;
+	k->rcq = required(L, idx, "recv_cq", &ibvl_cq_class);
+	k->rwr = ibvl_wr_list(L, k->ridx, 0, &k->nrecv);
+	struct ibvl_qp *r = ibvl_obj_field_keep(L, idx, "recv_qp", &ibvl_qp_class);
+	if (r != NULL) {
+		k->rqp = r->o.ptr;
+		k->rqpn = k->rqp->qp_num;
+	}
+}
+
+void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, int idx, const struct ibvl_kern_type *t,
+                     int multi)
 {
 	memset(k, 0, sizeof *k);
-	luaL_checktype(L, 1, LUA_TTABLE);
-	ibvl_guard_begin(&k->guard);
-	ibvl_check_fields(L, 1, name, fields);
-	k->name = name;
+	luaL_checkstack(L, 16, "kernel arguments");
+	check_fields(L, idx, t, multi);
+	k->type = t;
+	k->name = t->name;
 	k->cover = 1;
-	ibvl_getfield(L, 1, "iters");
+	ibvl_getfield(L, idx, "iters");
 	int absent = lua_isnil(L, -1);
 	lua_pop(L, 1);
 	if (absent)
 		ibvl_error(L, "field 'iters': a count expected, got nil");
-	k->iters = ibvl_int_field(L, 1, "iters", 1, 1, INT64_MAX / 4);
+	k->iters = ibvl_int_field(L, idx, "iters", 1, 1, INT64_MAX / 4);
 	k->recv_iters = k->iters;
-	k->timeout = ibvl_timeout_field(L, 1, "timeout", 60.0);
-	k->lqp = required(L, "qp", &ibvl_qp_class);
+	k->timeout = ibvl_timeout_field(L, idx, "timeout", 60.0);
+	k->lqp = required(L, idx, "qp", &ibvl_qp_class);
 	k->qp = k->rqp = k->lqp->o.ptr;
-	k->qpn = k->qp->qp_num;
-	int optional = (parts & KERN_EITHER) != 0;
-	if (parts & KERN_SEND) {
-		k->sidx = list_field(L, "send_wrs", 1, optional, &k->nsend);
-		if (k->sidx != 0) { /* the list at the top: the whole list is the chain */
-			k->swr = ibvl_send_chain(L, k->sidx, &k->schain);
-			ibvl_check_send_chain(L, k->lqp, &k->schain); /* on a UD QP, every WR needs its AH */
-			if (k->nsend > KERN_MAX_SEND)
-				ibvl_error(L, "field 'send_wrs': at most %d WRs, got %d", KERN_MAX_SEND, k->nsend);
-			k->scq = required(L, "send_cq", &ibvl_cq_class);
-		}
-	}
-	if (parts & KERN_RECV) {
-		k->ridx = list_field(L, "recv_wrs", 0, optional, &k->nrecv);
-		if (k->ridx != 0) {
-			k->rcq = required(L, "recv_cq", &ibvl_cq_class);
-			k->rwr = ibvl_wr_list(L, k->ridx, 0, &k->nrecv);
-		}
-	}
+	k->qpn = k->rqpn = k->qp->qp_num;
+	int optional = (t->parts & KERN_EITHER) != 0;
+	if (t->parts & KERN_SEND)
+		parse_send(L, k, idx, optional);
+	if (t->parts & KERN_RECV)
+		parse_recv(L, k, idx, optional);
 	if (optional && k->swr == NULL && k->rwr == NULL)
 		ibvl_error(L, "give send_wrs, recv_wrs or both");
-	if (parts & KERN_SAMPLES) {
-		ibvl_getfield(L, 1, "samples"); /* kept on the stack */
+	if (t->parts & KERN_SAMPLES) {
+		ibvl_getfield(L, idx, "samples"); /* kept on the stack */
 		if (!lua_isnil(L, -1) && (k->samples = ibvl_test_samples(L, -1)) == NULL)
 			ibvl_error(L, "field 'samples': %s expected, got %s", IBVL_SAMPLES,
 			           luaL_typename(L, -1));
@@ -94,11 +125,12 @@ void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, const char *name,
 			ibvl_error(L, "field 'samples': room for %d samples, iters %d need %d",
 			           (int)k->samples->n, (int)k->iters, (int)(k->iters - 1));
 	}
+	if (t->read != NULL)
+		t->read(L, k, idx);
 }
 
-void ibvl_kern_begin(lua_State *L, struct ibvl_kern *k)
+void ibvl_kern_recheck(lua_State *L, struct ibvl_kern *k)
 {
-	ibvl_guard_end(L, &k->guard); /* raises when an object read was closed meanwhile */
 	int n; /* what the lists point to, checked again after the reading */
 	if (k->swr != NULL)
 		ibvl_wr_list(L, k->sidx, 1, &n);
@@ -106,64 +138,71 @@ void ibvl_kern_begin(lua_State *L, struct ibvl_kern *k)
 		ibvl_wr_list(L, k->ridx, 0, &n);
 	for (int i = 0; i < k->nsend; i++)
 		k->saved_flags[i] = k->swr[i].send_flags;
-	ibvl_sigint_begin(&k->sig);
-	ibvl_clock_start(&k->clock);
-	k->deadline = isinf(k->timeout) ? HUGE_VAL : k->clock.s0 + k->timeout;
 }
 
-int ibvl_kern_late(struct ibvl_kern *k)
+/* One successful or failed completion of k's. */
+static void on_wc(struct ibvl_kern *k, const struct ibv_wc *w, uint64_t now)
 {
-	if (ibvl_monotonic() <= k->deadline)
-		return 0;
-	k->stop = KERN_TIME;
-	return 1;
+	k->last = now;
+	if (k->first == 0) /* a receiver's first */
+		k->first = now;
+	if (w->status != IBV_WC_SUCCESS) {
+		k->bad = *w;
+		ibvl_kern_fail(k, KERN_WC, EIO);
+		return;
+	}
+	if (!(w->opcode & IBV_WC_RECV)) {
+		k->completed = k->completed + k->cover < k->posted ? k->completed + k->cover : k->posted;
+		return;
+	}
+	if (w->wr_id >= (uint64_t)k->nrecv) { /* not one of recv_wrs */
+		k->bad = *w;
+		ibvl_kern_fail(k, KERN_FOREIGN, EIO);
+		return;
+	}
+	k->received++;
+	if (k->received + k->nrecv <= k->recv_iters) {
+		struct ibvl_chain c;
+		void *bad;
+		ibvl_chain_recv_range(&c, k->rwr, (int)w->wr_id, 1);
+		int rc = ibvl_post_run(IBVL_POST_RECV, k->rqp, &c, &bad);
+		if (rc != 0)
+			ibvl_kern_fail(k, KERN_POST, -rc); /* a receive's: negative */
+	}
 }
 
-int ibvl_kern_poll(struct ibvl_kern *k, struct ibvl_cq *cq)
+/* The end among ks[0..n) a completion on cq belongs to: by QP number, or
+ * the one end using cq when cq does not report it; NULL: none. */
+static struct ibvl_kern *owner(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int byqpn,
+                               uint32_t qpn)
+{
+	for (int i = 0; i < n; i++) {
+		struct ibvl_kern *k = &ks[i];
+		if (byqpn ? (k->qpn == qpn && k->scq == cq) || (k->rqpn == qpn && k->rcq == cq)
+		          : k->scq == cq || k->rcq == cq)
+			return k;
+	}
+	return NULL;
+}
+
+int ibvl_kern_poll(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
 {
 	struct ibv_wc wc[16];
-	int n = ibvl_cq_poll(cq, 16, wc);
-	if (n < 0) {
-		k->stop = KERN_POLL;
-		k->err = -n;
-		return -1;
-	}
+	int got = ibvl_cq_poll(cq, 16, wc);
+	if (got <= 0)
+		return got;
+	uint64_t now = ibvl_ticks();
 	int byqpn = cq->cqx == NULL || (cq->wc_flags & IBV_WC_EX_WITH_QP_NUM);
-	for (int i = 0; i < n; i++) {
-		const struct ibv_wc *w = &wc[i];
-		if (byqpn && w->qp_num != k->qpn) { /* another QP's, on a shared CQ */
-			k->foreign++;
+	for (int i = 0; i < got; i++) {
+		struct ibvl_kern *k = owner(ks, n, cq, byqpn, wc[i].qp_num);
+		if (k == NULL || k->over || k->stop != KERN_OK) { /* another QP's, on a shared CQ */
+			if ((k = owner(ks, n, cq, 0, 0)) != NULL)
+				k->foreign++;
 			continue;
 		}
-		if (w->status != IBV_WC_SUCCESS) {
-			k->stop = KERN_WC;
-			k->bad = *w;
-			return -1;
-		}
-		if (!(w->opcode & IBV_WC_RECV)) {
-			k->completed = k->completed + k->cover < k->posted ? k->completed + k->cover
-			                                                    : k->posted;
-			continue;
-		}
-		if (w->wr_id >= (uint64_t)k->nrecv) { /* not one of recv_wrs */
-			k->stop = KERN_FOREIGN;
-			k->bad = *w;
-			return -1;
-		}
-		k->received++;
-		if (k->received + k->nrecv <= k->recv_iters) {
-			struct ibvl_chain c;
-			void *bad;
-			ibvl_chain_recv_range(&c, k->rwr, (int)w->wr_id, 1);
-			int rc = ibvl_post_run(IBVL_POST_RECV, k->rqp, &c, &bad);
-			if (rc != 0) {
-				k->stop = KERN_POST;
-				k->err = -rc; /* a receive's: negative */
-				return -1;
-			}
-		}
+		on_wc(k, &wc[i], now);
 	}
-	return n;
+	return got;
 }
 
 /* nil, msg, errno for why the run stopped; the count pushed. */
@@ -189,20 +228,21 @@ static int push_failure(lua_State *L, const struct ibvl_kern *k)
 	}
 }
 
-int ibvl_kern_end(lua_State *L, struct ibvl_kern *k)
+void ibvl_kern_restore(struct ibvl_kern *k)
 {
-	double scale = ibvl_clock_scale(&k->clock);
 	for (int i = 0; i < k->nsend; i++)
 		k->swr[i].send_flags = k->saved_flags[i];
+}
+
+int ibvl_kern_push(lua_State *L, struct ibvl_kern *k, double scale, double run_seconds, int multi)
+{
+	ibvl_kern_restore(k);
 	long long taken = k->stamps > 0 ? k->stamps - 1 : 0;
 	if (k->samples != NULL)
 		ibvl_samples_seconds(k->samples, taken, scale);
-	if (ibvl_sigint_end(&k->sig))
-		return ibvl_interrupted(L, k->name);
 	int nret = k->stop != KERN_OK ? push_failure(L, k) : 0;
-	double seconds = k->last > k->first ? (double)(k->last - k->first) * scale
-	                                    : k->clock.s1 - k->clock.s0;
-	lua_createtable(L, 0, 6);
+	double seconds = k->last > k->first ? (double)(k->last - k->first) * scale : run_seconds;
+	lua_createtable(L, 0, 9);
 	ibvl_set_int(L, "iters", (lua_Integer)k->stamps);
 	ibvl_set_int(L, "sent", (lua_Integer)k->completed);
 	ibvl_set_int(L, "posted", (lua_Integer)k->posted);
@@ -211,5 +251,10 @@ int ibvl_kern_end(lua_State *L, struct ibvl_kern *k)
 	ibvl_set_int(L, "samples", (lua_Integer)(k->samples != NULL ? taken : 0));
 	lua_pushnumber(L, seconds);
 	lua_setfield(L, -2, "seconds");
-	return nret + 1;
+	if (!multi || nret == 0)
+		return nret + 1;
+	lua_replace(L, -4); /* the figures where nil was: msg, errno into them */
+	lua_setfield(L, -3, "errno");
+	lua_setfield(L, -2, "error");
+	return 1;
 }

@@ -1,17 +1,21 @@
 /*
- * kernel.h: what the measurement kernels (lat.c, bw.c) share: their
- * argument table read into C (check after parse), the completion handling
- * of a busy-polling loop with its time limit and SIGINT, the result.
+ * kernel.h: what the measurement kernels (lat.c, bw.c) share: a kernel is a
+ * type (its table's fields, what it reads, its step), one run of it is an
+ * end (struct ibvl_kern); together.c runs one end (ibv.lat_send, ibv.bw,
+ * ...) or several at once (ibv.kernels) in one busy-polling loop with their
+ * time limits and SIGINT; kernel.c reads an end's table, hands each
+ * completion to its end and pushes the figures.
  *
- *   struct ibvl_kern k;
- *   ibvl_kern_parse(L, &k, "ibv.lat_send", fields, KERN_SEND | KERN_RECV);
- *   ibvl_kern_begin(L, &k);                 -- objects checked again, SIGINT, clock
- *   ... ibvl_kern_post(&k), ibvl_kern_spin(&k, cq, &k.completed, n) ...
- *   return ibvl_kern_end(L, &k);            -- figures, or nil, msg, errno, figures
+ *   static const struct ibvl_kern_type send_type = {"ibv.lat_send", "lat_send",
+ *     send_fields, KERN_SEND | KERN_RECV | KERN_SAMPLES, read_send, NULL, send_step};
+ *   static int l_lat_send(lua_State *L) { return ibvl_kern_run1(L, &send_type); }
  *
- * No Lua code runs between ibvl_kern_begin and ibvl_kern_end: nothing there
- * allocates or raises, so no finalizer can close an object under the loop;
- * the objects stay on the stack (kept) until the call returns.
+ * A step advances its end as far as it can without waiting and returns
+ * KERN_MORE (k->wait: the CQs whose completions it needs, NULL when it
+ * waits on memory), KERN_DONE or KERN_STOPPED (k->stop says why).  No Lua code
+ * runs in the loop: nothing there allocates or raises, so no finalizer can
+ * close an object under it; the objects stay on the stack (kept) until the
+ * call returns.
  */
 #ifndef IBVL_KERNEL_H
 #define IBVL_KERNEL_H
@@ -27,7 +31,7 @@
 /* what a kernel reads from its table */
 enum {
 	KERN_SEND = 1,    /* qp, send_cq, send_wrs */
-	KERN_RECV = 2,    /* recv_cq, recv_wrs (reposted as consumed) */
+	KERN_RECV = 2,    /* recv_cq, recv_wrs (reposted as consumed), recv_qp */
 	KERN_SAMPLES = 4, /* samples (optional) */
 	KERN_EITHER = 8,  /* the send side, the receive side or both */
 };
@@ -35,14 +39,31 @@ enum {
 /* why a run stopped early */
 enum { KERN_OK, KERN_WC, KERN_POST, KERN_POLL, KERN_TIME, KERN_SIGINT, KERN_FOREIGN };
 
+/* what a step returns */
+enum { KERN_MORE, KERN_DONE, KERN_STOPPED };
+
 #define KERN_MAX_SEND 64 /* WRs a kernel's send list may hold */
+#define KERN_MAX_ENDS 64 /* ends ibv.kernels runs at once */
+
+struct ibvl_kern;
+
+struct ibvl_kern_type {
+	const char *name;          /* "ibv.lat_send", for messages */
+	const char *kind;          /* "lat_send": its name in ibv.kernels' tables */
+	const char *const *fields; /* its table's fields */
+	int parts;                 /* KERN_* */
+	void (*read)(lua_State *L, struct ibvl_kern *k, int idx); /* its own fields */
+	void (*start)(struct ibvl_kern *k); /* the send list's flags, before the loop */
+	int (*step)(struct ibvl_kern *k);
+};
 
 struct ibvl_kern {
-	const char *name; /* "ibv.lat_send", for messages */
+	const struct ibvl_kern_type *type;
+	const char *name;
 	struct ibvl_qp *lqp;
-	struct ibv_qp *qp;        /* sends; receives of KERN_RECV go to rqp */
+	struct ibv_qp *qp;        /* sends; receives of KERN_RECV go to rqp (recv_qp or qp) */
 	struct ibv_qp *rqp;
-	uint32_t qpn;             /* qp's number: what its completions carry */
+	uint32_t qpn, rqpn;       /* what their completions carry */
 	struct ibvl_cq *scq, *rcq;
 	struct ibv_send_wr *swr;  /* the send list, posted whole */
 	int nsend, sidx;
@@ -55,63 +76,66 @@ struct ibvl_kern {
 	long long cover;          /* send WRs one send completion accounts for */
 	double timeout;           /* seconds for the whole run (math.huge: none) */
 	unsigned int saved_flags[KERN_MAX_SEND]; /* the send list's flags, restored at the end */
+	/* what the kernel's own fields give */
+	int initiator;            /* ping-pong: this end posts first */
+	long long window;         /* bandwidth: WRs outstanding at most */
+	volatile char *post_byte; /* lat_write: the last byte of the message sent */
+	volatile char *poll_byte; /* lat_write: the last byte the peer writes */
 	/* progress */
+	int phase;                /* where the step is (the kernel's own) */
+	int over;                 /* the end finished or stopped */
+	struct ibvl_cq *wait[2];  /* the CQs the step waits on (NULL: none, memory) */
 	long long posted, completed, received, stamps, foreign;
+	long long sent, wanted;   /* ping-pong: messages sent, peer messages waited for */
 	uint64_t prev;            /* the last stamp, in ticks */
 	uint64_t first, last;     /* ticks of the first post and of the last completion */
-	unsigned int spins;
 	double deadline;
 	int stop;                 /* KERN_* */
 	int err;                  /* errno of a failed post or poll */
 	struct ibv_wc bad;        /* the completion that stopped the run */
-	struct ibvl_sigint sig;
-	struct ibvl_clock clock;
-	struct ibvl_guard guard;  /* the reading of the table */
 };
 
-/* Reads the table at 1 (its allowed fields: fields) as the parts says;
- * the kernel reads its own fields after this, then calls ibvl_kern_begin. */
-void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, const char *name,
-                     const char *const *fields, int parts);
-/* The lists checked again after the reading; SIGINT caught; the clock. */
-void ibvl_kern_begin(lua_State *L, struct ibvl_kern *k);
-/* Pushes the figures (or the failure and the figures); raises
- * "<name>: interrupted" on SIGINT, after restoring the send list. */
-int ibvl_kern_end(lua_State *L, struct ibvl_kern *k);
+/* Reads the end's table at idx (its fields: the type's, and "kernel" when
+ * multi) into k, the objects kept on the stack. */
+void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, int idx, const struct ibvl_kern_type *t,
+                     int multi);
+/* The lists checked again after every table was read; the send list's flags saved. */
+void ibvl_kern_recheck(lua_State *L, struct ibvl_kern *k);
+/* The send list's flags as they were before the run. */
+void ibvl_kern_restore(struct ibvl_kern *k);
+/* The send list's flags restored; the figures pushed (seconds: from the
+ * first post or completion to the last completion, else run_seconds):
+ * multi, one table with error and errno on failure; else the table, or nil,
+ * msg, errno, table. */
+int ibvl_kern_push(lua_State *L, struct ibvl_kern *k, double scale, double run_seconds,
+                   int multi);
 
-int ibvl_kern_late(struct ibvl_kern *k); /* the time limit passed: sets stop */
+/* together.c: one end of type t from the table at 1, all of ibv.lat_send & co. */
+int ibvl_kern_run1(lua_State *L, const struct ibvl_kern_type *t);
 
-/* Whether the loop must stop: SIGINT, the time limit (read every 256 calls). */
-static inline int ibvl_kern_tick(struct ibvl_kern *k)
+/* the kernels ibv.kernels knows by their kind (lat.c, bw.c) */
+extern const struct ibvl_kern_type ibvl_kern_lat_send, ibvl_kern_lat_write, ibvl_kern_lat_rtt,
+	ibvl_kern_bw;
+
+/* Polls cq and hands each completion to its end among ks[0..n) (by QP
+ * number): receives counted and reposted (while received + #recv_wrs <=
+ * recv_iters, as perftest does), send completions counted as cover WRs each,
+ * an error completion stops its end.  The count polled, or -errno. */
+int ibvl_kern_poll(struct ibvl_kern *ks, int n, struct ibvl_cq *cq);
+
+static inline int ibvl_kern_fail(struct ibvl_kern *k, int why, int err)
 {
-	if (ibvl_sigint_pending()) {
-		k->stop = KERN_SIGINT;
-		return 1;
-	}
-	return (++k->spins & 255) == 0 && ibvl_kern_late(k);
-}
-
-/* One poll of cq: successful receives counted (and reposted while
- * received + #recv_wrs <= recv_iters, as perftest does), send completions
- * counted as cover WRs each.  The count polled, or -1 (stop set). */
-int ibvl_kern_poll(struct ibvl_kern *k, struct ibvl_cq *cq);
-
-/* Polls cq until *counter reaches want; 0, or -1 when the run stops. */
-static inline int ibvl_kern_spin(struct ibvl_kern *k, struct ibvl_cq *cq, long long *counter,
-                                 long long want)
-{
-	while (*counter < want) {
-		int n = ibvl_kern_poll(k, cq);
-		if (n < 0 || (n == 0 && ibvl_kern_tick(k)))
-			return -1;
-	}
-	return 0;
+	k->stop = why;
+	k->err = err;
+	return KERN_STOPPED;
 }
 
 /* Records iteration i's start: sample i-1 is the time since iteration i-1's. */
 static inline void ibvl_kern_stamp(struct ibvl_kern *k)
 {
 	uint64_t now = ibvl_ticks();
+	if (k->first == 0)
+		k->first = now;
 	if (k->stamps > 0 && k->samples != NULL)
 		k->samples->v[k->stamps - 1].ticks = now - k->prev;
 	k->prev = now;
@@ -124,8 +148,7 @@ static inline int ibvl_kern_post(struct ibvl_kern *k)
 	void *bad;
 	int rc = ibvl_post_run(IBVL_POST_SEND, k->qp, &k->schain, &bad);
 	if (rc != 0) {
-		k->stop = KERN_POST;
-		k->err = rc;
+		ibvl_kern_fail(k, KERN_POST, rc);
 		return -1;
 	}
 	k->posted += k->nsend;

@@ -2,7 +2,7 @@
  * lat.c: latency kernels, the ping-pong of perftest's ib_send_lat and
  * ib_write_lat and the round trips of ib_read_lat and ib_atomic_lat, each
  * loop entirely in C with busy polling (kernel.h: the table, time limit,
- * SIGINT, figures).
+ * SIGINT, figures; together.c: the loop, alone or several in ibv.kernels).
  *
  *   local s = ibv.samples(999)
  *   local f = assert(ibv.lat_send{qp = qp, send_cq = scq, recv_cq = rcq,
@@ -26,15 +26,22 @@
  */
 #include "kernel.h"
 
-/* The run of one kernel: parse, check, loop, figures. */
-static int run(lua_State *L, struct ibvl_kern *k, int (*loop)(struct ibvl_kern *k, void *arg),
-               void *arg)
+/* where a ping-pong step is */
+enum { P_TOP, P_WAIT_PEER, P_POST, P_WAIT_SENT };
+
+/* The step waits on cq (NULL: memory). */
+static int waits(struct ibvl_kern *k, struct ibvl_cq *cq)
 {
-	ibvl_kern_begin(L, k);
+	k->wait[0] = cq;
+	k->wait[1] = NULL;
+	return KERN_MORE;
+}
+
+/* Every send WR signaled (the list's own flags come back after the run). */
+static void signal_all(struct ibvl_kern *k)
+{
 	for (int i = 0; i < k->nsend; i++)
 		k->swr[i].send_flags |= IBV_SEND_SIGNALED;
-	loop(k, arg);
-	return ibvl_kern_end(L, k);
 }
 
 static void one_wr(lua_State *L, const struct ibvl_kern *k)
@@ -43,92 +50,116 @@ static void one_wr(lua_State *L, const struct ibvl_kern *k)
 		ibvl_error(L, "field 'send_wrs': one WR expected, got %d", k->nsend);
 }
 
+/* Posts the next message when one is left: P_WAIT_SENT, or P_TOP. */
+static int post_next(struct ibvl_kern *k, volatile char *mark)
+{
+	if (k->sent >= k->iters)
+		return P_TOP;
+	ibvl_kern_stamp(k);
+	k->sent++;
+	if (mark != NULL)
+		*mark = (char)k->sent;
+	return ibvl_kern_post(k) ? -1 : P_WAIT_SENT;
+}
+
 /* ---- send/recv ping-pong (ib_send_lat) ----------------------------------- */
 
-static int send_loop(struct ibvl_kern *k, void *arg)
+/* Each iteration: wait for the peer's message (not before the initiator's
+ * first send), then send one and wait for its completion. */
+static int send_step(struct ibvl_kern *k)
 {
-	int initiator = *(int *)arg;
-	long long sent = 0, wanted = 0;
-	while (sent < k->iters || k->received < k->iters) {
-		if (k->received < k->iters && !(sent == 0 && initiator) &&
-		    ibvl_kern_spin(k, k->rcq, &k->received, ++wanted))
-			return -1;
-		if (sent < k->iters) {
-			ibvl_kern_stamp(k);
-			if (ibvl_kern_post(k) || ibvl_kern_spin(k, k->scq, &k->completed, ++sent))
-				return -1;
+	for (;;) {
+		switch (k->phase) {
+		case P_TOP:
+			if (k->sent >= k->iters && k->received >= k->iters)
+				return KERN_DONE;
+			k->phase = P_POST;
+			if (k->received < k->iters && !(k->sent == 0 && k->initiator)) {
+				k->wanted++;
+				k->phase = P_WAIT_PEER;
+			}
+			break;
+		case P_WAIT_PEER:
+			if (k->received < k->wanted)
+				return waits(k, k->rcq);
+			k->phase = P_POST;
+			break;
+		case P_POST:
+			if ((k->phase = post_next(k, NULL)) < 0)
+				return KERN_STOPPED;
+			break;
+		default:
+			if (k->completed < k->sent)
+				return waits(k, k->scq);
+			k->phase = P_TOP;
 		}
 	}
-	return 0;
+}
+
+static void read_send(lua_State *L, struct ibvl_kern *k, int idx)
+{
+	one_wr(L, k);
+	k->initiator = ibvl_bool_field(L, idx, "initiator", 0);
 }
 
 static const char *const send_fields[] = {"qp", "send_cq", "send_wrs", "recv_cq", "recv_wrs", "iters",
                                           "initiator", "samples", "timeout", NULL};
 
-static int l_lat_send(lua_State *L)
-{
-	struct ibvl_kern k;
-	ibvl_kern_parse(L, &k, "ibv.lat_send", send_fields, KERN_SEND | KERN_RECV | KERN_SAMPLES);
-	one_wr(L, &k);
-	int initiator = ibvl_bool_field(L, 1, "initiator", 0);
-	return run(L, &k, send_loop, &initiator);
-}
+const struct ibvl_kern_type ibvl_kern_lat_send = {
+	"ibv.lat_send", "lat_send", send_fields, KERN_SEND | KERN_RECV | KERN_SAMPLES,
+	read_send, signal_all, send_step,
+};
 
 /* ---- RDMA write ping-pong polling on memory (ib_write_lat) ---------------- */
 
-struct write_arg {
-	int initiator;
-	volatile char *post; /* the last byte of the message sent */
-	volatile char *poll; /* the last byte of the message the peer writes */
-};
-
-static int write_loop(struct ibvl_kern *k, void *arg)
+/* Each iteration: wait for the peer's write (its last byte turning to the
+ * iteration's number), then write and wait for the completion. */
+static int write_step(struct ibvl_kern *k)
 {
-	struct write_arg *w = arg;
-	long long sent = 0, seen = 0;
-	while (sent < k->iters || k->completed < k->iters || seen < k->iters) {
-		if (seen < k->iters && !(sent == 0 && w->initiator)) {
-			seen++;
-			while (*w->poll != (char)seen)
-				if (ibvl_kern_tick(k))
-					return -1;
-			k->received = seen;
+	for (;;) {
+		switch (k->phase) {
+		case P_TOP:
+			if (k->sent >= k->iters && k->completed >= k->iters && k->received >= k->iters)
+				return KERN_DONE;
+			k->phase = P_POST;
+			if (k->received < k->iters && !(k->sent == 0 && k->initiator)) {
+				k->wanted = k->received + 1;
+				k->phase = P_WAIT_PEER;
+			}
+			break;
+		case P_WAIT_PEER:
+			if (*k->poll_byte != (char)k->wanted)
+				return waits(k, NULL);
+			k->received = k->wanted;
+			k->phase = P_POST;
+			break;
+		case P_POST:
+			if ((k->phase = post_next(k, k->post_byte)) < 0)
+				return KERN_STOPPED;
+			break;
+		default:
+			if (k->completed < k->sent)
+				return waits(k, k->scq);
+			k->phase = P_TOP;
 		}
-		if (sent < k->iters) {
-			ibvl_kern_stamp(k);
-			*w->post = (char)++sent;
-			if (ibvl_kern_post(k))
-				return -1;
-		}
-		if (k->completed < k->iters && ibvl_kern_spin(k, k->scq, &k->completed, sent))
-			return -1;
 	}
-	return 0;
 }
 
 /* The MR object in field (required), open. */
-static struct ibv_mr *mr_field(lua_State *L, const char *field)
+static struct ibv_mr *mr_field(lua_State *L, int idx, const char *field)
 {
-	struct ibvl_obj *o = ibvl_obj_field_keep(L, 1, field, &ibvl_mr_class);
+	struct ibvl_obj *o = ibvl_obj_field_keep(L, idx, field, &ibvl_mr_class);
 	if (o == NULL)
 		ibvl_error(L, "field '%s': ibverbs.mr expected, got nil", field);
 	return o->ptr;
 }
 
-static const char *const write_fields[] = {"qp", "send_cq", "send_wrs", "send_mr", "poll_mr",
-                                           "poll_offset", "iters", "initiator", "samples",
-                                           "timeout", NULL};
-
-static int l_lat_write(lua_State *L)
+static void read_write(lua_State *L, struct ibvl_kern *k, int idx)
 {
-	struct ibvl_kern k;
-	struct write_arg w;
-	ibvl_kern_parse(L, &k, "ibv.lat_write", write_fields, KERN_SEND | KERN_SAMPLES);
-	one_wr(L, &k);
-	w.initiator = ibvl_bool_field(L, 1, "initiator", 0);
-	struct ibv_mr *smr = mr_field(L, "send_mr"), *pmr = mr_field(L, "poll_mr");
-	lua_Integer off = ibvl_int_field(L, 1, "poll_offset", 0, 0, INT64_MAX);
-	const struct ibv_send_wr *wr = &k.swr[0];
+	read_send(L, k, idx);
+	struct ibv_mr *smr = mr_field(L, idx, "send_mr"), *pmr = mr_field(L, idx, "poll_mr");
+	lua_Integer off = ibvl_int_field(L, idx, "poll_offset", 0, 0, INT64_MAX);
+	const struct ibv_send_wr *wr = &k->swr[0];
 	if (wr->opcode != IBV_WR_RDMA_WRITE)
 		ibvl_error(L, "field 'send_wrs': an rdma_write WR expected");
 	if (wr->num_sge < 1 || wr->sg_list[0].length < 1)
@@ -140,34 +171,49 @@ static int l_lat_write(lua_State *L)
 	if ((uint64_t)off > pmr->length || len > pmr->length - (uint64_t)off)
 		ibvl_error(L, "field 'poll_offset': %d + %d bytes outside poll_mr (%d bytes)", (int)off,
 		           (int)len, (int)pmr->length);
-	w.post = (volatile char *)(uintptr_t)(addr + len - 1);
-	w.poll = (volatile char *)pmr->addr + off + len - 1;
-	return run(L, &k, write_loop, &w);
+	k->post_byte = (volatile char *)(uintptr_t)(addr + len - 1);
+	k->poll_byte = (volatile char *)pmr->addr + off + len - 1;
 }
+
+static const char *const write_fields[] = {"qp", "send_cq", "send_wrs", "send_mr", "poll_mr",
+                                           "poll_offset", "iters", "initiator", "samples",
+                                           "timeout", NULL};
+
+const struct ibvl_kern_type ibvl_kern_lat_write = {
+	"ibv.lat_write", "lat_write", write_fields, KERN_SEND | KERN_SAMPLES,
+	read_write, signal_all, write_step,
+};
 
 /* ---- round trips of one side (ib_read_lat, ib_atomic_lat) ----------------- */
 
-static int rtt_loop(struct ibvl_kern *k, void *arg)
+static int rtt_step(struct ibvl_kern *k)
 {
-	(void)arg;
-	for (long long sent = 0; sent < k->iters;) {
-		ibvl_kern_stamp(k);
-		if (ibvl_kern_post(k) || ibvl_kern_spin(k, k->scq, &k->completed, ++sent))
-			return -1;
+	for (;;) {
+		if (k->completed < k->sent)
+			return waits(k, k->scq);
+		if (k->sent >= k->iters)
+			return KERN_DONE;
+		if (post_next(k, NULL) < 0)
+			return KERN_STOPPED;
 	}
-	return 0;
 }
 
 static const char *const rtt_fields[] = {"qp", "send_cq", "send_wrs", "iters", "samples",
                                          "timeout", NULL};
 
-static int l_lat_rtt(lua_State *L)
+static void read_rtt(lua_State *L, struct ibvl_kern *k, int idx)
 {
-	struct ibvl_kern k;
-	ibvl_kern_parse(L, &k, "ibv.lat_rtt", rtt_fields, KERN_SEND | KERN_SAMPLES);
-	one_wr(L, &k);
-	return run(L, &k, rtt_loop, NULL);
+	(void)idx;
+	one_wr(L, k);
 }
+
+const struct ibvl_kern_type ibvl_kern_lat_rtt = {
+	"ibv.lat_rtt", "lat_rtt", rtt_fields, KERN_SEND | KERN_SAMPLES, read_rtt, signal_all, rtt_step,
+};
+
+static int l_lat_send(lua_State *L) { return ibvl_kern_run1(L, &ibvl_kern_lat_send); }
+static int l_lat_write(lua_State *L) { return ibvl_kern_run1(L, &ibvl_kern_lat_write); }
+static int l_lat_rtt(lua_State *L) { return ibvl_kern_run1(L, &ibvl_kern_lat_rtt); }
 
 void ibvl_open_lat(lua_State *L)
 {

@@ -1,5 +1,6 @@
--- The measurement kernels on rxe0 (lat.c, bw.c, kernel.c): ping-pong
--- against a peer process, round trips and bandwidth on a loopback pair; the
+-- The measurement kernels on rxe0 (lat.c, bw.c, kernel.c, together.c):
+-- ping-pong against a peer process, round trips and bandwidth on a loopback
+-- pair, several ends at once in one loop (ibv.kernels); the
 -- figures and sample counts, the time limit, the collector and a finalizer
 -- that closes the objects, allocation per iteration, named argument errors.
 -- (SIGINT: spec/faults/sigint_spec.lua, modes lat_send, lat_write, bw.)
@@ -235,5 +236,154 @@ describe("on rxe0, one side's kernels on a loopback pair", function()
       cap = { max_send_wr = 1, max_recv_wr = 1 } })
     assert(c:close())
     assert.error_matches(function() ibv.lat_rtt(with{ qp = c }) end, "closed ibverbs.qp", nil, true)
+  end)
+end)
+
+describe("on rxe0, kernels that run together (ibv.kernels)", function()
+  local env, mr, rmr
+  before_each(function()
+    env = support.pair{ cap = { max_send_wr = 128, max_recv_wr = 1024, max_send_sge = 1, max_recv_sge = 1 },
+                        cqe = 2048 }
+    mr = assert(env.pd:reg_mr(65536, { "local_write", "remote_write", "remote_read" }))
+    rmr = assert(env.pd:reg_mr(65536, { "local_write", "remote_write", "remote_read" }))
+  end)
+
+  -- A third and fourth QP on env's CQ, connected to each other.
+  local function second_pair()
+    local function make()
+      return assert(env.pd:create_qp{ qp_type = "rc", send_cq = env.cq, recv_cq = env.cq,
+        cap = { max_send_wr = 128, max_recv_wr = 1024, max_send_sge = 1, max_recv_sge = 1 } })
+    end
+    local c, d = make(), make()
+    for _, p in ipairs({ { c, d }, { d, c } }) do
+      assert(p[1]:connect({ qpn = p[2].qp_num, psn = 0, gid = env.gid },
+        { sgid_index = support.GID_INDEX, qp_access_flags = { "local_write", "remote_write", "remote_read" } }))
+    end
+    return c, d
+  end
+
+  -- One end of a send ping-pong on qp: its message from mr at slot*64, its
+  -- receive into rmr at slot*64 (posted now).
+  local function pingpong_end(qp, slot, iters, initiator, s)
+    local sl, rl = ibv.send_wrs(1), ibv.recv_wrs(1)
+    sl:set(1, { opcode = "send", sge = { mr = mr, offset = slot * 64, length = 8 } })
+    rl:set(1, { sge = { mr = rmr, offset = slot * 64, length = 64 } })
+    assert(qp:post_recv(rl))
+    return { kernel = "lat_send", qp = qp, send_cq = env.cq, recv_cq = env.cq, send_wrs = sl, recv_wrs = rl,
+             iters = iters, initiator = initiator, samples = s, timeout = 20 }
+  end
+
+  it("run both ends of two ping-pongs in one loop, on one CQ: every iteration of each, its own samples", function()
+    local c, d = second_pair()
+    local s1, s3 = ibv.samples(400), ibv.samples(250)
+    local f = ibv.kernels{ pingpong_end(env.a, 0, 400, true, s1), pingpong_end(env.b, 1, 400, false),
+                           pingpong_end(c, 2, 250, true, s3), pingpong_end(d, 3, 250, false) }
+    assert.equal(4, #f)
+    for i, want in ipairs({ 400, 400, 250, 250 }) do
+      assert.is_nil(f[i].error, f[i].error)
+      assert.equal(want, f[i].sent)
+      assert.equal(want, f[i].received)
+      assert.equal(0, f[i].foreign) -- each completion went to its own end
+    end
+    plausible(f[1], s1, 400)
+    plausible(f[3], s3, 250)
+    assert.equal(0, f[2].samples)
+  end)
+
+  it("send from one QP while another receives (recv_qp), with an RDMA write flow at the same time", function()
+    local c, d = second_pair()
+    local recv = ibv.recv_wrs(64)
+    recv:fill{ sge = { mr = rmr, length = 256 }, stride = 256 }
+    assert(env.b:post_recv(recv))
+    local send = ibv.send_wrs(4)
+    send:fill{ opcode = "send", sge = { mr = mr, length = 256 } }
+    local write = ibv.send_wrs(1)
+    write:set(1, { opcode = "rdma_write", sge = { mr = mr, offset = 32768, length = 4096 },
+                   remote_addr = rmr.addr + 32768, rkey = rmr.rkey })
+    mr:write(32768, string.rep("w", 4096))
+    local f = ibv.kernels{
+      { kernel = "bw", qp = env.a, send_cq = env.cq, send_wrs = send, recv_qp = env.b, recv_cq = env.cq,
+        recv_wrs = recv, iters = 2000, window = 32, cq_mod = 16 },
+      { kernel = "bw", qp = c, send_cq = env.cq, send_wrs = write, iters = 500, window = 16, cq_mod = 10 },
+    }
+    assert.is_nil(f[1].error, f[1].error)
+    assert.is_nil(f[2].error, f[2].error)
+    assert.equal(2000, f[1].sent)
+    assert.equal(2000, f[1].received)
+    assert.equal(500, f[2].sent)
+    assert.equal(0, f[2].received)
+    assert.equal(string.rep("w", 4096), rmr:read(32768, 4096))
+    assert.is_true(f[1].seconds > 0 and f[2].seconds > 0)
+    d:close()
+  end)
+
+  it("stop a failing end alone: its figures carry error and errno, the others finish", function()
+    local rl = ibv.recv_wrs(1)
+    rl:fill{ sge = { mr = rmr, length = 64 } }
+    assert(env.b:post_recv(rl))
+    local sl = ibv.send_wrs(1)
+    sl:set(1, { opcode = "send", sge = { mr = mr, length = 8 } })
+    local rd = ibv.send_wrs(1)
+    rd:set(1, { opcode = "rdma_read", sge = { mr = mr, length = 64 }, remote_addr = rmr.addr, rkey = rmr.rkey })
+    local t0 = ibv.now()
+    local f = ibv.kernels{
+      { kernel = "lat_send", qp = env.b, send_cq = env.cq, recv_cq = env.cq, send_wrs = sl, recv_wrs = rl,
+        iters = 10, timeout = 0.3 }, -- nobody pings b
+      { kernel = "lat_rtt", qp = env.a, send_cq = env.cq, send_wrs = rd, iters = 300 },
+    }
+    local dt = ibv.now() - t0
+    assert.matches("timed out", f[1].error)
+    assert.equal(ibv.errno.ETIMEDOUT, f[1].errno)
+    assert.equal(0, f[1].received)
+    assert.is_nil(f[2].error)
+    assert.equal(300, f[2].sent)
+    assert.is_true(dt >= 0.3 and dt < 1.5, dt .. " s")
+  end)
+
+  it("allocate nothing per iteration (one figures table per end, once per call)", function()
+    local l1, l2 = ibv.send_wrs(1), ibv.send_wrs(1)
+    l1:set(1, { opcode = "rdma_read", sge = { mr = mr, length = 64 }, remote_addr = rmr.addr, rkey = rmr.rkey })
+    l2:set(1, { opcode = "rdma_read", sge = { mr = rmr, length = 64 }, remote_addr = mr.addr, rkey = mr.rkey })
+    local ends = { { kernel = "lat_rtt", qp = env.a, send_cq = env.cq, send_wrs = l1, iters = 100 },
+                   { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l2, iters = 100 } }
+    local function growth(n)
+      ends[1].iters, ends[2].iters = n, n
+      collectgarbage()
+      collectgarbage("stop")
+      local before = collectgarbage("count")
+      local f = ibv.kernels(ends)
+      local after = collectgarbage("count")
+      collectgarbage("restart")
+      assert.equal(n, f[1].sent)
+      assert.equal(n, f[2].sent)
+      return (after - before) * 1024
+    end
+    growth(100)
+    local g1, g2 = growth(1000), growth(2000)
+    assert.equal(g1, g2)
+    assert.is_true(g1 < 4096, g1 .. " bytes a call")
+  end)
+
+  it("raise errors naming the kernel and its bad field, before any work", function()
+    local l = ibv.send_wrs(1)
+    l:set(1, { opcode = "rdma_read", sge = { mr = mr, length = 8 }, remote_addr = rmr.addr, rkey = rmr.rkey })
+    local ok_end = { kernel = "lat_rtt", qp = env.a, send_cq = env.cq, send_wrs = l, iters = 5 }
+    local cases = {
+      { {}, "1 to 64 kernel tables expected, got 0" },
+      { { 5 }, "kernel 1: table expected, got number" },
+      { { ok_end, { kernel = "nope", qp = env.b } }, "kernel 2: field 'kernel': lat_send, lat_write, lat_rtt or bw " ..
+        "expected, got nope" },
+      { { ok_end, { qp = env.b } }, "kernel 2: field 'kernel': lat_send, lat_write, lat_rtt or bw expected, got nil" },
+      { { ok_end, { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l } }, "kernel 2: field 'iters'" },
+      { { ok_end, { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, window = 3 } },
+        "kernel 2: ibv.lat_rtt: unknown field 'window'" },
+      { { ok_end, ok_end }, "kernel 2: a QP of kernel 1's too" },
+      { { ok_end, { kernel = "bw", qp = env.b, recv_qp = env.a, recv_cq = env.cq, recv_wrs = ibv.recv_wrs(1),
+          iters = 1 } }, "kernel 2: a QP of kernel 1's too" },
+    }
+    for _, c in ipairs(cases) do
+      assert.error_matches(function() ibv.kernels(c[1]) end, c[2], nil, true)
+    end
+    assert.equal(0, env.cq:poll(ibv.wc_array(4))) -- nothing was posted
   end)
 end)

@@ -714,7 +714,7 @@ T["ibv.transfer"] = function(g)
   f[#f + 1] = { "timeout", g:secs() }
   return { g:maybe_evil(g:tbl(f, { timeout = true }), nil, 0.3) }
 end
--- The measurement kernels (lat.c, bw.c): the objects they take, mostly of the
+-- The measurement kernels (lat.c, bw.c, together.c): the objects they take, mostly of the
 -- right kinds, a count, and always a short time limit.
 local KERNEL_FIELDS = {
   ["ibv.lat_send"] = { "send", "recv", "samples", "initiator" },
@@ -722,37 +722,56 @@ local KERNEL_FIELDS = {
   ["ibv.lat_rtt"] = { "send", "samples" },
   ["ibv.bw"] = { "send?", "recv?", "window" },
 }
-local function kernel_template(name)
-  return function(g)
-    local r = g.r
-    local f = { { "qp", g:objx("ibverbs.qp") } }
-    for _, part in ipairs(KERNEL_FIELDS[name]) do
-      local side, optional = part:match("^(%a+)(%??)$")
-      if optional == "" or r.chance(0.7) then
-        if side == "send" then
-          f[#f + 1] = { "send_cq", g:objx("ibverbs.cq") }
-          f[#f + 1] = { "send_wrs", g:objx("ibverbs.send_wrs") }
-        elseif side == "recv" then
-          f[#f + 1] = { "recv_cq", g:objx("ibverbs.cq") }
-          f[#f + 1] = { "recv_wrs", g:objx("ibverbs.recv_wrs") }
-        elseif side == "mrs" then
-          f[#f + 1] = { "send_mr", g:objx("ibverbs.mr") }
-          f[#f + 1] = { "poll_mr", g:objx("ibverbs.mr") }
-          f[#f + 1] = { "poll_offset", g:opt(0.5, G.num) }
-        elseif side == "samples" then
-          f[#f + 1] = { "samples", g:opt(0.6, G.objx, "ibverbs.samples") }
-        elseif side == "initiator" then
-          f[#f + 1] = { "initiator", r.pick({ "true", "false", "1" }) }
-        else
-          f[#f + 1] = { "window", g:opt(0.5, G.num) }
-          f[#f + 1] = { "cq_mod", g:opt(0.5, G.num) }
-        end
+-- The fields of one kernel's table (g:tbl's list).
+local function kernel_fields(g, name)
+  local r = g.r
+  local f = { { "qp", g:objx("ibverbs.qp") } }
+  for _, part in ipairs(KERNEL_FIELDS[name]) do
+    local side, optional = part:match("^(%a+)(%??)$")
+    if optional == "" or r.chance(0.7) then
+      if side == "send" then
+        f[#f + 1] = { "send_cq", g:objx("ibverbs.cq") }
+        f[#f + 1] = { "send_wrs", g:objx("ibverbs.send_wrs") }
+      elseif side == "recv" then
+        f[#f + 1] = { "recv_cq", g:objx("ibverbs.cq") }
+        f[#f + 1] = { "recv_wrs", g:objx("ibverbs.recv_wrs") }
+        if name == "ibv.bw" and r.chance(0.3) then f[#f + 1] = { "recv_qp", g:objx("ibverbs.qp") } end
+      elseif side == "mrs" then
+        f[#f + 1] = { "send_mr", g:objx("ibverbs.mr") }
+        f[#f + 1] = { "poll_mr", g:objx("ibverbs.mr") }
+        f[#f + 1] = { "poll_offset", g:opt(0.5, G.num) }
+      elseif side == "samples" then
+        f[#f + 1] = { "samples", g:opt(0.6, G.objx, "ibverbs.samples") }
+      elseif side == "initiator" then
+        f[#f + 1] = { "initiator", r.pick({ "true", "false", "1" }) }
+      else
+        f[#f + 1] = { "window", g:opt(0.5, G.num) }
+        f[#f + 1] = { "cq_mod", g:opt(0.5, G.num) }
       end
     end
-    f[#f + 1] = { "iters", r.pick({ "1", "2", "4", "100", "0", "-1", "0/0", "2^62" }) }
-    f[#f + 1] = { "timeout", g:secs() }
-    return { g:maybe_evil(g:tbl(f, { timeout = true }), nil, 0.3) }
   end
+  f[#f + 1] = { "iters", r.pick({ "1", "2", "4", "100", "0", "-1", "0/0", "2^62" }) }
+  f[#f + 1] = { "timeout", g:secs() }
+  return f
+end
+local function kernel_template(name)
+  return function(g)
+    return { g:maybe_evil(g:tbl(kernel_fields(g, name), { timeout = true }), nil, 0.3) }
+  end
+end
+-- ibv.kernels: one to three kernels' tables, each naming its kind (now and
+-- then a wrong one), the same objects often in two of them.
+T["ibv.kernels"] = function(g)
+  local r = g.r
+  local names = { "ibv.lat_send", "ibv.lat_write", "ibv.lat_rtt", "ibv.bw" }
+  local ends = {}
+  for i = 1, r.chance(0.05) and 0 or r.int(3) do
+    local name = r.pick(names)
+    local f = kernel_fields(g, name)
+    f[#f + 1] = { "kernel", r.chance(0.9) and ('"%s"'):format(name:sub(5)) or g:any(1) }
+    ends[i] = g:maybe_evil(g:tbl(f, { timeout = true }), nil, 0.1)
+  end
+  return { "{" .. table.concat(ends, ", ") .. "}" }
 end
 for name in pairs(KERNEL_FIELDS) do T[name] = kernel_template(name) end
 T["ibv.samples"] = function(g)
@@ -800,7 +819,7 @@ gen.templates = T
 -- methods that block: never called with arguments outside their template
 local BLOCKING = { get_event = true, get_async_event = true, get_request = true, get_send_comp = true,
   get_recv_comp = true, wait = true, transfer = true, expect = true, resolve_addr = true,
-  lat_send = true, lat_write = true, lat_rtt = true, bw = true,
+  lat_send = true, lat_write = true, lat_rtt = true, bw = true, kernels = true,
   resolve_route = true, connect = true, create_ep = true }
 
 -- ------------------------------------------------------------------ lines

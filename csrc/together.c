@@ -1,0 +1,209 @@
+/*
+ * together.c: the loop that runs the measurement kernels (kernel.h): one
+ * end (ibv.lat_send, lat_write, lat_rtt, bw) or several at once
+ * (ibv.kernels), each at its own pace, busy polling the CQs its ends wait
+ * on, each end under its own time limit, all under SIGINT.
+ *
+ *   local f = ibv.kernels{
+ *     {kernel = "lat_send", qp = out_qp, send_cq = cq, recv_cq = cq, send_wrs = ping,
+ *      recv_wrs = pong_rx, iters = 1000, initiator = true, samples = s1},
+ *     {kernel = "lat_send", qp = in_qp, send_cq = cq, recv_cq = cq, send_wrs = echo,
+ *      recv_wrs = ping_rx, iters = 1000, samples = s2},
+ *     {kernel = "bw", qp = qp3, send_cq = cq, send_wrs = wl, iters = 8192},
+ *   }
+ *   f[1].seconds; f[2].error, f[2].errno   -- one figures table per end
+ *
+ * Each table is what the kernel of its kind ("lat_send", "lat_write",
+ * "lat_rtt", "bw") takes, with that field added.  An end that fails (a
+ * completion with an error, a failed post, its time limit) stops alone and
+ * its figures carry error and errno; the others run on.  SIGINT stops all
+ * and raises "ibv.kernels: interrupted".  Completions go to their end by QP
+ * number, so ends may share a CQ that reports it (every plain CQ does); no
+ * QP may belong to two ends.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "wait.h"
+
+/* Adds cq to the set cqs[0..*n) unless it is there. */
+static void add_cq(struct ibvl_cq **cqs, int *n, struct ibvl_cq *cq)
+{
+	if (cq == NULL)
+		return;
+	for (int i = 0; i < *n; i++)
+		if (cqs[i] == cq)
+			return;
+	cqs[(*n)++] = cq;
+}
+
+/* Every live end stepped; the CQs they wait on in cqs; the ends still live. */
+static int step_all(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int *ncq)
+{
+	int live = 0;
+	*ncq = 0;
+	for (int i = 0; i < n; i++) {
+		struct ibvl_kern *k = &ks[i];
+		if (k->over)
+			continue;
+		if ((k->stop != KERN_OK ? KERN_STOPPED : k->type->step(k)) != KERN_MORE) {
+			k->over = 1;
+			continue;
+		}
+		live++;
+		add_cq(cqs, ncq, k->wait[0]);
+		add_cq(cqs, ncq, k->wait[1]);
+	}
+	return live;
+}
+
+/* The live ends on cq (any cq: NULL) stopped for why. */
+static void stop_ends(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int why, int err)
+{
+	for (int i = 0; i < n; i++)
+		if (!ks[i].over && ks[i].stop == KERN_OK &&
+		    (cq == NULL || ks[i].scq == cq || ks[i].rcq == cq))
+			ibvl_kern_fail(&ks[i], why, err);
+}
+
+static void loop(struct ibvl_kern *ks, int n)
+{
+	struct ibvl_cq *cqs[2 * KERN_MAX_ENDS];
+	unsigned int spins = 0;
+	int ncq;
+	while (step_all(ks, n, cqs, &ncq) > 0) {
+		int got = 0;
+		for (int c = 0; c < ncq; c++) {
+			int m = ibvl_kern_poll(ks, n, cqs[c]);
+			if (m < 0)
+				stop_ends(ks, n, cqs[c], KERN_POLL, -m);
+			else
+				got += m;
+		}
+		if (got > 0)
+			continue;
+		if (ibvl_sigint_pending()) {
+			stop_ends(ks, n, NULL, KERN_SIGINT, EINTR);
+			return;
+		}
+		if ((++spins & 255) != 0)
+			continue;
+		double now = ibvl_monotonic();
+		for (int i = 0; i < n; i++)
+			if (!ks[i].over && ks[i].stop == KERN_OK && now > ks[i].deadline)
+				ibvl_kern_fail(&ks[i], KERN_TIME, ETIMEDOUT);
+	}
+}
+
+/* The ends read (ks[0..n)): checked again, run, their figures pushed. */
+static int run(lua_State *L, struct ibvl_kern *ks, int n, int multi, const char *name)
+{
+	struct ibvl_sigint sig;
+	struct ibvl_clock clock;
+	for (int i = 0; i < n; i++) {
+		ibvl_kern_recheck(L, &ks[i]);
+		if (ks[i].type->start != NULL)
+			ks[i].type->start(&ks[i]);
+	}
+	ibvl_sigint_begin(&sig);
+	ibvl_clock_start(&clock);
+	for (int i = 0; i < n; i++)
+		ks[i].deadline = isinf(ks[i].timeout) ? HUGE_VAL : clock.s0 + ks[i].timeout;
+	loop(ks, n);
+	double scale = ibvl_clock_scale(&clock);
+	if (ibvl_sigint_end(&sig)) {
+		for (int i = 0; i < n; i++)
+			ibvl_kern_restore(&ks[i]);
+		return ibvl_interrupted(L, name);
+	}
+	if (!multi)
+		return ibvl_kern_push(L, &ks[0], scale, clock.s1 - clock.s0, 0);
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		ibvl_kern_push(L, &ks[i], scale, clock.s1 - clock.s0, 1);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
+int ibvl_kern_run1(lua_State *L, const struct ibvl_kern_type *t)
+{
+	struct ibvl_kern k;
+	struct ibvl_guard g;
+	luaL_checktype(L, 1, LUA_TTABLE);
+	ibvl_guard_begin(&g);
+	ibvl_kern_parse(L, &k, 1, t, 0);
+	ibvl_guard_end(L, &g); /* raises when an object read was closed meanwhile */
+	return run(L, &k, 1, 0, t->name);
+}
+
+static const struct ibvl_kern_type *const types[] = {&ibvl_kern_lat_send, &ibvl_kern_lat_write,
+                                                     &ibvl_kern_lat_rtt, &ibvl_kern_bw, NULL};
+
+/* The kernel type the table at idx names in its field kernel. */
+static const struct ibvl_kern_type *kind(lua_State *L, int idx)
+{
+	ibvl_getfield(L, idx, "kernel");
+	const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+	for (int i = 0; s != NULL && types[i] != NULL; i++)
+		if (strcmp(types[i]->kind, s) == 0) {
+			lua_pop(L, 1);
+			return types[i];
+		}
+	ibvl_error(L, "field 'kernel': lat_send, lat_write, lat_rtt or bw expected, got %s",
+	           s != NULL ? s : luaL_typename(L, -1));
+	return NULL;
+}
+
+/* No QP in two ends; a CQ that does not report qp_num serves one end only. */
+static void check_shared(lua_State *L, const struct ibvl_kern *ks, int n)
+{
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < i; j++) {
+			const struct ibvl_kern *a = &ks[i], *b = &ks[j];
+			if (a->qpn == b->qpn || a->qpn == b->rqpn || a->rqpn == b->qpn ||
+			    a->rqpn == b->rqpn)
+				ibvl_error(L, "kernel %d: a QP of kernel %d's too (each QP belongs to one)",
+				           i + 1, j + 1);
+			const struct ibvl_cq *cq[4] = {a->scq, a->rcq, b->scq, b->rcq};
+			for (int x = 0; x < 2; x++)
+				for (int y = 2; y < 4; y++)
+					if (cq[x] != NULL && cq[x] == cq[y] && cq[x]->cqx != NULL &&
+					    !(cq[x]->wc_flags & IBV_WC_EX_WITH_QP_NUM))
+						ibvl_error(L, "kernel %d: shares a CQ with kernel %d, a cq_ex "
+						              "made without wc_flags 'qp_num'", i + 1, j + 1);
+		}
+}
+
+static int l_kernels(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+	if (n < 1 || n > KERN_MAX_ENDS)
+		return ibvl_argerror(L, 1, "kernels", "1 to %d kernel tables expected, got %d",
+		                     KERN_MAX_ENDS, (int)n);
+	/* allocated before the reading: no collection inside the guard's window */
+	struct ibvl_kern *ks = lua_newuserdata(L, (size_t)n * sizeof *ks);
+	struct ibvl_guard g;
+	ibvl_guard_begin(&g);
+	for (int i = 0; i < (int)n; i++) {
+		int saved = ibvl_path_push("#kernel", i + 1);
+		lua_rawgeti(L, 1, i + 1); /* kept on the stack */
+		int idx = lua_gettop(L);
+		if (!lua_istable(L, idx))
+			ibvl_error(L, "table expected, got %s", luaL_typename(L, idx));
+		ibvl_kern_parse(L, &ks[i], idx, kind(L, idx), 1);
+		ibvl_path_pop(saved);
+	}
+	ibvl_guard_end(L, &g);
+	check_shared(L, ks, (int)n);
+	return run(L, ks, (int)n, 1, "ibv.kernels");
+}
+
+void ibvl_open_kernels(lua_State *L)
+{
+	lua_pushcfunction(L, l_kernels);
+	lua_setfield(L, -2, "kernels");
+}
