@@ -25,7 +25,8 @@
 #include "kernel.h"
 
 static const char *const bw_fields[] = {"qp", "send_cq", "send_wrs", "recv_qp", "recv_cq",
-                                        "recv_wrs", "iters", "window", "cq_mod", "timeout", NULL};
+                                        "recv_wrs", "prepost", "iters", "window", "cq_mod",
+                                        "timeout", NULL};
 
 /* One post list when the window has room (the last WR signaled once in
  * cq_mod WRs and at the end); the CQs of what is left to wait for. */

@@ -4,11 +4,12 @@
  *
  * Every kernel's table has: qp, send_cq, send_wrs (a prepared list posted
  * whole each time), recv_cq and recv_wrs (posted by the script before:
- * min(#recv_wrs, count) of them; a consumed receive is reposted while
- * received + #recv_wrs <= count, as perftest does; WR ids are the 0-based
- * index in the list, what fill gives), recv_qp (where the receives go when
- * not qp: ibv.bw), iters, timeout (seconds for the whole run; 60 when nil,
- * math.huge: none) and what the kernel adds.  The figures:
+ * min(#recv_wrs, count) of them, or by the kernel as it starts when prepost
+ * is true; a consumed receive is reposted while received + #recv_wrs <=
+ * count, as perftest does; WR ids are the 0-based index in the list, what
+ * fill gives), recv_qp (where the receives go when not qp: ibv.bw), iters,
+ * timeout (seconds from the end's start; 60 when nil, math.huge: none) and
+ * what the kernel adds.  The figures:
  *   {iters =, sent =, received =, posted =, foreign =, samples =, seconds =}
  * A completion with an error, a failed post or poll, the time limit: nil,
  * msg, errno and the figures so far (in ibv.kernels: the figures with error
@@ -53,12 +54,14 @@ static void check_fields(lua_State *L, int idx, const struct ibvl_kern_type *t, 
 {
 	const char *f[24];
 	int n = 0;
-	while (t->fields[n] != NULL && n < 22) {
+	while (t->fields[n] != NULL && n < 21) {
 		f[n] = t->fields[n];
 		n++;
 	}
-	if (multi)
+	if (multi) {
 		f[n++] = "kernel";
+		f[n++] = "after";
+	}
 	f[n] = NULL;
 	ibvl_check_fields(L, idx, t->name, f);
 }
@@ -82,6 +85,7 @@ static void parse_recv(lua_State *L, struct ibvl_kern *k, int idx, int optional)
 		return;
 	k->rcq = required(L, idx, "recv_cq", &ibvl_cq_class);
 	k->rwr = ibvl_wr_list(L, k->ridx, 0, &k->nrecv);
+	k->prepost = ibvl_bool_field(L, idx, "prepost", 0);
 	struct ibvl_qp *r = ibvl_obj_field_keep(L, idx, "recv_qp", &ibvl_qp_class);
 	if (r != NULL) {
 		k->rqp = r->o.ptr;
@@ -140,6 +144,21 @@ void ibvl_kern_recheck(lua_State *L, struct ibvl_kern *k)
 		k->saved_flags[i] = k->swr[i].send_flags;
 }
 
+void ibvl_kern_start(struct ibvl_kern *k, double now)
+{
+	k->started = 1;
+	k->deadline = isinf(k->timeout) ? HUGE_VAL : now + k->timeout;
+	if (!k->prepost || k->rwr == NULL)
+		return;
+	struct ibvl_chain c;
+	void *bad;
+	long long m = k->recv_iters < k->nrecv ? k->recv_iters : k->nrecv;
+	ibvl_chain_recv_range(&c, k->rwr, 0, (int)m);
+	int rc = ibvl_post_run(IBVL_POST_RECV, k->rqp, &c, &bad);
+	if (rc != 0)
+		ibvl_kern_fail(k, KERN_POST, -rc); /* a receive's: negative */
+}
+
 /* One successful or failed completion of k's. */
 static void on_wc(struct ibvl_kern *k, const struct ibv_wc *w, uint64_t now)
 {
@@ -171,13 +190,15 @@ static void on_wc(struct ibvl_kern *k, const struct ibv_wc *w, uint64_t now)
 	}
 }
 
-/* The end among ks[0..n) a completion on cq belongs to: by QP number, or
- * the one end using cq when cq does not report it; NULL: none. */
+/* The running end among ks[0..n) a completion on cq belongs to: by QP
+ * number, or the one end using cq when cq does not report it; NULL: none. */
 static struct ibvl_kern *owner(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int byqpn,
                                uint32_t qpn)
 {
 	for (int i = 0; i < n; i++) {
 		struct ibvl_kern *k = &ks[i];
+		if (!k->started || k->over)
+			continue;
 		if (byqpn ? (k->qpn == qpn && k->scq == cq) || (k->rqpn == qpn && k->rcq == cq)
 		          : k->scq == cq || k->rcq == cq)
 			return k;
@@ -195,8 +216,8 @@ int ibvl_kern_poll(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
 	int byqpn = cq->cqx == NULL || (cq->wc_flags & IBV_WC_EX_WITH_QP_NUM);
 	for (int i = 0; i < got; i++) {
 		struct ibvl_kern *k = owner(ks, n, cq, byqpn, wc[i].qp_num);
-		if (k == NULL || k->over || k->stop != KERN_OK) { /* another QP's, on a shared CQ */
-			if ((k = owner(ks, n, cq, 0, 0)) != NULL)
+		if (k == NULL || k->stop != KERN_OK) { /* another QP's, on a shared CQ */
+			if (k != NULL || (k = owner(ks, n, cq, 0, 0)) != NULL)
 				k->foreign++;
 			continue;
 		}

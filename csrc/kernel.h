@@ -81,8 +81,11 @@ struct ibvl_kern {
 	long long window;         /* bandwidth: WRs outstanding at most */
 	volatile char *post_byte; /* lat_write: the last byte of the message sent */
 	volatile char *poll_byte; /* lat_write: the last byte the peer writes */
+	int prepost;              /* post min(#recv_wrs, recv_iters) receives at the start */
+	uint64_t after;           /* ibv.kernels: the ends (bit i: end i) that must be over first */
 	/* progress */
 	int phase;                /* where the step is (the kernel's own) */
+	int started;              /* the end is running (or ran) */
 	int over;                 /* the end finished or stopped */
 	struct ibvl_cq *wait[2];  /* the CQs the step waits on (NULL: none, memory) */
 	long long posted, completed, received, stamps, foreign;
@@ -101,6 +104,8 @@ void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, int idx, const struct ib
                      int multi);
 /* The lists checked again after every table was read; the send list's flags saved. */
 void ibvl_kern_recheck(lua_State *L, struct ibvl_kern *k);
+/* The end starts: its receives preposted (prepost), its time limit from now. */
+void ibvl_kern_start(struct ibvl_kern *k, double now);
 /* The send list's flags as they were before the run. */
 void ibvl_kern_restore(struct ibvl_kern *k);
 /* The send list's flags restored; the figures pushed (seconds: from the

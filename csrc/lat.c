@@ -102,8 +102,8 @@ static void read_send(lua_State *L, struct ibvl_kern *k, int idx)
 	k->initiator = ibvl_bool_field(L, idx, "initiator", 0);
 }
 
-static const char *const send_fields[] = {"qp", "send_cq", "send_wrs", "recv_cq", "recv_wrs", "iters",
-                                          "initiator", "samples", "timeout", NULL};
+static const char *const send_fields[] = {"qp", "send_cq", "send_wrs", "recv_cq", "recv_wrs", "prepost",
+                                          "iters", "initiator", "samples", "timeout", NULL};
 
 const struct ibvl_kern_type ibvl_kern_lat_send = {
 	"ibv.lat_send", "lat_send", send_fields, KERN_SEND | KERN_RECV | KERN_SAMPLES,

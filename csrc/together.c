@@ -9,17 +9,20 @@
  *      recv_wrs = pong_rx, iters = 1000, initiator = true, samples = s1},
  *     {kernel = "lat_send", qp = in_qp, send_cq = cq, recv_cq = cq, send_wrs = echo,
  *      recv_wrs = ping_rx, iters = 1000, samples = s2},
- *     {kernel = "bw", qp = qp3, send_cq = cq, send_wrs = wl, iters = 8192},
+ *     {kernel = "bw", qp = out_qp, send_cq = cq, send_wrs = wl, iters = 8192, after = {1, 2}},
  *   }
  *   f[1].seconds; f[2].error, f[2].errno   -- one figures table per end
  *
  * Each table is what the kernel of its kind ("lat_send", "lat_write",
- * "lat_rtt", "bw") takes, with that field added.  An end that fails (a
- * completion with an error, a failed post, its time limit) stops alone and
- * its figures carry error and errno; the others run on.  SIGINT stops all
+ * "lat_rtt", "bw") takes, with that field added, and after: the index (or
+ * a list of indices) of earlier ends that must be over (finished or
+ * stopped) before this one starts; its time limit counts from its start
+ * (with prepost, its receives go in then).  An end that fails (a completion
+ * with an error, a failed post, its time limit) stops alone and its figures
+ * carry error and errno; the others run on.  SIGINT stops all
  * and raises "ibv.kernels: interrupted".  Completions go to their end by QP
- * number, so ends may share a CQ that reports it (every plain CQ does); no
- * QP may belong to two ends.
+ * number, so ends may share a CQ that reports it (every plain CQ does); a
+ * QP belongs to one end, or to ends that follow one another (after).
  */
 #include <errno.h>
 #include <math.h>
@@ -39,7 +42,17 @@ static void add_cq(struct ibvl_cq **cqs, int *n, struct ibvl_cq *cq)
 	cqs[(*n)++] = cq;
 }
 
-/* Every live end stepped; the CQs they wait on in cqs; the ends still live. */
+/* Whether the ends k follows (after) are all over. */
+static int ready(const struct ibvl_kern *ks, const struct ibvl_kern *k)
+{
+	for (uint64_t m = k->after; m != 0; m &= m - 1)
+		if (!ks[__builtin_ctzll(m)].over)
+			return 0;
+	return 1;
+}
+
+/* Every live end stepped (an end whose predecessors are over started
+ * first); the CQs they wait on in cqs; the ends still live. */
 static int step_all(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int *ncq)
 {
 	int live = 0;
@@ -48,6 +61,13 @@ static int step_all(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int *ncq)
 		struct ibvl_kern *k = &ks[i];
 		if (k->over)
 			continue;
+		if (!k->started) {
+			if (!ready(ks, k)) {
+				live++;
+				continue;
+			}
+			ibvl_kern_start(k, ibvl_monotonic());
+		}
 		if ((k->stop != KERN_OK ? KERN_STOPPED : k->type->step(k)) != KERN_MORE) {
 			k->over = 1;
 			continue;
@@ -63,7 +83,7 @@ static int step_all(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int *ncq)
 static void stop_ends(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int why, int err)
 {
 	for (int i = 0; i < n; i++)
-		if (!ks[i].over && ks[i].stop == KERN_OK &&
+		if (!ks[i].over && ks[i].stop == KERN_OK && (ks[i].started || cq == NULL) &&
 		    (cq == NULL || ks[i].scq == cq || ks[i].rcq == cq))
 			ibvl_kern_fail(&ks[i], why, err);
 }
@@ -92,7 +112,7 @@ static void loop(struct ibvl_kern *ks, int n)
 			continue;
 		double now = ibvl_monotonic();
 		for (int i = 0; i < n; i++)
-			if (!ks[i].over && ks[i].stop == KERN_OK && now > ks[i].deadline)
+			if (ks[i].started && !ks[i].over && ks[i].stop == KERN_OK && now > ks[i].deadline)
 				ibvl_kern_fail(&ks[i], KERN_TIME, ETIMEDOUT);
 	}
 }
@@ -110,7 +130,8 @@ static int run(lua_State *L, struct ibvl_kern *ks, int n, int multi, const char 
 	ibvl_sigint_begin(&sig);
 	ibvl_clock_start(&clock);
 	for (int i = 0; i < n; i++)
-		ks[i].deadline = isinf(ks[i].timeout) ? HUGE_VAL : clock.s0 + ks[i].timeout;
+		if (ks[i].after == 0)
+			ibvl_kern_start(&ks[i], clock.s0);
 	loop(ks, n);
 	double scale = ibvl_clock_scale(&clock);
 	if (ibvl_sigint_end(&sig)) {
@@ -157,14 +178,15 @@ static const struct ibvl_kern_type *kind(lua_State *L, int idx)
 	return NULL;
 }
 
-/* No QP in two ends; a CQ that does not report qp_num serves one end only. */
+/* No QP in two ends, unless one follows the other (after); a CQ that does
+ * not report qp_num serves one end only. */
 static void check_shared(lua_State *L, const struct ibvl_kern *ks, int n)
 {
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < i; j++) {
 			const struct ibvl_kern *a = &ks[i], *b = &ks[j];
-			if (a->qpn == b->qpn || a->qpn == b->rqpn || a->rqpn == b->qpn ||
-			    a->rqpn == b->rqpn)
+			if ((a->qpn == b->qpn || a->qpn == b->rqpn || a->rqpn == b->qpn ||
+			     a->rqpn == b->rqpn) && !(a->after & (UINT64_C(1) << j)))
 				ibvl_error(L, "kernel %d: a QP of kernel %d's too (each QP belongs to one)",
 				           i + 1, j + 1);
 			const struct ibvl_cq *cq[4] = {a->scq, a->rcq, b->scq, b->rcq};
@@ -175,6 +197,41 @@ static void check_shared(lua_State *L, const struct ibvl_kern *ks, int n)
 						ibvl_error(L, "kernel %d: shares a CQ with kernel %d, a cq_ex "
 						              "made without wc_flags 'qp_num'", i + 1, j + 1);
 		}
+}
+
+/* One index of field after for end i (0-based): an end before it. */
+static uint64_t after_bit(lua_State *L, int vidx, int i)
+{
+	lua_Integer j = lua_isinteger(L, vidx) ? lua_tointeger(L, vidx) : 0;
+	if (i == 0)
+		ibvl_error(L, "field 'after': the first kernel has none before it");
+	if (j < 1 || j > i)
+		ibvl_error(L, "field 'after': the index of a kernel before this one (1 to %d) expected, "
+		              "got %s", i, lua_type(L, vidx) == LUA_TNUMBER ? lua_tostring(L, vidx)
+		                                                            : luaL_typename(L, vidx));
+	return UINT64_C(1) << (j - 1);
+}
+
+/* Field after: an index or a list of indices of earlier ends; their bits. */
+static uint64_t after_field(lua_State *L, int idx, int i)
+{
+	uint64_t mask = 0;
+	ibvl_getfield(L, idx, "after");
+	int v = lua_gettop(L);
+	if (lua_istable(L, v)) {
+		for (int x = 1;; x++) {
+			lua_rawgeti(L, v, x);
+			if (lua_isnil(L, -1))
+				break;
+			mask |= after_bit(L, lua_gettop(L), i);
+			lua_pop(L, 1);
+		}
+		lua_pop(L, 1); /* the nil */
+	} else if (!lua_isnil(L, v)) {
+		mask = after_bit(L, v, i);
+	}
+	lua_pop(L, 1);
+	return mask;
 }
 
 static int l_kernels(lua_State *L)
@@ -195,6 +252,7 @@ static int l_kernels(lua_State *L)
 		if (!lua_istable(L, idx))
 			ibvl_error(L, "table expected, got %s", luaL_typename(L, idx));
 		ibvl_kern_parse(L, &ks[i], idx, kind(L, idx), 1);
+		ks[i].after = after_field(L, idx, i);
 		ibvl_path_pop(saved);
 	}
 	ibvl_guard_end(L, &g);

@@ -317,6 +317,29 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
     d:close()
   end)
 
+  it("start an end once those it follows are over (after); prepost puts its receives in then", function()
+    -- b's bandwidth receives go into the ring only after the ping-pong on the
+    -- same QPs: posted before, they would have taken the pings
+    local ring = ibv.recv_wrs(32)
+    ring:fill{ sge = { mr = rmr, offset = 4096, length = 256 }, stride = 256 }
+    local send = ibv.send_wrs(4)
+    send:fill{ opcode = "send", sge = { mr = mr, offset = 4096, length = 256 } }
+    local s = ibv.samples(300)
+    local f = ibv.kernels{
+      pingpong_end(env.a, 0, 300, true, s), pingpong_end(env.b, 1, 300, false),
+      { kernel = "bw", qp = env.b, recv_cq = env.cq, recv_wrs = ring, prepost = true, iters = 1000, after = { 1, 2 } },
+      { kernel = "bw", qp = env.a, send_cq = env.cq, send_wrs = send, iters = 1000, window = 32, cq_mod = 8,
+        after = { 1, 2 } },
+    }
+    for i = 1, 4 do assert.is_nil(f[i].error, f[i].error) end
+    assert.equal(300, f[1].received)
+    assert.equal(300, f[2].received)
+    plausible(f[1], s, 300)
+    assert.equal(1000, f[3].received)
+    assert.equal(1000, f[4].sent)
+    assert.equal(0, f[3].foreign + f[4].foreign)
+  end)
+
   it("stop a failing end alone: its figures carry error and errno, the others finish", function()
     local rl = ibv.recv_wrs(1)
     rl:fill{ sge = { mr = rmr, length = 64 } }
@@ -378,6 +401,12 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
       { { ok_end, { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, window = 3 } },
         "kernel 2: ibv.lat_rtt: unknown field 'window'" },
       { { ok_end, ok_end }, "kernel 2: a QP of kernel 1's too" },
+      { { ok_end, { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, after = 2 } },
+        "kernel 2: field 'after': the index of a kernel before this one (1 to 1) expected, got 2" },
+      { { ok_end, { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, after = { 1, "x" } } },
+        "kernel 2: field 'after': the index of a kernel before this one (1 to 1) expected, got string" },
+      { { { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, after = 1 } },
+        "kernel 1: field 'after': the first kernel has none before it" },
       { { ok_end, { kernel = "bw", qp = env.b, recv_qp = env.a, recv_cq = env.cq, recv_wrs = ibv.recv_wrs(1),
           iters = 1 } }, "kernel 2: a QP of kernel 1's too" },
     }
