@@ -8,8 +8,9 @@
  * is true; a consumed receive is reposted while received + #recv_wrs <=
  * count, as perftest does; WR ids are the 0-based index in the list, what
  * fill gives), recv_qp (where the receives go when not qp: ibv.bw), iters,
- * timeout (seconds from the end's start; 60 when nil, math.huge: none) and
- * what the kernel adds.  The figures:
+ * timeout (seconds from the end's start; 60 when nil, math.huge: none),
+ * event (true: sleep on the CQs' completion channels while nothing is
+ * polled, instead of busy polling) and what the kernel adds.  The figures:
  *   {iters =, sent =, received =, posted =, foreign =, samples =, seconds =}
  * A completion with an error, a failed post or poll, the time limit: nil,
  * msg, errno and the figures so far (in ibv.kernels: the figures with error
@@ -54,10 +55,11 @@ static void check_fields(lua_State *L, int idx, const struct ibvl_kern_type *t, 
 {
 	const char *f[24];
 	int n = 0;
-	while (t->fields[n] != NULL && n < 21) {
+	while (t->fields[n] != NULL && n < 20) {
 		f[n] = t->fields[n];
 		n++;
 	}
+	f[n++] = "event";
 	if (multi) {
 		f[n++] = "kernel";
 		f[n++] = "after";
@@ -91,6 +93,17 @@ static void parse_recv(lua_State *L, struct ibvl_kern *k, int idx, int optional)
 		k->rqp = r->o.ptr;
 		k->rqpn = k->rqp->qp_num;
 	}
+}
+
+/* event: every CQ of the end has a completion channel to sleep on. */
+static void check_channels(lua_State *L, const struct ibvl_kern *k)
+{
+	const struct ibvl_cq *cq[2] = {k->scq, k->rcq};
+	const char *name[2] = {"send_cq", "recv_cq"};
+	for (int i = 0; i < 2; i++)
+		if (cq[i] != NULL && ((struct ibv_cq *)cq[i]->o.ptr)->channel == NULL)
+			ibvl_error(L, "field 'event': %s has no completion channel "
+			              "(ctx:create_cq{channel = ...})", name[i]);
 }
 
 void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, int idx, const struct ibvl_kern_type *t,
@@ -129,6 +142,9 @@ void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, int idx, const struct ib
 			ibvl_error(L, "field 'samples': room for %d samples, iters %d need %d",
 			           (int)k->samples->n, (int)k->iters, (int)(k->iters - 1));
 	}
+	k->event = ibvl_bool_field(L, idx, "event", 0);
+	if (k->event)
+		check_channels(L, k);
 	if (t->read != NULL)
 		t->read(L, k, idx);
 }

@@ -82,6 +82,7 @@ struct ibvl_kern {
 	volatile char *post_byte; /* lat_write: the last byte of the message sent */
 	volatile char *poll_byte; /* lat_write: the last byte the peer writes */
 	int prepost;              /* post min(#recv_wrs, recv_iters) receives at the start */
+	int event;                /* sleep on the CQs' completion channels when idle */
 	uint64_t after;           /* ibv.kernels: the ends (bit i: end i) that must be over first */
 	/* progress */
 	int phase;                /* where the step is (the kernel's own) */

@@ -157,6 +157,8 @@ static struct ibv_mr *mr_field(lua_State *L, int idx, const char *field)
 static void read_write(lua_State *L, struct ibvl_kern *k, int idx)
 {
 	read_send(L, k, idx);
+	if (k->event)
+		ibvl_error(L, "field 'event': lat_write polls memory, it has no event to sleep on");
 	struct ibv_mr *smr = mr_field(L, idx, "send_mr"), *pmr = mr_field(L, idx, "poll_mr");
 	lua_Integer off = ibvl_int_field(L, idx, "poll_offset", 0, 0, INT64_MAX);
 	const struct ibv_send_wr *wr = &k->swr[0];

@@ -2,7 +2,9 @@
  * together.c: the loop that runs the measurement kernels (kernel.h): one
  * end (ibv.lat_send, lat_write, lat_rtt, bw) or several at once
  * (ibv.kernels), each at its own pace, busy polling the CQs its ends wait
- * on, each end under its own time limit, all under SIGINT.
+ * on (or, when every running end has event = true, sleeping on their
+ * completion channels; the events taken are acknowledged at once, a channel's
+ * other CQs' too), each end under its own time limit, all under SIGINT.
  *
  *   local f = ibv.kernels{
  *     {kernel = "lat_send", qp = out_qp, send_cq = cq, recv_cq = cq, send_wrs = ping,
@@ -26,6 +28,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <string.h>
 
 #include "kernel.h"
@@ -88,6 +91,59 @@ static void stop_ends(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int
 			ibvl_kern_fail(&ks[i], why, err);
 }
 
+/* Whether every running end sleeps on events (event) and waits on a CQ. */
+static int all_sleep(const struct ibvl_kern *ks, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (ks[i].started && !ks[i].over &&
+		    (!ks[i].event || (ks[i].wait[0] == NULL && ks[i].wait[1] == NULL)))
+			return 0;
+	return 1;
+}
+
+/* Sleeps until a completion comes to one of cqs (at most 50 ms: SIGINT and
+ * the time limits are looked at between sleeps): every CQ armed, polled
+ * once more (a completion may have come before the arming), then poll(2) on
+ * their channels; the events taken are acknowledged at once.  The count of
+ * completions that second poll found. */
+static int sleep_events(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int ncq)
+{
+	struct pollfd fds[2 * KERN_MAX_ENDS];
+	struct ibv_comp_channel *chs[2 * KERN_MAX_ENDS];
+	int nfd = 0, got = 0;
+	for (int c = 0; c < ncq; c++)
+		ibv_req_notify_cq(cqs[c]->o.ptr, 0);
+	for (int c = 0; c < ncq; c++) {
+		int m = ibvl_kern_poll(ks, n, cqs[c]);
+		if (m < 0)
+			stop_ends(ks, n, cqs[c], KERN_POLL, -m);
+		else
+			got += m;
+	}
+	if (got > 0)
+		return got;
+	for (int c = 0; c < ncq; c++) {
+		struct ibv_comp_channel *ch = ((struct ibv_cq *)cqs[c]->o.ptr)->channel;
+		int seen = 0;
+		for (int j = 0; j < nfd; j++)
+			seen |= chs[j] == ch;
+		if (!seen) {
+			chs[nfd] = ch;
+			fds[nfd].fd = ch->fd;
+			fds[nfd++].events = POLLIN;
+		}
+	}
+	if (poll(fds, (nfds_t)nfd, 50) <= 0)
+		return 0;
+	for (int j = 0; j < nfd; j++) {
+		struct ibv_cq *cq;
+		void *ctx;
+		if ((fds[j].revents & POLLIN) && ibv_get_cq_event(chs[j], &cq, &ctx) == 0)
+			ibv_ack_cq_events(cq, 1);
+	}
+	return 0;
+}
+
 static void loop(struct ibvl_kern *ks, int n)
 {
 	struct ibvl_cq *cqs[2 * KERN_MAX_ENDS];
@@ -108,7 +164,10 @@ static void loop(struct ibvl_kern *ks, int n)
 			stop_ends(ks, n, NULL, KERN_SIGINT, EINTR);
 			return;
 		}
-		if ((++spins & 255) != 0)
+		int sleeps = ncq > 0 && all_sleep(ks, n);
+		if (sleeps && sleep_events(ks, n, cqs, ncq) > 0)
+			continue;
+		if (!sleeps && (++spins & 255) != 0)
 			continue;
 		double now = ibvl_monotonic();
 		for (int i = 0; i < n; i++)

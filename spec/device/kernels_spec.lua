@@ -340,6 +340,46 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
     assert.equal(0, f[3].foreign + f[4].foreign)
   end)
 
+  it("sleep on the completion channels with event = true: every iteration, and no CPU while nothing comes",
+    function()
+      local ch = assert(env.ctx:create_comp_channel())
+      local cq = assert(env.ctx:create_cq{ cqe = 64, channel = ch })
+      local function make()
+        return assert(env.pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq,
+          cap = { max_send_wr = 8, max_recv_wr = 8, max_send_sge = 1, max_recv_sge = 1 } })
+      end
+      local c, d = make(), make()
+      for _, p in ipairs({ { c, d }, { d, c } }) do
+        assert(p[1]:connect({ qpn = p[2].qp_num, psn = 0, gid = env.gid }, { sgid_index = support.GID_INDEX }))
+      end
+      local ends = { pingpong_end(c, 0, 200, true), pingpong_end(d, 1, 200, false) }
+      for _, k in ipairs(ends) do k.send_cq, k.recv_cq, k.event = cq, cq, true end
+      local f = ibv.kernels(ends)
+      assert.is_nil(f[1].error, f[1].error)
+      assert.is_nil(f[2].error, f[2].error)
+      assert.equal(200, f[1].received)
+      assert.equal(200, f[2].received)
+      -- nobody pings: half a second asleep, not spinning
+      local idle = pingpong_end(d, 2, 5, false)
+      idle.kernel, idle.send_cq, idle.recv_cq, idle.event, idle.timeout = nil, cq, cq, true, 0.5
+      local t0, c0 = ibv.now(), os.clock()
+      local g, msg = ibv.lat_send(idle)
+      local wall, cpu = ibv.now() - t0, os.clock() - c0
+      assert.is_nil(g)
+      assert.matches("timed out", msg)
+      assert.is_true(wall >= 0.5, wall .. " s")
+      assert.is_true(cpu < 0.15, string.format("%.3f s of CPU in %.3f s", cpu, wall))
+      assert.error_matches(function()
+        ibv.lat_send{ qp = env.a, send_cq = env.cq, recv_cq = env.cq, send_wrs = ibv.send_wrs(1),
+          recv_wrs = ibv.recv_wrs(1), iters = 1, event = true }
+      end, "field 'event': send_cq has no completion channel", nil, true)
+      local w = ibv.send_wrs(1)
+      w:set(1, { opcode = "rdma_write", sge = { mr = mr, length = 8 }, remote_addr = rmr.addr, rkey = rmr.rkey })
+      assert.error_matches(function()
+        ibv.lat_write{ qp = c, send_cq = cq, send_wrs = w, send_mr = mr, poll_mr = rmr, iters = 2, event = true }
+      end, "field 'event': lat_write polls memory", nil, true)
+    end)
+
   it("stop a failing end alone: its figures carry error and errno, the others finish", function()
     local rl = ibv.recv_wrs(1)
     rl:fill{ sge = { mr = rmr, length = 64 } }
