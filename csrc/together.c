@@ -24,7 +24,8 @@
  * carry error and errno; the others run on.  SIGINT stops all
  * and raises "ibv.kernels: interrupted".  Completions go to their end by QP
  * number, so ends may share a CQ that reports it (every plain CQ does); a
- * QP belongs to one end, or to ends that follow one another (after).
+ * QP belongs to one end, or to ends that follow one another (after,
+ * directly or through others).
  */
 #include <errno.h>
 #include <math.h>
@@ -237,15 +238,21 @@ static const struct ibvl_kern_type *kind(lua_State *L, int idx)
 	return NULL;
 }
 
-/* No QP in two ends, unless one follows the other (after); a CQ that does
- * not report qp_num serves one end only. */
+/* No QP in two ends, unless one follows the other (after, directly or
+ * through others); a CQ that does not report qp_num serves one end only. */
 static void check_shared(lua_State *L, const struct ibvl_kern *ks, int n)
 {
+	uint64_t follows[KERN_MAX_ENDS]; /* bit j of follows[i]: end i starts after end j is over */
+	for (int i = 0; i < n; i++) {
+		follows[i] = ks[i].after;
+		for (uint64_t m = ks[i].after; m != 0; m &= m - 1)
+			follows[i] |= follows[__builtin_ctzll(m)];
+	}
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < i; j++) {
 			const struct ibvl_kern *a = &ks[i], *b = &ks[j];
 			if ((a->qpn == b->qpn || a->qpn == b->rqpn || a->rqpn == b->qpn ||
-			     a->rqpn == b->rqpn) && !(a->after & (UINT64_C(1) << j)))
+			     a->rqpn == b->rqpn) && !(follows[i] & (UINT64_C(1) << j)))
 				ibvl_error(L, "kernel %d: a QP of kernel %d's too (each QP belongs to one)",
 				           i + 1, j + 1);
 			const struct ibvl_cq *cq[4] = {a->scq, a->rcq, b->scq, b->rcq};

@@ -18,7 +18,6 @@ measures.METRICS = {
 --- The phases of a pair's end (examples/lib/pair_traffic.lua), each with what it is doing.
 measures.PHASES = {
   lat = "ping-pong",
-  lat_done = "waiting for the other ends' latency",
   rx = "send bandwidth (receiving)",
   write = "RDMA write bandwidth",
   send = "send bandwidth",

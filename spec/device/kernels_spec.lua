@@ -324,14 +324,22 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
     ring:fill{ sge = { mr = rmr, offset = 4096, length = 256 }, stride = 256 }
     local send = ibv.send_wrs(4)
     send:fill{ opcode = "send", sge = { mr = mr, offset = 4096, length = 256 } }
+    local write = ibv.send_wrs(1)
+    write:set(1, { opcode = "rdma_write", sge = { mr = mr, offset = 16384, length = 512 },
+                   remote_addr = rmr.addr + 16384, rkey = rmr.rkey })
+    mr:write(16384, string.rep("v", 512))
     local s = ibv.samples(300)
     local f = ibv.kernels{
       pingpong_end(env.a, 0, 300, true, s), pingpong_end(env.b, 1, 300, false),
       { kernel = "bw", qp = env.b, recv_cq = env.cq, recv_wrs = ring, prepost = true, iters = 1000, after = { 1, 2 } },
       { kernel = "bw", qp = env.a, send_cq = env.cq, send_wrs = send, iters = 1000, window = 32, cq_mod = 8,
         after = { 1, 2 } },
+      { kernel = "bw", qp = env.a, send_cq = env.cq, send_wrs = write, iters = 100, window = 8, cq_mod = 4,
+        after = 4 }, -- a's QP passes from kernel 1 to 4 to 5
     }
-    for i = 1, 4 do assert.is_nil(f[i].error, f[i].error) end
+    for i = 1, 5 do assert.is_nil(f[i].error, f[i].error) end
+    assert.equal(100, f[5].sent)
+    assert.equal(string.rep("v", 512), rmr:read(16384, 512))
     assert.equal(300, f[1].received)
     assert.equal(300, f[2].received)
     plausible(f[1], s, 300)
