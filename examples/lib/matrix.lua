@@ -3,7 +3,8 @@
 --
 --   local matrix = require "matrix"
 --   -- report: {size=, hosts=, pattern=, rounds=, rails=, pairs = {{src=, dst=, rail=, round=, lat_us=,
---   --          write_mbs=, send_mbs=, flagged=, bad=, why=, unmeasured=, ...}}, verdicts=, control=, options=,
+--   --          lat_p99_us=, lat_p999_us=, lat_max_us=, write_mbs=, send_mbs=, flagged=, bad=, why=,
+--   --          unmeasured=, ...}}, verdicts=, control=, options=,
 --   --          at_fault = the ranks whose nodes exit 1}
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
@@ -95,6 +96,25 @@ local function counts(out, report)
   end
 end
 
+-- The latency's spread over the first pass's pairs (one way, from every
+-- round trip's sample), one line; none when no pair has percentiles.
+local function spread_line(out, report)
+  local lat, worst, top = {}, nil, nil
+  for _, p in ipairs(report.pairs) do
+    if (p.pass or "first") == "first" and p.lat_p99_us then
+      lat[#lat + 1] = p.lat_us
+      if not worst or p.lat_p99_us > worst.lat_p99_us then worst = p end
+      if not top or p.lat_max_us > top.lat_max_us then top = p end
+    end
+  end
+  if #lat == 0 then return end
+  table.sort(lat)
+  out[#out + 1] = string.format("latency, one way (us): typical %.1f (median of %d pairs); worst p99 %.1f (%s -> %s, "
+    .. "p99.9 %.1f); worst max %.1f (%s -> %s)", lat[math.floor((#lat + 1) / 2)], #lat, worst.lat_p99_us,
+    label(report, worst.src), label(report, worst.dst), worst.lat_p999_us or 0, top.lat_max_us,
+    label(report, top.src), label(report, top.dst))
+end
+
 -- The control plane's figures, one line.
 local function control_line(c)
   local line = string.format("control plane: %d exchanges; rank 0 %.2f ms per round (%.2f ms CPU), slowest "
@@ -122,6 +142,7 @@ function matrix.text(report)
     for _, m in ipairs(matrix.METRICS) do metric_matrix(out, report, m) end
   end
   counts(out, report)
+  spread_line(out, report)
   for _, t in ipairs(report.transient or {}) do
     out[#out + 1] = string.format("transient: %s <-> %s passed when measured again%s", name(report, t[1]),
       name(report, t[2]), (o.retests or 1) > 1 and string.format(" (best of %d)", o.retests) or "")

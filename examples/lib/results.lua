@@ -1,6 +1,7 @@
 --- fabric_matrix.lua's results: the lines a rank sends rank 0 after each
 -- round, and rank 0's store of the pairs they describe.  One end a line:
---   "O rail peer lat write send|error"  (this rank sent to peer)
+--   "O rail peer lat write send p99 p999 max|error"  (this rank sent to peer;
+--                                       latency: one way, us; p99 p999 max: its percentiles)
 --   "I rail peer ok bytes|error"        (this rank received from peer)
 --   "U rail peer|why"                   (this rank was to send to peer: unmeasured)
 --   "D rail peer|"                      (a dry run's end)
@@ -29,8 +30,9 @@ function results.lines(ends)
     elseif e.dry then -- both ends report, as in a real run: rank 0 reads as much as it would
       out[#out + 1] = string.format(e.kind == "out" and "D %d %d|" or "I %d %d - 0|", e.rail.index, e.peer)
     elseif e.kind == "out" then
-      out[#out + 1] = string.format("O %d %d %s %s %s|%s", e.rail.index, e.peer, num(r.lat_us), num(r.write_mbs),
-        num(r.send_mbs), r.error and clean(r.error) or "")
+      out[#out + 1] = string.format("O %d %d %s %s %s %s %s %s|%s", e.rail.index, e.peer, num(r.lat_us),
+        num(r.write_mbs), num(r.send_mbs), num(r.lat_p99_us), num(r.lat_p999_us), num(r.lat_max_us),
+        r.error and clean(r.error) or "")
     else
       out[#out + 1] = string.format("I %d %d %s %d|%s", e.rail.index, e.peer, r.data_ok == nil and "-" or
         (r.data_ok and "1" or "0"), r.verified or 0, r.error and clean(r.error) or "")
@@ -77,7 +79,8 @@ local function add_error(r, who, why)
 end
 
 -- Rank 0 reads 2N lines a round: one match each, no line strings or word tables.
-local RESULT = "^(%u) (%d+) (%d+) ?([^%s|]*) ?([^%s|]*) ?([^%s|]*)|([^\n]*)\n?()"
+local F = " ?([^%s|]*)"
+local RESULT = "^(%u) (%d+) (%d+)" .. F:rep(6) .. "|([^\n]*)\n?()"
 
 --- Takes in rank src's result lines (round: the first round of its block;
 -- name(rank): how an error names its rank).  Returns how many pairs the lines
@@ -93,7 +96,7 @@ function Store:absorb(src, text, round, pass, name, touched)
       round = tonumber(text:sub(p + 1, e - 1))
       p = e + 1
     else
-      local kind, k, peer, a, b, z, why, q = text:match(RESULT, p)
+      local kind, k, peer, a, b, z, p99, p999, max, why, q = text:match(RESULT, p)
       if not kind then break end
       p = q
       k, peer = tonumber(k), tonumber(peer)
@@ -104,6 +107,7 @@ function Store:absorb(src, text, round, pass, name, touched)
       r.round, r.pass = round, pass
       if kind == "O" then
         r.lat_us, r.write_mbs, r.send_mbs = tonumber(a), tonumber(b), tonumber(z)
+        r.lat_p99_us, r.lat_p999_us, r.lat_max_us = tonumber(p99), tonumber(p999), tonumber(max)
         add_error(r, name(src), why)
       elseif kind == "I" then
         if a ~= "-" then r.data_ok = a == "1" end
@@ -132,8 +136,9 @@ function results.json_line(r, rail_names)
   local names = rail_names[r.src + 1]
   return dkjson.encode({ pass = r.pass, round = r.round, sample = r.sample, rail = names and names[r.rail] or r.rail,
     src = r.src, dst = r.dst, src_host = r.src_host, dst_host = r.dst_host, lat_us = r.lat_us,
-    write_mbs = r.write_mbs, send_mbs = r.send_mbs, data_ok = r.data_ok, verified_bytes = r.verified_bytes,
-    error = r.error, unmeasured = r.unmeasured })
+    lat_p99_us = r.lat_p99_us, lat_p999_us = r.lat_p999_us, lat_max_us = r.lat_max_us, write_mbs = r.write_mbs,
+    send_mbs = r.send_mbs, data_ok = r.data_ok, verified_bytes = r.verified_bytes, error = r.error,
+    unmeasured = r.unmeasured })
 end
 
 return results

@@ -25,6 +25,23 @@ describe("fabric_matrix.lua's report (examples/lib/matrix.lua)", function()
     assert.matches("FLAGGED 2 n3 %-> 0 n1: send bandwidth 3%.00 MB/s < 0%.93 x max", text)
     assert.matches("VERDICT node: rank 2 %(n3%) mlx5_0:1: slow", text)
     assert.matches("\nFAIL$", text)
+    assert.is_nil(text:find("worst p99", 1, true)) -- no percentiles, no spread line
+  end)
+
+  it("prints the latency's spread: the typical pair, the worst p99 and the worst max, each with its pair", function()
+    local r = report()
+    for _, p in ipairs(r.pairs) do
+      p.lat_p99_us, p.lat_p999_us, p.lat_max_us = p.lat_us * 2, p.lat_us * 3, p.lat_us * 4
+    end
+    r.pairs[5].lat_p99_us, r.pairs[7].lat_max_us = 99, 500
+    local text = matrix.text(r)
+    local line = assert(text:match("latency, one way %(us%): [^\n]*"), text)
+    local p5, p7 = r.pairs[5], r.pairs[7]
+    assert.matches(string.format("worst p99 99%%.0 %%(%d n%d %%-> %d n%d, p99%%.9 %.1f%%)", p5.src, p5.src + 1, p5.dst,
+      p5.dst + 1, p5.lat_p999_us), line)
+    assert.matches(string.format("worst max 500%%.0 %%(%d n%d %%-> %d n%d%%)", p7.src, p7.src + 1, p7.dst, p7.dst + 1),
+      line)
+    assert.matches("median of 12 pairs", line)
   end)
 
   it("writes JSON with the round of every pair, the pattern, the rounds and the verdicts", function()

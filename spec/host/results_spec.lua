@@ -7,10 +7,12 @@ local results = require "results"
 local function name(r) return "rank " .. r end
 
 describe("examples/lib/results.lua", function()
-  it("writes an end's line and reads it back into the pair's record (both ends of a pair, one record)", function()
+  it("writes an end's line and reads it back into the pair's record (both ends of a pair, one record; the latency's"
+    .. " percentiles too)", function()
     local rail = { index = 2 }
     local text = results.lines({
-      { kind = "out", rail = rail, peer = 3, res = { lat_us = 2.5, write_mbs = 1000, send_mbs = 990 } },
+      { kind = "out", rail = rail, peer = 3, res = { lat_us = 2.5, write_mbs = 1000, send_mbs = 990, lat_p99_us = 3.25,
+        lat_p999_us = 7.5, lat_max_us = 12 } },
       { kind = "in", rail = rail, peer = 4,
         res = { data_ok = false, verified = 77, error = "data check failed: send" } },
       { kind = "out", rail = rail, peer = 5, skip = "rank 5 unreachable\nfor | ever" },
@@ -19,7 +21,7 @@ describe("examples/lib/results.lua", function()
     assert.equal(2, store:absorb(1, "@7\n" .. text, 0, "first", name))
     local out = store:find(2, 1, 3)
     assert.same({ rail = 2, src = 1, dst = 3, src_host = "h1", dst_host = "h3", round = 7, pass = "first",
-      lat_us = 2.5, write_mbs = 1000, send_mbs = 990 }, out)
+      lat_us = 2.5, write_mbs = 1000, send_mbs = 990, lat_p99_us = 3.25, lat_p999_us = 7.5, lat_max_us = 12 }, out)
     local inb = store:find(2, 4, 1)
     assert.equal(false, inb.data_ok)
     assert.equal(77, inb.verified_bytes)
@@ -43,8 +45,9 @@ describe("examples/lib/results.lua", function()
   it("streams a record as one JSON line naming its rail", function()
     local store = results.store(1, 2, { "a", "b" })
     local r = store:rec(1, 0, 1)
-    r.lat_us, r.pass = 3, "first"
+    r.lat_us, r.lat_p99_us, r.pass = 3, 4.5, "first"
     local j = require("dkjson").decode(results.json_line(r, { { "mlx5_0:1" } }))
-    assert.same({ pass = "first", rail = "mlx5_0:1", src = 0, dst = 1, src_host = "a", dst_host = "b", lat_us = 3 }, j)
+    assert.same({ pass = "first", rail = "mlx5_0:1", src = 0, dst = 1, src_host = "a", dst_host = "b", lat_us = 3,
+      lat_p99_us = 4.5 }, j)
   end)
 end)
