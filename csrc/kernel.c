@@ -206,20 +206,31 @@ static void on_wc(struct ibvl_kern *k, const struct ibv_wc *w, uint64_t now)
 	}
 }
 
-/* The running end among ks[0..n) a completion on cq belongs to: by QP
- * number, or the one end using cq when cq does not report it; NULL: none. */
+/* Whether end k takes completions on cq with number qpn (any, !byqpn). */
+static int takes(const struct ibvl_kern *k, const struct ibvl_cq *cq, int byqpn, uint32_t qpn)
+{
+	return byqpn ? (k->qpn == qpn && k->scq == cq) || (k->rqpn == qpn && k->rcq == cq)
+	             : k->scq == cq || k->rcq == cq;
+}
+
+/* The end among ks[0..n) a completion on cq belongs to (by QP number, or
+ * the one end using cq when cq does not report it): the running one, else
+ * the first that has not started (its QP's completions wait in its counts
+ * until it starts); NULL: none. */
 static struct ibvl_kern *owner(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int byqpn,
                                uint32_t qpn)
 {
+	struct ibvl_kern *next = NULL;
 	for (int i = 0; i < n; i++) {
 		struct ibvl_kern *k = &ks[i];
-		if (!k->started || k->over)
+		if (k->over || !takes(k, cq, byqpn, qpn))
 			continue;
-		if (byqpn ? (k->qpn == qpn && k->scq == cq) || (k->rqpn == qpn && k->rcq == cq)
-		          : k->scq == cq || k->rcq == cq)
+		if (k->started)
 			return k;
+		if (next == NULL)
+			next = k;
 	}
-	return NULL;
+	return next;
 }
 
 int ibvl_kern_poll(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)

@@ -78,6 +78,7 @@ struct ibvl_kern {
 	unsigned int saved_flags[KERN_MAX_SEND]; /* the send list's flags, restored at the end */
 	/* what the kernel's own fields give */
 	int initiator;            /* ping-pong: this end posts first */
+	long long warmup;         /* ping-pong: round trips before the timed ones (in iters) */
 	long long window;         /* bandwidth: WRs outstanding at most */
 	volatile char *post_byte; /* lat_write: the last byte of the message sent */
 	volatile char *poll_byte; /* lat_write: the last byte the peer writes */

@@ -6,7 +6,7 @@
  *
  *   local s = ibv.samples(999)
  *   local f = assert(ibv.lat_send{qp = qp, send_cq = scq, recv_cq = rcq,
- *     send_wrs = sl, recv_wrs = rl, iters = 1000, initiator = true, samples = s})
+ *     send_wrs = sl, recv_wrs = rl, iters = 1000, warmup = 1, initiator = true, samples = s})
  *   ibv.lat_write{qp =, send_cq =, send_wrs = wl, send_mr = mr, poll_mr = mr,
  *     poll_offset = n, iters =, initiator =, samples =}
  *   ibv.lat_rtt{qp =, send_cq =, send_wrs = rl, iters =, samples =}  -- read, atomic
@@ -21,8 +21,10 @@
  * start) and answers it.  Every iteration's start is stamped (the CPU's
  * time-stamp counter, calibrated over the run); sample i is the time from
  * iteration i's start to iteration i+1's, one round trip, so iters
- * iterations give iters - 1 samples, as perftest counts them.  Nothing is
- * allocated in the loop.
+ * iterations give iters - 1 samples, as perftest counts them.  warmup (0)
+ * round trips run first, unstamped (both sides give the same; sent and
+ * received count them too): a first ping that waits for its peer to arrive
+ * stays out of the samples.  Nothing is allocated in the loop.
  */
 #include "kernel.h"
 
@@ -55,7 +57,8 @@ static int post_next(struct ibvl_kern *k, volatile char *mark)
 {
 	if (k->sent >= k->iters)
 		return P_TOP;
-	ibvl_kern_stamp(k);
+	if (k->sent >= k->warmup)
+		ibvl_kern_stamp(k);
 	k->sent++;
 	if (mark != NULL)
 		*mark = (char)k->sent;
@@ -100,10 +103,13 @@ static void read_send(lua_State *L, struct ibvl_kern *k, int idx)
 {
 	one_wr(L, k);
 	k->initiator = ibvl_bool_field(L, idx, "initiator", 0);
+	k->warmup = ibvl_int_field(L, idx, "warmup", 0, 0, INT32_MAX);
+	k->iters += k->warmup; /* both sides run them; no stamp, no sample */
+	k->recv_iters = k->iters;
 }
 
 static const char *const send_fields[] = {"qp", "send_cq", "send_wrs", "recv_cq", "recv_wrs", "prepost",
-                                          "iters", "initiator", "samples", "timeout", NULL};
+                                          "iters", "warmup", "initiator", "samples", "timeout", NULL};
 
 const struct ibvl_kern_type ibvl_kern_lat_send = {
 	"ibv.lat_send", "lat_send", send_fields, KERN_SEND | KERN_RECV | KERN_SAMPLES,
@@ -178,8 +184,8 @@ static void read_write(lua_State *L, struct ibvl_kern *k, int idx)
 }
 
 static const char *const write_fields[] = {"qp", "send_cq", "send_wrs", "send_mr", "poll_mr",
-                                           "poll_offset", "iters", "initiator", "samples",
-                                           "timeout", NULL};
+                                           "poll_offset", "iters", "warmup", "initiator",
+                                           "samples", "timeout", NULL};
 
 const struct ibvl_kern_type ibvl_kern_lat_write = {
 	"ibv.lat_write", "lat_write", write_fields, KERN_SEND | KERN_SAMPLES,

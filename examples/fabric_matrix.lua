@@ -331,7 +331,7 @@ local function report(ctl_all)
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,
       lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-      dry_run = o.dry_run or nil, launcher = f.launcher, max_rounds = o.max_rounds } }
+      dry_run = o.dry_run or nil, launcher = f.launcher, max_rounds = o.max_rounds, wait = o.wait } }
   print(matrix.text(rep))
   if o.json then
     local fh = io.open(o.json, "w")

@@ -47,7 +47,8 @@ if not host then
   print("\n************************************\n* Waiting for client to connect... *")
   print("************************************")
 end
-local conn = check(host and ex.connect(host, o.port) or ex.listen(o.port))
+local conn
+if host then conn = check(ex.connect(host, o.port)) else conn = check(ex.listen(o.port)) end
 
 mtu = check(ex.perftest_start(conn, mtu)) -- versions, system data and MTU, as perftest exchanges them
 

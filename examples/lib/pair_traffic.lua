@@ -1,11 +1,12 @@
 --- One round's traffic of fabric_matrix.lua on this rank: the ends of its
 -- pairs (an "out" end sends to its peer, an "in" end receives from it), their
 -- RC connections, and the run that measures them, all in C (ibv.kernels, one
--- call a round, every end at once): ping-pong latency on every end first (the
--- in end echoes; every round trip a sample), then, once no latency is left to
--- measure on this rank, RDMA write and then send bandwidth on each out end
--- while each in end receives the sends; then a check of every byte that
--- arrived.  An end's kernels go by the phases of measures.PHASES.
+-- call a round): ping-pong latency on every end first, one at a time in the
+-- fabric's order (the in end echoes; every round trip a sample), then, once
+-- no latency is left to measure on this rank, RDMA write and then send
+-- bandwidth on each out end while each in end receives the sends; then a
+-- check of every byte that arrived.  An end's kernels go by the phases of
+-- measures.PHASES.
 --
 --   local traffic = require "pair_traffic"
 --   local tr = traffic.new{ o = o, ibv = ibv, me = rank, block = BLOCK }
@@ -56,7 +57,7 @@ function T:now() return self.ibv and self.ibv.now() or socket.gettime() end
 
 --- The end of a pair on this rank: kind "out" (this rank sends to peer) or "in".
 function T:new_end(rail, kind, peer)
-  local e = { rail = rail, kind = kind, peer = peer, psn = math.random(0, 0xffffff) }
+  local e = { rail = rail, kind = kind, peer = peer, me = self.me, psn = math.random(0, 0xffffff) }
   local qp, err = rail.pd:create_qp{ qp_type = "rc", send_cq = rail.cq, recv_cq = rail.cq,
     cap = { max_send_wr = WINDOW * CHAIN + 8, max_recv_wr = self.ring_n + 4, max_send_sge = 1, max_recv_sge = 1 } }
   if not qp then e.err = "create_qp: " .. tostring(err); return e end
@@ -135,7 +136,7 @@ end
 function T:lat_kernel(e)
   local ibv, rail, o = self.ibv, e.rail, self.o
   local k = { kernel = "lat_send", qp = e.qp, send_cq = rail.cq, recv_cq = rail.cq, iters = o.lat_iters,
-    timeout = o.timeout, event = self.event }
+    warmup = 1, timeout = o.timeout, event = self.event } -- warmup: a first ping that waits for its peer
   if e.kind == "out" then
     rail.out_lat:write(0, pattern_bytes(self.me, e.peer, o.lat_size))
     rail.samples = rail.samples or ibv.samples(math.max(1, o.lat_iters - 1))
@@ -172,9 +173,28 @@ function T:bw_kernels(e, after, at)
   return { bw(P.write, "rdma_write", true, after), bw(P.send, "send", false, at) }
 end
 
+--- The fabric's order of ping-pongs: by rail, then by the pair's ranks (the
+-- lower first), then by the sender.  Every rank runs its ends' ping-pongs one
+-- at a time in this order, so the first unfinished one of the whole fabric
+-- always has both its ends running: no rank waits on another for ever, and a
+-- link's latency is measured with its other direction idle.
+function traffic.before(a, b)
+  local function key(e)
+    local src, dst = e.peer, e.me
+    if e.kind == "out" then src, dst = e.me, e.peer end
+    return { e.rail.index, math.min(src, dst), math.max(src, dst), src }
+  end
+  local x, y = key(a), key(b)
+  for i = 1, 4 do
+    if x[i] ~= y[i] then return x[i] < y[i] end
+  end
+  return false
+end
+
 --- Runs the round's ends to completion (each e.res: lat_us and its
--- percentiles lat_p50_us, lat_p99_us, lat_p999_us, lat_max_us, write_mbs,
--- send_mbs, data_ok, verified, error) in one ibv.kernels call.  Completions go
+-- percentiles lat_p99_us, lat_p999_us, lat_max_us, write_mbs, send_mbs,
+-- data_ok, verified, error) in one ibv.kernels call: the ping-pongs one at a
+-- time (traffic.before), then the bandwidth.  Completions go
 -- to their end by QP number (a QP of an earlier round that failed may still
 -- flush into the rail's CQ).  An end that fails stops alone; one of its
 -- kernels that fails keeps the ones after it from running long (their QP is
@@ -183,20 +203,23 @@ function T:run(ends)
   local ks, lat, live = {}, {}, {}
   for _, e in ipairs(ends) do
     e.res = e.res or {}
-    if e.connected then
-      local k = self:lat_kernel(e)
-      if k then
-        ks[#ks + 1], k.phase = k, P.lat
-        lat[#lat + 1], e.k = #ks, { [P.lat] = #ks }
-        live[#live + 1] = e
-      end
+    if e.connected then live[#live + 1] = e end
+  end
+  table.sort(live, traffic.before)
+  for _, e in ipairs(live) do
+    local k = self:lat_kernel(e)
+    if k then
+      ks[#ks + 1], k.phase, k.after = k, P.lat, lat[#lat] -- one ping-pong at a time, in the fabric's order
+      lat[#lat + 1], e.k = #ks, { [P.lat] = #ks }
+    else
+      e.k = {}
     end
   end
   if #ks == 0 then return end
   -- the receiving ends first: their receives go in before the peers' sends can come
   for pass = 1, 2 do
     for _, e in ipairs(live) do
-      if (e.kind == "in") == (pass == 1) then
+      if e.k[P.lat] and (e.kind == "in") == (pass == 1) then
         for _, k in ipairs(self:bw_kernels(e, lat, #ks + 1)) do
           ks[#ks + 1] = k
           e.k[k.phase] = #ks
@@ -207,7 +230,9 @@ function T:run(ends)
   local phases = {}
   for i, k in ipairs(ks) do phases[i], k.phase = k.phase, nil end
   local figs = self.ibv.kernels(ks)
-  for _, e in ipairs(live) do self:figures(e, figs, phases) end
+  for _, e in ipairs(live) do
+    if e.k[P.lat] then self:figures(e, figs, phases) end
+  end
   self:verify(live)
 end
 

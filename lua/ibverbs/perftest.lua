@@ -47,7 +47,7 @@ pt.start = steps(function(o, host)
     print("\n************************************\n* Waiting for client to connect... *")
     print("************************************")
   end
-  env.conn = check(host and ex.connect(host, o.port) or ex.listen(o.port))
+  if host then env.conn = check(ex.connect(host, o.port)) else env.conn = check(ex.listen(o.port)) end
   env.mtu, env.rem_version = ex.perftest_start(env.conn, o.mtu or env.port.active_mtu)
   check(env.mtu, env.rem_version)
   return env

@@ -69,3 +69,13 @@ for _, t in ipairs({ { "send_lat.lua", "ib_send_lat", 18810 }, { "write_lat.lua"
     end)
   end)
 end
+
+describe("on rxe0, a latency example's client with no server", function()
+  it("exits 1 naming the address it could not reach (it never turns server)", function()
+    local out, rc = support.run("timeout 60 " .. support.example("send_lat.lua",
+      "-d rxe0 -x 1 -s 8 -n 10 -p 18799 127.0.0.1") .. " 2>&1")
+    assert.equal(1, rc, out)
+    assert.matches("couldn't connect to 127%.0%.0%.1:18799", out)
+    assert.not_matches("Waiting for client", out)
+  end)
+end)

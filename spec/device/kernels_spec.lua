@@ -388,6 +388,30 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
       end, "field 'event': lat_write polls memory", nil, true)
     end)
 
+  it("keep a ping that waits for its late peer out of the samples with warmup (and show it without)", function()
+    local c, d = second_pair()
+    local function run(warmup, slot)
+      local s = ibv.samples(100)
+      local late = pingpong_end(c, slot, 1, false) -- nobody pings c: it times out after 0.3 s
+      late.timeout = 0.3
+      local ping, pong = pingpong_end(env.a, slot + 1, 100, true, s), pingpong_end(env.b, slot + 2, 100, false)
+      ping.warmup, pong.warmup, pong.after = warmup, warmup, 1 -- b answers once c's wait is over
+      local f = ibv.kernels{ late, ping, pong }
+      assert.matches("timed out", f[1].error)
+      assert.is_nil(f[2].error, f[2].error)
+      assert.is_nil(f[3].error, f[3].error)
+      assert.equal(100, f[2].iters)
+      assert.equal(99, f[2].samples)
+      assert.equal(100 + warmup, f[2].sent)
+      assert.equal(100 + warmup, f[3].received)
+      return s:stats().max
+    end
+    local with, without = run(1, 10), run(0, 20)
+    assert.is_true(without >= 0.25, string.format("without warmup the wait shows: max %.3f s", without))
+    assert.is_true(with < 0.2, string.format("with warmup it stays out: max %.3f s", with))
+    d:close()
+  end)
+
   it("stop a failing end alone: its figures carry error and errno, the others finish", function()
     local rl = ibv.recv_wrs(1)
     rl:fill{ sge = { mr = rmr, length = 64 } }

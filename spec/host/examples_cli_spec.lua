@@ -105,6 +105,23 @@ describe("ibverbs.exchange: ibv_xsrq_pingpong's messages", function()
     assert.is_nil(ex.unpack_xsrq_dest("0012:000011:0012ab:abcdef:000013:00ff\0"))
   end)
 
+  it("connects to a numeric address without the resolver; names the address when none listens", function()
+    local socket = require "socket"
+    local toip = socket.dns.toip
+    socket.dns.toip = function() error("the resolver was asked") end
+    local l = assert(ex.listener(0, 1))
+    local _, port = l.sock:getsockname()
+    local ok, c = pcall(ex.connect, "127.0.0.1", tonumber(port))
+    socket.dns.toip = toip
+    assert(ok, c)
+    assert(c, "no connection")
+    c:close()
+    l:close()
+    local none, msg = ex.connect("127.0.0.1", tonumber(port)) -- closed now
+    assert.is_nil(none)
+    assert.matches("couldn't connect to 127%.0%.0%.1:" .. port .. ": connection refused", msg)
+  end)
+
   it("swaps addresses and the END handshake over loopback TCP, as a client and the server do", function()
     local l = assert(ex.listener(0, 2))
     local _, port = l.sock:getsockname()

@@ -33,6 +33,43 @@ describe("examples/lib/pair_traffic.lua", function()
     assert.is_nil(traffic.parse_info("1 2 3"))
   end)
 
+  it("orders the ping-pongs the same way on every rank, so that no round of the shift pattern waits in a cycle",
+    function()
+      -- shift by 1 over 3 ranks: 0 -> 1 -> 2 -> 0, every rank one out end and one in end
+      local n, order = 3, {}
+      for me = 0, n - 1 do
+        local rail = { index = 1 }
+        local l = { { kind = "out", peer = (me + 1) % n, me = me, rail = rail },
+                    { kind = "in", peer = (me - 1) % n, me = me, rail = rail } }
+        table.sort(l, traffic.before)
+        order[me] = l
+      end
+      -- play the ranks: a link runs when it is next at both its ends
+      local pos, done = { [0] = 1, 1, 1 }, 0
+      local function link(me, e) return e.kind == "out" and me .. ">" .. e.peer or e.peer .. ">" .. me end
+      for _ = 1, 2 * n do
+        for me = 0, n - 1 do
+          local e = order[me][pos[me]]
+          if e then
+            local other = e.peer
+            local f = order[other][pos[other]]
+            if f and link(other, f) == link(me, e) then
+              pos[me], pos[other], done = pos[me] + 1, pos[other] + 1, done + 1
+            end
+          end
+        end
+      end
+      assert.equal(n, done) -- every link ran: no cycle of waiting ranks
+      -- the other rails after the first; the sender breaks a tie
+      local a = { kind = "out", peer = 1, me = 0, rail = { index = 2 } }
+      local b = { kind = "in", peer = 1, me = 0, rail = { index = 1 } }
+      assert.is_true(traffic.before(b, a))
+      local out01 = { kind = "out", peer = 1, me = 0, rail = { index = 1 } }
+      local in10 = { kind = "in", peer = 1, me = 0, rail = { index = 1 } }
+      assert.is_true(traffic.before(out01, in10))
+      assert.is_false(traffic.before(in10, out01))
+    end)
+
   it("names every phase by one text", function()
     for _, ph in pairs(traffic.PHASE) do assert.is_string(measures.PHASES[ph], ph) end
     assert.equal("send bandwidth (receiving)", measures.phase(traffic.PHASE.rx))
