@@ -6,7 +6,7 @@
 --   local r = assert(slurm.drain(node, "port_state: port is down"))
 --   print(r.action, r.detail)                       -- "drained", "kept" (someone else's drain), ...
 --   r = assert(slurm.resume(node))                  -- "resumed", "kept", "none"
---   local st = assert(slurm.node_state(node))       -- {state = "IDLE+DRAIN", drain = true, reason = "...", ours = true}
+--   local st = assert(slurm.node_state(node))       -- {state = "IDLE+DRAIN", drain = true, reason =, ours =}
 --
 -- Every call runs scontrol (slurm.SCONTROL: IBVL_SCONTROL from the
 -- environment, else "scontrol" on PATH) with an argument vector, never
