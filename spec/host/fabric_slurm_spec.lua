@@ -93,8 +93,9 @@ local function cases(label)
       err, 1, true)
   end)
 
-  it(label .. ": act: drains a bad node, resumes a passing one, nothing to do otherwise", function()
+  it(label .. ": act: drains a bad node, resumes a passing one, nothing to do or say otherwise", function()
     assert.is_false(slurm.act("node2", true, "x", {}))
+    assert.is_false(slurm.act("node2", false, nil, { undrain = true })) -- not drained: nothing to say
     assert.equal("slurm: node2 drained: fabric_check: flapped: node2 rxe0 port 1: link_downed +1",
       slurm.act("node2", true, "flapped: node2 rxe0 port 1: link_downed +1", { drain = true }))
     assert.is_false(slurm.act("node2", false, nil, { drain = true }))

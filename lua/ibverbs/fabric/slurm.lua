@@ -180,15 +180,21 @@ function slurm.resume(node)
       tostring(st.reason)) }
   end
   local _, uerr = slurm.scontrol({ "update", "NodeName=" .. node, "State=RESUME" })
-  if uerr then return nil, uerr end
+  if uerr then -- resumed meanwhile (by a health check that ran alongside this one): nothing left to do
+    local again = slurm.node_state(node)
+    if again and not again.drain then return { action = "none", detail = node .. " is not drained (" .. again.state
+      .. ")" } end
+    return nil, uerr
+  end
   return { action = "resumed", detail = string.format("%s resumed (was: %s)", node, st.reason) }
 end
 
 --- What a checker does with its verdict on its own node (bad: whether the
 -- node is at fault, why: a short text): drain it (opts.drain) or resume it
 -- when this module drained it and it passes now (opts.undrain); returns the
--- line to print ("slurm: node1 drained: fabric_check: ..."), false when
--- there is nothing to do, or nil, message (scontrol failed).
+-- line to print ("slurm: node1 drained: fabric_check: ...", "slurm: node1
+-- left alone: ..."), false when there is nothing to do or say (not asked,
+-- or a passing node that is not drained), or nil, message (scontrol failed).
 function slurm.act(node, bad, why, opts)
   local r, err
   if bad and opts.drain then
@@ -199,6 +205,7 @@ function slurm.act(node, bad, why, opts)
     return false
   end
   if not r then return nil, "slurm: " .. err end
+  if r.action == "none" then return false end
   return "slurm: " .. r.detail
 end
 
