@@ -129,7 +129,7 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     for _, node in ipairs({ "node1", "node2" }) do assert.equal("IDLE", (node_line(node))) end
   end)
 
-  it("HealthCheckProgram: drains node3 while its link is down, resumes it once it is back; node2's drain stays", function()
+  it("HealthCheckProgram: drains node3 while its link is down, resumes it once back; node2's drain stays", function()
     -- node3 is still drained by the srun above: resume it by hand, so that the health check is what drains it
     local out, rc = run("scontrol update NodeName=node3 State=RESUME && " ..
       "scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap'", 30)
