@@ -407,15 +407,19 @@ for _, dev in ipairs(results) do
   end
 end
 
--- Why this node is at fault, briefly (a Slurm drain reason): its failed checks, flaps first.
+-- Why this node is at fault, briefly (a Slurm drain reason): its failed
+-- checks, flaps first, each with its device and port unless its text names
+-- them; the checks "not run" (the port is down: said once) left out.
 local function short_reason()
   local flapped, other = {}, {}
   for _, dev in ipairs(results) do
     if dev.error then other[#other + 1] = dev.name .. ": " .. dev.error end
     for _, p in ipairs(dev.ports) do
       for _, c in ipairs(p.checks) do
-        if not c.pass then
-          table.insert(c.name == "flapped" and flapped or other, c.name .. ": " .. tostring(c.detail))
+        local detail = tostring(c.detail)
+        if not c.pass and not detail:find("^not run:") then
+          local where = detail:find(dev.name, 1, true) and "" or (dev.name .. ":" .. p.port .. " ")
+          table.insert(c.name == "flapped" and flapped or other, where .. c.name .. ": " .. detail)
         end
       end
     end
