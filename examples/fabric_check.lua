@@ -62,6 +62,8 @@ local o = cli.run(arg, {
   { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'fabric_check: ...'; "
     .. "a node someone else drained is left alone)" },
   { nil, "undrain-ok", help = "when this node passes, resume it in Slurm if fabric_check drained it" },
+  { nil, "flap-state", arg = "file", help = "keep each port's link_downed in <file>: a rise since the run that "
+    .. "wrote it is a flap too (for --slurm-health)" },
   { nil, "slurm-health", help = "this node alone, never with other ranks (Slurm's HealthCheckProgram; "
     .. "docs/bringup.md)" },
 })
@@ -302,12 +304,14 @@ end
 -- a failed check "counters" naming each with its rise; then the flaps since
 -- the watch (a failed check "flapped").  Returns those findings as text.
 local WATCH -- flaps.watch of the devices checked, made before their checks
+local LAST = o.flap_state and usable("option '--flap-state': ", flaps.load(o.flap_state)) -- the previous run's
 local function counter_findings(devs)
   local found = {}
   for _, dev in ipairs(devs) do
     for _, p in ipairs(dev.ports) do
       local after = p.before and pc.read(dev.name, p.port)
       if after then
+        p.link_downed = after.link_downed or after.hw_link_downed
         local d, unknown = pc.deltas(p.before, after)
         local over = pc.exceeded(d, thresholds_of(dev.name, p.port))
         p.counters = { deltas = d, unknown = unknown, exceeded = over }
@@ -324,8 +328,12 @@ local function counter_findings(devs)
       p.before = nil
     end
   end
-  for _, x in ipairs(flaps.judge(WATCH, devs, HOST)) do found[#found + 1] = x end
+  for _, x in ipairs(flaps.judge(WATCH, devs, HOST, LAST)) do found[#found + 1] = x end
   flaps.close(WATCH)
+  if o.flap_state then
+    local ok, err = flaps.save(o.flap_state, devs, os.time())
+    if not ok then io.stderr:write("fabric_check.lua: option '--flap-state': ", tostring(err), "\n") end
+  end
   return found
 end
 

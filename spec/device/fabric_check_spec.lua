@@ -226,6 +226,36 @@ describe("on rxe0, fabric_check.lua and a link that flaps during the check", fun
   end)
 end)
 
+describe("on rxe0, fabric_check.lua --slurm-health --flap-state", function()
+  after_each(function()
+    sh("ip link set d0 up")
+    assert.equal("active", wait_port("active"))
+  end)
+
+  it("names a flap between two runs once, from the link_downed the first run saved", function()
+    local state = os.tmpname()
+    os.remove(state)
+    local function check()
+      return support.run("timeout 60 " .. support.example("fabric_check.lua", "--slurm-health --flap-state " .. state))
+    end
+    local out, rc = check()
+    assert.equal(0, rc, out)
+    local saved = assert(require("dkjson").decode(assert(support.slurp(state))))
+    assert.is_number(saved.ports["rxe0:1"])
+    flap()
+    out, rc = check()
+    assert.equal(1, rc, out)
+    local host = require("ibverbs.fabric").hostname():gsub("%p", "%%%0")
+    assert.matches("flapped%s+FAIL%s+[%d.]+ ms  " .. host .. " rxe0 port 1: link_downed %+1 between the last check "
+      .. "%(%d+%-%d+%-%d+T%d+:%d+:%d+Z%) and this one\n", out)
+    assert.matches("slurm%-health " .. host .. ": FAIL in %d+ ms; flapped: ", out)
+    out, rc = check() -- the flap was told once: the next run starts from there
+    assert.equal(0, rc, out)
+    assert.not_matches("flapped", out)
+    os.remove(state)
+  end)
+end)
+
 describe("on rxe0, fabric_check.lua --drain and --undrain-ok (a fake scontrol: spec/fake-scontrol)", function()
   local dir
   before_each(function()
