@@ -97,6 +97,18 @@ local function print_times()
   end
 end
 
+-- Waits up to limit s until node's health log matches pat (the wrapper writes its line once the
+-- check has ended, after Slurm already shows what the check did); returns the log.
+local function wait_log(node, pat, limit)
+  local deadline, log = socket.gettime() + (limit or 60)
+  repeat
+    log = support.slurp(CACHE .. "/slurm-health-" .. node .. ".log") or ""
+    if log:find(pat) then return log end
+    socket.sleep(0.5)
+  until socket.gettime() > deadline
+  return log
+end
+
 local busted_it = it
 local function it(name, fn) -- busted's it, with the spec's time written to TIMES (as slurm_spec.lua does)
   busted_it(name, function()
@@ -161,7 +173,7 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     local state, reason = wait_node("node3", function(s) return s:find("DRAIN") end, 60)
     assert.matches("DRAIN", state, "node3 not drained by the health check")
     assert.matches("^fabric_check: rxe0:1 port_state: port is down %[", reason)
-    local log3 = support.slurp(CACHE .. "/slurm-health-node3.log") or ""
+    local log3 = wait_log("node3", "health rc=1 ")
     assert.matches("slurm%-health node3: FAIL in %d+ ms; rxe0:1 port_state: port is down\n", log3)
     assert.matches("slurm: node3 drained: fabric_check: rxe0:1 port_state: port is down\n", log3)
     assert.matches("health rc=1 ms=%d+ SLURMD_NODENAME=node3", log3)
@@ -169,7 +181,7 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     os.remove(MARK)
     state = wait_node("node3", function(s) return s == "IDLE" end, 90)
     assert.equal("IDLE", state, support.slurp(CACHE .. "/slurm-health-node3.log"))
-    log3 = support.slurp(CACHE .. "/slurm-health-node3.log")
+    log3 = wait_log("node3", "resumed.-health rc=0 ")
     assert.matches("slurm: node3 resumed %(was: fabric_check: rxe0:1 port_state: port is down%)\n", log3)
     assert.matches("health rc=0 ms=%d+ SLURMD_NODENAME=node3", log3)
     -- node2 passed every health check meanwhile, and stays drained with someone else's reason
