@@ -444,7 +444,11 @@ local function finish(status)
   if slurm and status ~= 2 then
     local line, err = slurm.act(NODE, status == 1, status == 1 and short_reason(),
       { drain = o.drain, undrain = o.undrain_ok })
-    if line then print(line) elseif err then io.stderr:write("fabric_check.lua: ", err, "\n") end
+    if line then -- (after --json's one object: on stderr)
+      (o.json and io.stderr or io.stdout):write(line, "\n")
+    elseif err then
+      io.stderr:write("fabric_check.lua: ", err, "\n")
+    end
   end
   os.exit(status)
 end
