@@ -57,7 +57,7 @@ function slurm.reason(text)
   return r
 end
 
--- argv run through luv: true, output (stdout, then stderr) or nil, message.
+-- argv run through luv: true, output (stdout and stderr as they came) or nil, message.
 local function spawn_luv(uv, argv, timeout)
   local out, code, sig, timed_out = {}, nil, nil, false
   local stdout, stderr = uv.new_pipe(false), uv.new_pipe(false)
