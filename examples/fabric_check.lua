@@ -16,6 +16,13 @@
 -- end of a broken pair whose other end has no fault of its own), 2 when the
 -- run could not be made (bad options, no rendezvous, an exchange failed);
 -- --exit-any: 1 on every rank when any rank has a fault.
+-- A port whose link went down during the run (its link_downed counter rose,
+-- its state changed, or the device sent a port event) fails with a check
+-- "flapped" naming the node, device, port and what was seen.
+-- Slurm: --drain drains this node when it is at fault, with a reason
+-- "fabric_check: ..." (never touching a node someone else drained);
+-- --undrain-ok resumes it when it passes and fabric_check had drained it;
+-- --slurm-health checks this node alone, for Slurm's HealthCheckProgram.
 local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
 local cli = require "cli"
@@ -23,7 +30,9 @@ local dkjson = require "dkjson"
 local rails = require "rails"
 local expectations = require "expect"
 local pc = require "ibverbs.port_counters"
+local flaps = require "flaps"
 
+local STARTED = ibv.now()
 local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
 
 local o = cli.run(arg, {
@@ -50,6 +59,13 @@ local o = cli.run(arg, {
     help = "the largest rise of an error counter over the run (all=n: every one; defaults: docs/bringup.md)" },
   { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
     .. "docs/expect.md): exactly the ports it names must be active, with its values" },
+  { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'fabric_check: ...'; "
+    .. "a node someone else drained is left alone)" },
+  { nil, "undrain-ok", help = "when this node passes, resume it in Slurm if fabric_check drained it" },
+  { nil, "flap-state", arg = "file", help = "keep each port's link_downed in <file>: a rise since the run that "
+    .. "wrote it is a flap too (for --slurm-health)" },
+  { nil, "slurm-health", help = "this node alone, never with other ranks (Slurm's HealthCheckProgram; "
+    .. "docs/bringup.md)" },
 })
 
 -- v, or (nil, err) a usage error: exit 2 before any device or peer is touched.
@@ -62,8 +78,16 @@ local function usable(what, v, err)
 end
 local THRESHOLDS = o.counter_thresholds and
   usable("option '--counter-thresholds': ", pc.parse_thresholds(o.counter_thresholds)) or pc.THRESHOLDS
+local HOST = require("ibverbs.fabric.launcher").hostname()
 local EXPECTED = o.expect and -- this host's port entries
-  expectations.for_host(usable("--expect ", expectations.load(o.expect)), require("ibverbs.fabric.launcher").hostname())
+  expectations.for_host(usable("--expect ", expectations.load(o.expect)), HOST)
+local slurm = (o.drain or o.undrain_ok) and require "ibverbs.fabric.slurm"
+local NODE = slurm and slurm.node_name() -- this node's Slurm name, checked before anything runs
+if slurm then
+  usable("option '--drain'/'--undrain-ok': ", slurm.check_node(NODE))
+  if o.exit_any then usable("option '--drain'/'--undrain-ok': ", nil, "does not go with '--exit-any' (whose "
+    .. "status says nothing about this node)") end
+end
 
 -- Whether the run needs port of device: named in --expect, else named with -d or -i.
 local function needed(device, port)
@@ -277,14 +301,17 @@ end
 
 -- The counters of every port read before its checks, read again: their
 -- deltas (p.counters) and, for an error counter that rose past its threshold,
--- a failed check "counters" naming each with its rise.  Returns those
--- findings as text.
+-- a failed check "counters" naming each with its rise; then the flaps since
+-- the watch (a failed check "flapped").  Returns those findings as text.
+local WATCH -- flaps.watch of the devices checked, made before their checks
+local LAST = o.flap_state and usable("option '--flap-state': ", flaps.load(o.flap_state)) -- the previous run's
 local function counter_findings(devs)
   local found = {}
   for _, dev in ipairs(devs) do
     for _, p in ipairs(dev.ports) do
       local after = p.before and pc.read(dev.name, p.port)
       if after then
+        p.link_downed = after.link_downed or after.hw_link_downed
         local d, unknown = pc.deltas(p.before, after)
         local over = pc.exceeded(d, thresholds_of(dev.name, p.port))
         p.counters = { deltas = d, unknown = unknown, exceeded = over }
@@ -300,6 +327,12 @@ local function counter_findings(devs)
       end
       p.before = nil
     end
+  end
+  for _, x in ipairs(flaps.judge(WATCH, devs, HOST, LAST)) do found[#found + 1] = x end
+  flaps.close(WATCH)
+  if o.flap_state then
+    local ok, err = flaps.save(o.flap_state, devs, os.time())
+    if not ok then io.stderr:write("fabric_check.lua: option '--flap-state': ", tostring(err), "\n") end
   end
   return found
 end
@@ -343,6 +376,11 @@ if not devices then
   devices = {}
   no_devices = derrno == 38 and ("no RDMA driver loaded (" .. tostring(derr) .. ")") or tostring(derr)
 end
+local names = {}
+for _, d in ipairs(devices) do
+  if not o.ib_dev or d.name == o.ib_dev then names[#names + 1] = d.name end
+end
+WATCH = flaps.watch(names) -- each port's state now, and the port events until the counters are read again
 local results = {}
 for _, d in ipairs(devices) do
   if not o.ib_dev or d.name == o.ib_dev then results[#results + 1] = check_device(d) end
@@ -364,7 +402,8 @@ for _, dev in ipairs(results) do
 end
 -- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
 local wide = require "fabric_wide"
-if not wide.wanted(o) then counter_findings(results) end
+local alone = o.slurm_health or not wide.wanted(o)
+if alone then counter_findings(results) end
 local failed, total = 0, 0
 for _, dev in ipairs(results) do
   if dev.error then failed = failed + 1 end
@@ -375,11 +414,50 @@ for _, dev in ipairs(results) do
     end
   end
 end
+
+-- Why this node is at fault, briefly (a Slurm drain reason): its failed
+-- checks, flaps first, each with its device and port unless its text names
+-- them; the checks "not run" (the port is down: said once) left out.
+local function short_reason()
+  local flapped, other = {}, {}
+  for _, dev in ipairs(results) do
+    if dev.error then other[#other + 1] = dev.name .. ": " .. dev.error end
+    for _, p in ipairs(dev.ports) do
+      for _, c in ipairs(p.checks) do
+        local detail = tostring(c.detail)
+        if not c.pass and not detail:find("^not run:") then
+          local where = detail:find(dev.name, 1, true) and "" or (dev.name .. ":" .. p.port .. " ")
+          table.insert(c.name == "flapped" and flapped or other, where .. c.name .. ": " .. detail)
+        end
+      end
+    end
+  end
+  for _, x in ipairs(other) do flapped[#flapped + 1] = x end
+  if #flapped == 0 then return "named at fault in rank 0's report (a broken pair)" end
+  return table.concat(flapped, "; ", 1, math.min(#flapped, 2)) ..
+    (#flapped > 2 and string.format(" (+%d more)", #flapped - 2) or "")
+end
+
+-- The exit status, after Slurm was told (--drain, --undrain-ok): a failed
+-- scontrol call is printed, the status stays the verdict's.
+local function finish(status)
+  if slurm and status ~= 2 then
+    local line, err = slurm.act(NODE, status == 1, status == 1 and short_reason(),
+      { drain = o.drain, undrain = o.undrain_ok })
+    if line then -- (after --json's one object: on stderr)
+      (o.json and io.stderr or io.stdout):write(line, "\n")
+    elseif err then
+      io.stderr:write("fabric_check.lua: ", err, "\n")
+    end
+  end
+  os.exit(status)
+end
+
 -- one rank of many: the fabric as a whole (rank 0 reports)
-if wide.wanted(o) then
+if not alone then
   local agree = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
     json = true, exit_any = true })
-  os.exit(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = agree,
+  finish(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = agree,
     after_traffic = function() return counter_findings(results) end }))
 end
 if o.json then
@@ -388,4 +466,8 @@ else
   print_text(results)
   print(string.format("%d checks, %d failed: %s", total, failed, failed == 0 and "PASS" or "FAIL"))
 end
-os.exit(failed == 0 and 0 or 1)
+if o.slurm_health and not o.json then
+  print(string.format("slurm-health %s: %s in %.0f ms%s", HOST, failed == 0 and "PASS" or "FAIL",
+    (ibv.now() - STARTED) * 1000, failed == 0 and "" or ("; " .. short_reason())))
+end
+finish(failed == 0 and 0 or 1)

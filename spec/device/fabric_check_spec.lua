@@ -1,7 +1,10 @@
 -- fabric_check.lua on rxe0: passes with the port up, fails clearly with it down;
 -- a second device on a netdev that is down is listed as idle and fails only
--- when named or when no active port is left.
+-- when named or when no active port is left.  A link that goes down and
+-- comes back during a check (ip link set d0 down; up) gets a "flapped"
+-- verdict, alone and between two ranks; healthy runs get none.
 local support = require "support"
+local util = require "faults.util"
 
 local function run(args)
   return support.run("timeout 60 " .. support.example("fabric_check.lua", args))
@@ -132,5 +135,159 @@ describe("on rxe0, fabric_check.lua", function()
     assert.equal(2, rc, out)
     assert.matches("'port' missing", out)
     for _, f in ipairs({ good, wrong, missing }) do os.remove(f) end
+  end)
+end)
+
+-- How many verbs contexts process pid has open (/dev/infiniband/uverbsN among its descriptors).
+local function contexts(pid)
+  local uv = require "luv"
+  local req, n = uv.fs_scandir("/proc/" .. pid .. "/fd"), 0
+  while req do
+    local name = uv.fs_scandir_next(req)
+    if not name then break end
+    local target = uv.fs_readlink("/proc/" .. pid .. "/fd/" .. name)
+    if target and target:find("^/dev/infiniband/uverbs") then n = n + 1 end
+  end
+  return n
+end
+
+-- d0 down until rxe0's port is down, then up until it is active with its GID back.
+local function flap()
+  assert.is_true(sh("ip link set d0 down"))
+  assert.equal("down", wait_port("down"))
+  assert.is_true(sh("ip link set d0 up"))
+  local ctx = support.open()
+  local back = util.port_back(ctx, 10)
+  ctx:close()
+  assert(back, "rxe0 did not come back")
+end
+
+describe("on rxe0, fabric_check.lua and a link that flaps during the check", function()
+  after_each(function()
+    sh("ip link set d0 up")
+    assert.equal("active", wait_port("active"))
+  end)
+
+  it("gives no flap verdict in healthy runs (five in a row)", function()
+    for _ = 1, 5 do
+      local out, rc = run("-d rxe0")
+      assert.equal(0, rc, out)
+      assert.not_matches("flapped", out)
+      assert.matches("6 checks, 0 failed: PASS", out)
+    end
+  end)
+
+  it("alone: the link down and up while the check runs (stopped with SIGSTOP): flapped, exit 1", function()
+    -- caught once the script has rxe0 open twice (its watch, whose port events are queued from then on, and
+    -- the checks' context); a run that ends before that is a healthy run, and is tried again
+    local caught, out, rc
+    for _ = 1, 10 do
+      local h = util.start("examples/fabric_check.lua", "-d rxe0 -t 5")
+      while not h.done() and contexts(h.pid) < 2 do util.sleep(0.002) end
+      if not h.done() and h:kill("STOP") then
+        caught = true
+        local ok, err = pcall(flap)
+        h:kill("CONT")
+        assert(ok, err)
+      end
+      rc = h:wait(60)
+      out = h.output()
+      h.cleanup()
+      if caught then break end
+      assert.equal(0, rc, out) -- not caught: healthy
+      assert.not_matches("flapped", out)
+    end
+    assert.is_true(caught, "the check always ended before it had rxe0 open")
+    assert.equal(1, rc, out)
+    local host = require("ibverbs.fabric").hostname()
+    assert.matches("flapped%s+FAIL%s+[%d.]+ ms  " .. host:gsub("%p", "%%%0") .. " rxe0 port 1: [^\n]*"
+      .. "events port_err, port_active", out)
+    assert.matches("FAIL\n$", out)
+  end)
+
+  it("two ranks: rxe0 flaps while rank 0 waits for rank 1; rank 0's report names it, exit 1 there only", function()
+    local port = 21000 + math.random(0, 4999)
+    local args = "-d rxe0 --size 2 --root 127.0.0.1:" .. port .. " --rank "
+    local r0 = support.spawn("timeout 120 " .. support.example("fabric_check.lua", args .. "0"))
+    assert.is_true(support.wait_listen(port, 30), "rank 0 is not listening")
+    local counter = "/sys/class/infiniband/rxe0/ports/1/hw_counters/link_downed"
+    local downs = tonumber(support.slurp(counter))
+    flap()
+    assert.equal(downs + 1, tonumber(support.slurp(counter)))
+    local out1, rc1 = support.run("timeout 120 " .. support.example("fabric_check.lua", args .. "1"))
+    local out0, rc0 = r0:wait(60)
+    assert.equal(1, rc0, out0)
+    assert.equal(0, rc1, out1) -- rank 1 started after the flap: its own counters did not move
+    local host = require("ibverbs.fabric").hostname():gsub("%p", "%%%0")
+    assert.matches("FAULT rank 0 %(" .. host .. "%): [^\n]*flapped: " .. host .. " rxe0 port 1: link_downed %+1; "
+      .. "events port_err, port_active", out0)
+    assert.matches("nodes at fault %(exit 1%): rank 0 %(" .. host .. "%)\n", out0)
+    assert.not_matches("flapped", out1)
+  end)
+end)
+
+describe("on rxe0, fabric_check.lua --slurm-health --flap-state", function()
+  after_each(function()
+    sh("ip link set d0 up")
+    assert.equal("active", wait_port("active"))
+  end)
+
+  it("names a flap between two runs once, from the link_downed the first run saved", function()
+    local state = os.tmpname()
+    os.remove(state)
+    local function check()
+      return support.run("timeout 60 " .. support.example("fabric_check.lua", "--slurm-health --flap-state " .. state))
+    end
+    local out, rc = check()
+    assert.equal(0, rc, out)
+    local saved = assert(require("dkjson").decode(assert(support.slurp(state))))
+    assert.is_number(saved.ports["rxe0:1"])
+    flap()
+    out, rc = check()
+    assert.equal(1, rc, out)
+    local host = require("ibverbs.fabric").hostname():gsub("%p", "%%%0")
+    assert.matches("flapped%s+FAIL%s+[%d.]+ ms  " .. host .. " rxe0 port 1: link_downed %+1 between the last check "
+      .. "%(%d+%-%d+%-%d+T%d+:%d+:%d+Z%) and this one\n", out)
+    assert.matches("slurm%-health " .. host .. ": FAIL in %d+ ms; flapped: ", out)
+    out, rc = check() -- the flap was told once: the next run starts from there
+    assert.equal(0, rc, out)
+    assert.not_matches("flapped", out)
+    os.remove(state)
+  end)
+end)
+
+describe("on rxe0, fabric_check.lua --drain and --undrain-ok (a fake scontrol: spec/fake-scontrol)", function()
+  local dir
+  before_each(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert.is_true(sh("mkdir " .. dir))
+  end)
+  after_each(function()
+    sh("ip link set d0 up; rm -rf " .. dir)
+    assert.equal("active", wait_port("active"))
+  end)
+
+  it("drains the node while rxe0's link is down, resumes it once the check passes again", function()
+    local env = "env SLURMD_NODENAME=node9 FAKE_SCONTROL_DIR=" .. dir .. " IBVL_SCONTROL=spec/fake-scontrol "
+    local out, rc = support.run(env .. "timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok"))
+    assert.equal(0, rc, out)
+    assert.not_matches("slurm:", out) -- passing, not drained: asked, nothing done
+    assert.equal("[show][node][node9]\n", support.slurp(dir .. "/log"))
+    assert.is_true(sh("ip link set d0 down"))
+    assert.equal("down", wait_port("down"))
+    out, rc = support.run(env .. "timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok"))
+    assert.equal(1, rc, out)
+    assert.matches("slurm: node9 drained: fabric_check: rxe0:1 port_state: port is down\n", out)
+    assert.equal("IDLE+DRAIN\n", support.slurp(dir .. "/state"))
+    assert.is_true(sh("ip link set d0 up"))
+    local ctx = support.open()
+    assert(util.port_back(ctx, 10), "rxe0 did not come back")
+    ctx:close()
+    out, rc = support.run(env .. "timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok"))
+    assert.equal(0, rc, out)
+    assert.matches("slurm: node9 resumed %(was: fabric_check: rxe0:1 port_state: port is down%)\n", out)
+    assert.equal("IDLE\n", support.slurp(dir .. "/state"))
+    assert.matches("%[update%]%[NodeName=node9%]%[State=RESUME%]\n$", support.slurp(dir .. "/log"))
   end)
 end)

@@ -167,6 +167,7 @@ describe("examples/fabric_check.lua --json", function()
           return { state = "down", active_mtu = 0 / 0, max_mtu = 1 / 0, link_layer = "ethernet", lid = 0 }
         end,
         query_gid_table = function() return {} end,
+        get_async_event = function() return nil, "ibv_get_async_event: Connection timed out", 110 end,
         close = function() return true end,
       }
     end

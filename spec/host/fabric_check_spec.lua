@@ -1,15 +1,17 @@
 -- examples/fabric_check.lua on this host, which has no RDMA driver: alone, and
--- as a job of local ranks (the exit status each rank gives).
+-- as a job of local ranks (the exit status each rank gives); --drain through
+-- a fake scontrol (spec/fake-scontrol).
 local fs = require "fabric_support"
 local LUA, CPATH = fs.LUA, fs.CPATH
 
-local function alone(args)
-  local p = io.popen("LUA_PATH='lua/?.lua;;' LUA_CPATH='" .. CPATH .. "' " .. LUA ..
+local function alone_env(env, args)
+  local p = io.popen(env .. "LUA_PATH='lua/?.lua;;' LUA_CPATH='" .. CPATH .. "' " .. LUA ..
     " examples/fabric_check.lua " .. args .. " 2>&1; echo rc=$?")
   local out = p:read("a")
   p:close()
   return out
 end
+local function alone(args) return alone_env("", args) end
 
 describe("examples/fabric_check.lua on this host (no RDMA driver)", function()
   it("reports the missing driver as this node's fault and exits 1, without a traceback", function()
@@ -38,5 +40,69 @@ describe("examples/fabric_check.lua on this host (no RDMA driver)", function()
       assert.matches("the ranks do not run the same script version and options: rank 0 %(%S+%) and rank 1 %(%S+%): "
         .. "'fabric_check%.lua 2 .-ud_count=10 .-'; rank 2 %(%S+%): 'fabric_check%.lua 2 .-ud_count=3 .-'", texts[r])
     end
+  end)
+
+  it("--drain: drains this node (no driver: at fault) through IBVL_SCONTROL, the reason naming the fault", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    local env = "SLURMD_NODENAME=node7 FAKE_SCONTROL_DIR=" .. dir .. " IBVL_SCONTROL=spec/fake-scontrol "
+    local out = alone_env(env, "--drain")
+    assert.matches("slurm: node7 drained: fabric_check: %(none%): no RDMA driver loaded", out)
+    assert.matches("rc=1\n$", out)
+    local f = assert(io.open(dir .. "/log"))
+    local log = f:read("a")
+    f:close()
+    assert.matches("^%[show%]%[node%]%[node7%]\n%[update%]%[NodeName=node7%]%[State=DRAIN%]%[Reason=fabric_check: "
+      .. "%(none%): no RDMA driver loaded [^\n]*%]\n$", log)
+    -- someone else's drain is left alone, and said so; the status stays the check's
+    os.remove(dir .. "/log")
+    f = assert(io.open(dir .. "/reason", "w"))
+    f:write("bad PSU")
+    f:close()
+    out = alone_env(env, "--drain --slurm-health")
+    assert.matches("slurm: node7 left alone: drained by someone else %(Reason=bad PSU%)", out)
+    assert.matches("slurm%-health node7: FAIL in %d+ ms; %(none%): no RDMA driver loaded", out)
+    assert.matches("rc=1\n$", out)
+    -- scontrol failing: said on stderr, the status stays 1
+    f = assert(io.open(dir .. "/fail", "w"))
+    f:write("Unable to contact slurm controller")
+    f:close()
+    out = alone_env(env, "--drain")
+    assert.matches("fabric_check.lua: slurm: spec/fake%-scontrol show node node7: exit 1: Unable to contact", out)
+    assert.matches("rc=1\n$", out)
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("--drain: exits 2 for a node name that is not one, and with --exit-any, before running anything", function()
+    local out = alone_env("SLURMD_NODENAME='n;reboot' IBVL_SCONTROL=/nonexistent ", "--drain")
+    assert.matches("fabric_check.lua: option '%-%-drain'/'%-%-undrain%-ok': bad Slurm node name \"n;reboot\"", out)
+    assert.matches("rc=2\n$", out)
+    out = alone_env("SLURMD_NODENAME=node7 IBVL_SCONTROL=/nonexistent ", "--undrain-ok --exit-any")
+    assert.matches("option '%-%-drain'/'%-%-undrain%-ok': does not go with '%-%-exit%-any'", out)
+    assert.matches("rc=2\n$", out)
+  end)
+
+  it("--flap-state: exits 2 for a file that is not a flap state, naming it", function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write('{"time": 1, "ports": {"rxe0": 3}}')
+    f:close()
+    local out = alone("--flap-state " .. path)
+    assert.matches("option '%-%-flap%-state': " .. path:gsub("%p", "%%%0") .. ": not a fabric_check flap state "
+      .. "%('ports' entry \"rxe0\" is not \"device:port\": integer%)", out)
+    assert.matches("rc=2\n$", out)
+    f = assert(io.open(path, "w"))
+    f:write("{")
+    f:close()
+    assert.matches("not a fabric_check flap state", alone("--flap-state " .. path))
+    os.remove(path)
+    -- a file not there yet is the first run's: made at the end
+    out = alone("--flap-state " .. path)
+    assert.matches("rc=1\n$", out) -- (no driver)
+    local saved = require("dkjson").decode(io.open(path):read("a"))
+    assert.is_number(saved.time)
+    assert.same({}, saved.ports)
+    os.remove(path)
   end)
 end)

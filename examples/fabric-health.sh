@@ -1,0 +1,24 @@
+#!/bin/sh
+# fabric-health.sh: Slurm's HealthCheckProgram, fabric_check.lua on this node
+# alone (--slurm-health: its devices, ports, GIDs, loopback traffic and
+# counters, --expect when FABRIC_EXPECT names a file; no peers, no launcher),
+# and a link that went down since its last run (--flap-state: each port's
+# link_downed kept in FLAP_STATE).
+# It drains the node with a reason "fabric_check: ..." when the node is at
+# fault, and resumes it when it passes again and fabric_check had drained it;
+# a node drained with any other reason is left alone.  In slurm.conf:
+#
+#   HealthCheckProgram=/etc/slurm/fabric-health.sh
+#   HealthCheckInterval=300
+#
+# slurmd runs it as root with SLURMD_NODENAME and nothing else in its
+# environment: edit the paths below, or call this script from a wrapper that
+# sets IBVLUA, FABRIC_CHECK, FABRIC_EXPECT and FLAP_STATE.  The exit status is
+# fabric_check's: 0 healthy, 1 at fault, 2 the check could not be made.
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+IBVLUA=${IBVLUA:-/usr/local/bin/ibvlua}                                   # make install (or lua5.4)
+FABRIC_CHECK=${FABRIC_CHECK:-/opt/lua-ibverbs/examples/fabric_check.lua} # a copy of examples/
+FLAP_STATE=${FLAP_STATE:-/run/fabric-health.flaps}                       # link_downed between runs
+exec "$IBVLUA" "$FABRIC_CHECK" --slurm-health --drain --undrain-ok --flap-state "$FLAP_STATE" \
+  ${FABRIC_EXPECT:+--expect "$FABRIC_EXPECT"}

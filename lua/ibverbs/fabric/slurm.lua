@@ -1,0 +1,212 @@
+--- Talking to Slurm: a node's state and drain reason, draining a node with a
+-- reason this tool owns, resuming only the nodes it drained itself.
+--
+--   local slurm = require "ibverbs.fabric.slurm"
+--   local node = slurm.node_name()                  -- SLURMD_NODENAME, else this host's name
+--   local r = assert(slurm.drain(node, "port_state: port is down"))
+--   print(r.action, r.detail)                       -- "drained", "kept" (someone else's drain), ...
+--   r = assert(slurm.resume(node))                  -- "resumed", "kept", "none"
+--   local st = assert(slurm.node_state(node))       -- {state = "IDLE+DRAIN", drain = true, reason =, ours =}
+--
+-- Every call runs scontrol (slurm.SCONTROL: IBVL_SCONTROL from the
+-- environment, else "scontrol" on PATH) with an argument vector, never
+-- through a shell: lua-luv's uv.spawn when it is installed; otherwise each
+-- argument is checked (a node name is [%w._-]+, a reason printable text)
+-- and single-quoted for /bin/sh.  Failures return nil, message naming the
+-- command and what it printed.  A drain's reason starts with slurm.PREFIX
+-- ("fabric_check:"): a node drained with any other reason was drained by
+-- someone else and is never resumed nor re-drained by this module.
+local slurm = {}
+local unpack = table.unpack or unpack -- luacheck: ignore (LuaJIT)
+
+slurm.PREFIX = "fabric_check:"
+slurm.SCONTROL = os.getenv("IBVL_SCONTROL") or "scontrol"
+slurm.TIMEOUT = 30 -- seconds an scontrol call may take before it is killed
+slurm.REASON_MAX = 200 -- characters of a reason kept (Slurm shows it in sinfo -R)
+
+--- Whether name is a single Slurm node name this module accepts ([%w._-]+,
+-- not starting with "-"): true, or nil, message.
+function slurm.check_node(name)
+  if type(name) ~= "string" or not name:find("^[%w_.][%w_.-]*$") or #name > 255 then
+    return nil, "bad Slurm node name " .. string.format("%q", tostring(name)) .. " (letters, digits, '.', '_', '-')"
+  end
+  return true
+end
+
+local function checked_node(name, fn)
+  local ok, err = slurm.check_node(name)
+  if not ok then error("bad argument #1 to '" .. fn .. "' (" .. err .. ")", 3) end
+  return name
+end
+
+--- This node's Slurm name: SLURMD_NODENAME (set by slurmd for jobs and for
+-- its HealthCheckProgram), else the host name up to its first dot.
+function slurm.node_name(getenv)
+  getenv = getenv or os.getenv
+  local name = getenv("SLURMD_NODENAME")
+  if name and name ~= "" then return name end
+  return (require("ibverbs.fabric.launcher").hostname(getenv):match("^[^.]*"))
+end
+
+--- A reason as Slurm gets it: slurm.PREFIX, one space, the text on one line
+-- (control characters become spaces, runs of blanks one), cut at slurm.REASON_MAX.
+function slurm.reason(text)
+  local t = tostring(text):gsub("[%c]", " "):gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+  local r = slurm.PREFIX .. " " .. t
+  if #r > slurm.REASON_MAX then r = r:sub(1, slurm.REASON_MAX - 3) .. "..." end
+  return r
+end
+
+-- argv run through luv: true, output (stdout and stderr as they came) or nil, message.
+local function spawn_luv(uv, argv, timeout)
+  local out, code, sig, timed_out = {}, nil, nil, false
+  local stdout, stderr = uv.new_pipe(false), uv.new_pipe(false)
+  local handle, pid_or_err
+  handle, pid_or_err = uv.spawn(argv[1], { args = { unpack(argv, 2) }, stdio = { nil, stdout, stderr } },
+    function(c, s)
+      code, sig = c, s
+      handle:close()
+    end)
+  if not handle then
+    stdout:close(); stderr:close()
+    uv.run("nowait") -- the close callbacks (luv closes the failed process handle itself)
+    return nil, "cannot run " .. argv[1] .. ": " .. tostring(pid_or_err)
+  end
+  for _, pipe in ipairs({ stdout, stderr }) do
+    pipe:read_start(function(e, data)
+      if data and not e then out[#out + 1] = data elseif not pipe:is_closing() then pipe:close() end
+    end)
+  end
+  local timer = uv.new_timer()
+  timer:start(math.floor(timeout * 1000), 0, function()
+    timed_out = true
+    if not handle:is_closing() then handle:kill("sigkill") end
+  end)
+  while code == nil or not stdout:is_closing() or not stderr:is_closing() do uv.run("once") end
+  timer:close()
+  uv.run("nowait")
+  local text = table.concat(out)
+  if timed_out then return nil, string.format("%s: no answer within %g s", table.concat(argv, " "), timeout) end
+  if code ~= 0 or sig ~= 0 then
+    return nil, string.format("%s: exit %d%s: %s", table.concat(argv, " "), code, sig ~= 0 and (" signal " .. sig)
+      or "", text:gsub("%s+$", ""))
+  end
+  return true, text
+end
+
+-- Single-quoted for /bin/sh, after a check that the argument is printable text.
+local function quoted(a)
+  if a:find("[%c]") then error("refusing to pass a control character to the shell: " .. string.format("%q", a), 0) end
+  return "'" .. a:gsub("'", "'\\''") .. "'"
+end
+
+-- argv run through /bin/sh with every argument quoted (no lua-luv): as spawn_luv.
+local function spawn_sh(argv, timeout)
+  local words = {}
+  for i, a in ipairs(argv) do words[i] = quoted(a) end
+  local cmd = string.format("timeout -k 2 %d %s 2>&1; echo \"rc=$?\"", math.ceil(timeout), table.concat(words, " "))
+  local p = io.popen(cmd)
+  if not p then return nil, "cannot run " .. argv[1] end
+  local text = p:read("a")
+  p:close()
+  local rc = tonumber(text:match("rc=(%d+)%s*$"))
+  text = text:gsub("rc=%d+%s*$", "")
+  if rc == 124 or rc == 137 then
+    return nil, string.format("%s: no answer within %g s", table.concat(argv, " "), timeout)
+  end
+  if rc ~= 0 then
+    return nil, string.format("%s: exit %s: %s", table.concat(argv, " "), tostring(rc), text:gsub("%s+$", ""))
+  end
+  return true, text
+end
+
+--- Runs scontrol with the arguments given (a list of strings): its output, or nil, message.
+function slurm.scontrol(args)
+  local argv = { slurm.SCONTROL }
+  for i, a in ipairs(args) do argv[i + 1] = tostring(a) end
+  local ok, uv = pcall(require, "luv")
+  local done, text
+  if ok and uv.spawn then
+    done, text = spawn_luv(uv, argv, slurm.TIMEOUT)
+  else
+    done, text = spawn_sh(argv, slurm.TIMEOUT)
+  end
+  if not done then return nil, text end
+  return text
+end
+
+--- A node's state as `scontrol show node` gives it: {state = "IDLE+DRAIN",
+-- drain = bool, reason = text or nil (without Slurm's "[user@time]"), ours =
+-- bool (the reason starts with slurm.PREFIX)}, or nil, message.
+function slurm.node_state(node)
+  checked_node(node, "node_state")
+  local text, err = slurm.scontrol({ "show", "node", node })
+  if not text then return nil, err end
+  local state = text:match("%f[%w]State=(%S+)")
+  if not state then return nil, "scontrol show node " .. node .. ": no State= in " .. string.format("%q", text) end
+  local reason = text:match("\n%s*Reason=([^\n]*)")
+  if reason then reason = reason:gsub("%s*%[[^%]]*%]%s*$", "") end
+  return { state = state, drain = state:find("DRAIN") ~= nil, reason = reason,
+    ours = reason ~= nil and reason:sub(1, #slurm.PREFIX) == slurm.PREFIX }
+end
+
+--- Drains node with slurm.reason(text) unless someone else drained it:
+-- {action = "drained" (now, or again with the new reason) | "kept" (drained
+-- by someone else: left alone), detail = text}, or nil, message.
+function slurm.drain(node, text)
+  checked_node(node, "drain")
+  local st, err = slurm.node_state(node)
+  if not st then return nil, err end
+  if st.drain and not st.ours then
+    return { action = "kept", detail = string.format("%s left alone: drained by someone else (Reason=%s)", node,
+      tostring(st.reason)) }
+  end
+  local reason = slurm.reason(text)
+  local _, uerr = slurm.scontrol({ "update", "NodeName=" .. node, "State=DRAIN", "Reason=" .. reason })
+  if uerr then return nil, uerr end
+  return { action = "drained", detail = string.format("%s drained: %s", node, reason) }
+end
+
+--- Resumes node when this module drained it: {action = "resumed" | "kept"
+-- (drained by someone else: left alone) | "none" (not drained), detail =
+-- text}, or nil, message.
+function slurm.resume(node)
+  checked_node(node, "resume")
+  local st, err = slurm.node_state(node)
+  if not st then return nil, err end
+  if not st.drain then return { action = "none", detail = node .. " is not drained (" .. st.state .. ")" } end
+  if not st.ours then
+    return { action = "kept", detail = string.format("%s left alone: drained by someone else (Reason=%s)", node,
+      tostring(st.reason)) }
+  end
+  local _, uerr = slurm.scontrol({ "update", "NodeName=" .. node, "State=RESUME" })
+  if uerr then -- resumed meanwhile (by a health check that ran alongside this one): nothing left to do
+    local again = slurm.node_state(node)
+    if again and not again.drain then return { action = "none", detail = node .. " is not drained (" .. again.state
+      .. ")" } end
+    return nil, uerr
+  end
+  return { action = "resumed", detail = string.format("%s resumed (was: %s)", node, st.reason) }
+end
+
+--- What a checker does with its verdict on its own node (bad: whether the
+-- node is at fault, why: a short text): drain it (opts.drain) or resume it
+-- when this module drained it and it passes now (opts.undrain); returns the
+-- line to print ("slurm: node1 drained: fabric_check: ...", "slurm: node1
+-- left alone: ..."), false when there is nothing to do or say (not asked,
+-- or a passing node that is not drained), or nil, message (scontrol failed).
+function slurm.act(node, bad, why, opts)
+  local r, err
+  if bad and opts.drain then
+    r, err = slurm.drain(node, why)
+  elseif not bad and opts.undrain then
+    r, err = slurm.resume(node)
+  else
+    return false
+  end
+  if not r then return nil, "slurm: " .. err end
+  if r.action == "none" then return false end
+  return "slurm: " .. r.detail
+end
+
+return slurm

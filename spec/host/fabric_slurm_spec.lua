@@ -1,0 +1,175 @@
+-- ibverbs.fabric.slurm against a fake scontrol (spec/fake-scontrol, which
+-- logs each call's arguments and keeps one node's state in a directory):
+-- the arguments as Slurm gets them (one argument a word, no shell between),
+-- a drain by someone else left alone, resume only of its own drains, bad node
+-- names refused, scontrol's failures returned as messages; through lua-luv
+-- and through the quoting fallback.
+local slurm = require "ibverbs.fabric.slurm"
+
+local FAKE = io.popen("pwd"):read("l") .. "/spec/fake-scontrol"
+
+local function slurp(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+-- Each case gets a fresh state directory and the fake as scontrol; FAKE_SCONTROL_DIR
+-- reaches the fake through the environment (set for this process with a wrapper script).
+local dir, saved
+local function fresh()
+  dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local wrapper = dir .. "/scontrol"
+  write(wrapper, "#!/bin/sh\nFAKE_SCONTROL_DIR='" .. dir .. "' exec '" .. FAKE .. "' \"$@\"\n")
+  assert(os.execute("chmod +x " .. wrapper))
+  saved = slurm.SCONTROL
+  slurm.SCONTROL = wrapper
+end
+local function log() return slurp(dir .. "/log") or "" end
+
+local function cases(label)
+  before_each(fresh)
+  after_each(function()
+    slurm.SCONTROL = saved
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it(label .. ": drains a healthy node with the reason as one argument, shell characters and all", function()
+    local why = [[port_state: port is down; it's $(touch /tmp/pwned) `id` "x" \ ; done]]
+    local r = assert(slurm.drain("node2", why))
+    assert.equal("drained", r.action)
+    assert.equal("[show][node][node2]\n[update][NodeName=node2][State=DRAIN][Reason=fabric_check: " .. why .. "]\n",
+      log())
+    assert.is_nil(slurp("/tmp/pwned"))
+    local st = assert(slurm.node_state("node2"))
+    assert.same({ state = "IDLE+DRAIN", drain = true, ours = true, reason = "fabric_check: " .. why }, st)
+    assert.equal("node2 drained: fabric_check: " .. why, r.detail)
+  end)
+
+  it(label .. ": leaves a node someone else drained alone, and says so", function()
+    write(dir .. "/state", "IDLE+DRAIN\n")
+    write(dir .. "/reason", "bad DIMM, ticket 42")
+    local r = assert(slurm.drain("node2", "flapped"))
+    assert.equal("kept", r.action)
+    assert.equal("node2 left alone: drained by someone else (Reason=bad DIMM, ticket 42)", r.detail)
+    r = assert(slurm.resume("node2"))
+    assert.equal("kept", r.action)
+    assert.equal("[show][node][node2]\n[show][node][node2]\n", log()) -- no update at all
+    assert.equal("bad DIMM, ticket 42", slurp(dir .. "/reason"))
+  end)
+
+  it(label .. ": resumes a node it drained itself; a node not drained is left as it is", function()
+    assert.equal("none", assert(slurm.resume("node2")).action)
+    assert(slurm.drain("node2", "counters: link_downed +1"))
+    local r = assert(slurm.resume("node2"))
+    assert.equal("resumed", r.action)
+    assert.equal("node2 resumed (was: fabric_check: counters: link_downed +1)", r.detail)
+    assert.matches("%[update%]%[NodeName=node2%]%[State=RESUME%]\n$", log())
+    assert.equal("IDLE\n", slurp(dir .. "/state"))
+  end)
+
+  it(label .. ": drains again with the new reason a node it drained before", function()
+    assert(slurm.drain("node2", "first"))
+    local r = assert(slurm.drain("node2", "second"))
+    assert.equal("drained", r.action)
+    assert.equal("fabric_check: second", slurp(dir .. "/reason"))
+  end)
+
+  it(label .. ": returns scontrol's failure as a message naming the command", function()
+    write(dir .. "/fail", "slurm_load_node error: Unable to contact slurm controller")
+    local r, err = slurm.drain("node2", "x")
+    assert.is_nil(r)
+    assert.matches("scontrol show node node2: exit 1: slurm_load_node error: Unable to contact slurm controller",
+      err, 1, true)
+  end)
+
+  it(label .. ": act: drains a bad node, resumes a passing one, nothing to do or say otherwise", function()
+    assert.is_false(slurm.act("node2", true, "x", {}))
+    assert.is_false(slurm.act("node2", false, nil, { undrain = true })) -- not drained: nothing to say
+    assert.equal("slurm: node2 drained: fabric_check: flapped: node2 rxe0 port 1: link_downed +1",
+      slurm.act("node2", true, "flapped: node2 rxe0 port 1: link_downed +1", { drain = true }))
+    assert.is_false(slurm.act("node2", false, nil, { drain = true }))
+    assert.equal("slurm: node2 resumed (was: fabric_check: flapped: node2 rxe0 port 1: link_downed +1)",
+      slurm.act("node2", false, nil, { drain = true, undrain = true }))
+    write(dir .. "/fail", "down")
+    local ok, err = slurm.act("node2", true, "x", { drain = true })
+    assert.is_nil(ok)
+    assert.matches("^slurm: .*scontrol show node node2: exit 1: down", err)
+  end)
+end
+
+describe("ibverbs.fabric.slurm", function()
+  describe("with lua-luv", function()
+    assert(require("luv").spawn, "lua-luv has no spawn: this case must run through it")
+    cases("luv")
+  end)
+
+  describe("without lua-luv (quoted for /bin/sh)", function()
+    local real
+    setup(function()
+      real = package.loaded.luv
+      package.loaded.luv = {} -- a luv without spawn: the fallback
+    end)
+    teardown(function() package.loaded.luv = real end)
+    cases("sh")
+    it("sh: refuses a control character rather than pass it to the shell", function()
+      local r, err = pcall(slurm.drain, "node2", "x")
+      assert.is_true(r, err)
+      local ok, msg = pcall(slurm.scontrol, { "show", "node", "a\nb" })
+      assert.is_false(ok)
+      assert.matches("refusing to pass a control character to the shell", msg)
+    end)
+  end)
+
+  it("refuses a node name that is not one, before running anything", function()
+    for _, bad in ipairs({ "node1;reboot", "node[1-3]", "-x", "", "a b", "n$(id)" }) do
+      assert.has_error(function() slurm.drain(bad, "x") end,
+        "bad argument #1 to 'drain' (bad Slurm node name " .. string.format("%q", bad)
+        .. " (letters, digits, '.', '_', '-'))")
+    end
+    assert.has_error(function() slurm.resume(nil) end)
+    assert.is_true(slurm.check_node("node-01.cluster_a"))
+  end)
+
+  it("names a missing scontrol", function()
+    local saved_path = slurm.SCONTROL
+    slurm.SCONTROL = "/nonexistent/scontrol"
+    local r, err = slurm.node_state("node1")
+    slurm.SCONTROL = saved_path
+    assert.is_nil(r)
+    assert.matches("/nonexistent/scontrol", err, 1, true)
+  end)
+
+  it("node_name: SLURMD_NODENAME, else the host name up to its first dot", function()
+    assert.equal("node7", slurm.node_name(function(k) return k == "SLURMD_NODENAME" and "node7" or nil end))
+    local name = slurm.node_name(function() return nil end)
+    assert.is_string(name)
+    assert.not_matches("%.", name)
+  end)
+
+  it("reason: the prefix, one line, cut at REASON_MAX", function()
+    assert.equal("fabric_check: a b c", slurm.reason("a\nb\t\tc\n"))
+    local long = slurm.reason(string.rep("x", 500))
+    assert.equal(slurm.REASON_MAX, #long)
+    assert.matches("%.%.%.$", long)
+  end)
+
+  it("takes IBVL_SCONTROL from the environment", function()
+    local lua = rawget(_G, "jit") and "luajit" or "lua5.4"
+    local p = io.popen("IBVL_SCONTROL=/opt/x/scontrol " .. lua .. " -e 'package.path=\"lua/?.lua;\"..package.path; " ..
+      "print(require(\"ibverbs.fabric.slurm\").SCONTROL)'")
+    local out = p:read("a")
+    p:close()
+    assert.equal("/opt/x/scontrol\n", out)
+  end)
+end)

@@ -1,0 +1,197 @@
+-- Run on node 1 of `tools/rxe-vm --nodes 3 --slurm` (with slurm_spec.lua):
+-- fabric_check.lua telling a real Slurm 22.05 about the nodes it finds at
+-- fault.  Node 3's fabric link (eth0; Slurm talks over eth1) is taken down
+-- by a helper that brings it back once a marker file in the shared checkout
+-- is gone.  Under srun, --drain drains node 3 alone, with the reason in
+-- sinfo -R and scontrol show node.  As Slurm's HealthCheckProgram
+-- (examples/fabric-health.sh, every 15 s on every node), it drains node 3
+-- while the link is down, resumes it once the link is back, and leaves
+-- node 2, drained by someone else, alone.  The cluster is left as found:
+-- every node idle, slurm.conf without the health check.
+local support = require "support"
+local socket = require "socket"
+
+local ROOT = support.ROOT
+local CACHE = ROOT .. "/.cache"
+local MARK = CACHE .. "/slurm-node3-link-down" -- node 3's eth0 stays down while this exists
+local HEALTH_ON = CACHE .. "/slurm-health-on" -- the health check runs only while this exists
+local TIMES = ".cache/slurm-times.log"
+
+local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local function run(cmd, limit)
+  local t0 = socket.gettime()
+  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %s",
+    limit or 120, quote(cmd)))
+  return out, rc, socket.gettime() - t0
+end
+
+local function write(path, text, mode)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  if mode then assert(support.sh("chmod " .. mode .. " " .. path)) end
+end
+
+-- Node 3's eth0 down now and up again once MARK is gone (or after 10 min), from a
+-- process outside the job step (setsid: the step's end does not kill it).
+local LINK_DOWN = CACHE .. "/slurm-link-down.sh"
+write(LINK_DOWN, [[#!/bin/sh
+mark=$1
+ip link set eth0 down
+setsid sh -c "n=0; while [ -e '$mark' ] && [ \$n -lt 2000 ]; do sleep 0.3; n=\$((n + 1)); done; ip link set eth0 up" \
+  </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do grep -q DOWN /sys/class/infiniband/rxe0/ports/1/state && exit 0; sleep 0.1; done
+echo "rxe0 port 1 did not go down: $(cat /sys/class/infiniband/rxe0/ports/1/state)"
+exit 1
+]], "755")
+
+-- The HealthCheckProgram: examples/fabric-health.sh with this checkout's paths, while HEALTH_ON exists;
+-- each run's output, exit status and time go to .cache/slurm-health-<node>.log, with the time of one more
+-- `scontrol show node` (the part of a run that is Slurm's).
+local HEALTH = CACHE .. "/slurm-health-check"
+write(HEALTH, string.format([[#!/bin/sh
+[ -e %s ] || exit 0
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+log=%s/slurm-health-${SLURMD_NODENAME:-unknown}.log
+start=$(date +%%s%%N)
+IBVLUA=%s/build/lua5.4/ibvlua FABRIC_CHECK=%s/examples/fabric_check.lua %s/examples/fabric-health.sh >>"$log" 2>&1
+rc=$?
+echo "health rc=$rc ms=$(( ($(date +%%s%%N) - start) / 1000000 )) SLURMD_NODENAME=$SLURMD_NODENAME" >>"$log"
+start=$(date +%%s%%N)
+scontrol show node "$SLURMD_NODENAME" >/dev/null 2>&1
+echo "scontrol show node ms=$(( ($(date +%%s%%N) - start) / 1000000 ))" >>"$log"
+exit $rc
+]], HEALTH_ON, CACHE, ROOT, ROOT, ROOT), "755")
+
+local function node_line(node)
+  local out = run("scontrol show node " .. node, 30)
+  return out:match("State=(%S+)"), out:match("\n%s*Reason=([^\n]*)")
+end
+
+-- Waits up to limit s until pred(state, reason) of node holds; returns the state and reason.
+local function wait_node(node, pred, limit)
+  local deadline, state, reason = socket.gettime() + (limit or 60)
+  repeat
+    state, reason = node_line(node)
+    if pred(state or "", reason) then return state, reason end
+    socket.sleep(0.5)
+  until socket.gettime() > deadline
+  return state, reason
+end
+
+-- The health checks' run times on every node, printed (for docs/bringup.md); none may reach slurmd's
+-- limit of 60 s (22.05 kills a health check then).
+local function print_times()
+  for k = 1, 3 do
+    local times = {}
+    local log = support.slurp(CACHE .. "/slurm-health-node" .. k .. ".log") or ""
+    for ms in log:gmatch("health rc=%d+ ms=(%d+)") do times[#times + 1] = tonumber(ms) end
+    table.sort(times)
+    assert.is_true(#times > 0, "no health check ran on node" .. k)
+    local sc = {}
+    for ms in log:gmatch("scontrol show node ms=(%d+)") do sc[#sc + 1] = tonumber(ms) end
+    table.sort(sc)
+    print(string.format("node%d: %d health checks, %d to %d ms (median %d); scontrol show node %d to %d ms", k,
+      #times, times[1], times[#times], times[math.floor((#times + 1) / 2)], sc[1] or -1, sc[#sc] or -1))
+    assert.is_true(times[#times] < 60000, "a health check took " .. times[#times] .. " ms")
+  end
+end
+
+-- Waits up to limit s until node's health log matches pat (the wrapper writes its line once the
+-- check has ended, after Slurm already shows what the check did); returns the log.
+local function wait_log(node, pat, limit)
+  local deadline, log = socket.gettime() + (limit or 60)
+  repeat
+    log = support.slurp(CACHE .. "/slurm-health-" .. node .. ".log") or ""
+    if log:find(pat) then return log end
+    socket.sleep(0.5)
+  until socket.gettime() > deadline
+  return log
+end
+
+local busted_it = it
+local function it(name, fn) -- busted's it, with the spec's time written to TIMES (as slurm_spec.lua does)
+  busted_it(name, function()
+    local t0 = socket.gettime()
+    local ok, err = pcall(fn)
+    local f = io.open(TIMES, "a")
+    if f then
+      f:write(string.format("%5.1f s  %s%s\n", socket.gettime() - t0, name, ok and "" or " (failed)"))
+      f:close()
+    end
+    if not ok then error(err, 0) end
+  end)
+end
+
+describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
+  setup(function()
+    os.remove(MARK)
+    os.remove(HEALTH_ON)
+    for k = 1, 3 do os.remove(CACHE .. "/slurm-health-node" .. k .. ".log") end
+    -- the health check in every node's slurm.conf (off until HEALTH_ON exists), read again by every daemon
+    local out, rc = run("srun -N 3 --ntasks-per-node=1 sh -c 'cp /etc/slurm/slurm.conf /etc/slurm/slurm.conf.orig && "
+      .. "printf \"HealthCheckProgram=%s\\nHealthCheckInterval=15\\nHealthCheckNodeState=ANY\\n\" " .. HEALTH
+      .. " >> /etc/slurm/slurm.conf' && scontrol reconfigure", 60)
+    assert(rc == 0, "configuring the health check: " .. out)
+  end)
+
+  teardown(function()
+    os.remove(HEALTH_ON)
+    os.remove(MARK)
+    for _, node in ipairs({ "node2", "node3" }) do run("scontrol update NodeName=" .. node .. " State=RESUME", 30) end
+    wait_node("node3", function(s) return s == "IDLE" end, 60)
+    run("srun -N 3 --ntasks-per-node=1 sh -c 'mv /etc/slurm/slurm.conf.orig /etc/slurm/slurm.conf' && "
+      .. "scontrol reconfigure", 60)
+  end)
+
+  it("srun ... --drain: node3's fabric link down: the rank on node3 drains node3 alone, with its reason", function()
+    write(MARK, "")
+    local out, rc = run("srun -w node3 -N 1 " .. LINK_DOWN .. " " .. MARK, 60)
+    assert.equal(0, rc, out)
+    out, rc = run("srun -N 3 --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_check.lua --drain", 180)
+    assert.equal(1, rc, out) -- srun: the worst rank's
+    assert.matches("FAULT rank 2 %(node3%): port_state: port is down", out)
+    assert.matches("nodes at fault %(exit 1%): rank 2 %(node3%)\n", out)
+    assert.matches("slurm: node3 drained: fabric_check: rxe0:1 port_state: port is down\n", out)
+    assert.not_matches("slurm: node[12]", out)
+    local sinfo = run("sinfo -R -h -o '%N|%E'", 30)
+    assert.matches("node3|fabric_check: rxe0:1 port_state: port is down\n", sinfo)
+    assert.not_matches("node[12]|", sinfo)
+    local state, reason = node_line("node3")
+    assert.matches("DRAIN", state)
+    assert.matches("^fabric_check: rxe0:1 port_state: port is down %[", reason)
+    for _, node in ipairs({ "node1", "node2" }) do assert.equal("IDLE", (node_line(node))) end
+  end)
+
+  it("HealthCheckProgram: drains node3 while its link is down, resumes it once back; node2's drain stays", function()
+    -- node3 is still drained by the srun above: resume it by hand, so that the health check is what drains it
+    local out, rc = run("scontrol update NodeName=node3 State=RESUME && " ..
+      "scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap'", 30)
+    assert.equal(0, rc, out)
+    assert.equal("IDLE", (node_line("node3")))
+    write(HEALTH_ON, "")
+    local state, reason = wait_node("node3", function(s) return s:find("DRAIN") end, 60)
+    assert.matches("DRAIN", state, "node3 not drained by the health check")
+    assert.matches("^fabric_check: rxe0:1 port_state: port is down %[", reason)
+    local log3 = wait_log("node3", "health rc=1 ")
+    assert.matches("slurm%-health node3: FAIL in %d+ ms; rxe0:1 port_state: port is down\n", log3)
+    assert.matches("slurm: node3 drained: fabric_check: rxe0:1 port_state: port is down\n", log3)
+    assert.matches("health rc=1 ms=%d+ SLURMD_NODENAME=node3", log3)
+    -- the link back: the next health check on node3 passes and resumes it
+    os.remove(MARK)
+    state = wait_node("node3", function(s) return s == "IDLE" end, 90)
+    assert.equal("IDLE", state, support.slurp(CACHE .. "/slurm-health-node3.log"))
+    log3 = wait_log("node3", "resumed.-health rc=0 ")
+    assert.matches("slurm: node3 resumed %(was: fabric_check: rxe0:1 port_state: port is down%)\n", log3)
+    assert.matches("health rc=0 ms=%d+ SLURMD_NODENAME=node3", log3)
+    -- node2 passed every health check meanwhile, and stays drained with someone else's reason
+    local log2 = support.slurp(CACHE .. "/slurm-health-node2.log") or ""
+    assert.matches("health rc=0 ms=%d+ SLURMD_NODENAME=node2", log2)
+    assert.matches("slurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)", log2)
+    state, reason = node_line("node2")
+    assert.matches("DRAIN", state)
+    assert.matches("^maintenance: cable swap", reason)
+    os.remove(HEALTH_ON)
+    print_times()
+  end)
+end)
