@@ -121,9 +121,10 @@ function ibv.samples(n) end
 --     local f = assert(ibv.lat_send{qp = qp, send_cq = scq, recv_cq = rcq, send_wrs = sl,
 --       recv_wrs = rl, iters = 1000, initiator = true, samples = s})
 --     print(s:stats(2).median / 2 * 1e6, "us one way")
--- @tparam table t `qp`, `send_cq`, `send_wrs`, `recv_cq`, `recv_wrs`, `iters`, `initiator`
--- (boolean), `samples` (optional), `timeout` (seconds for the whole run; default 60, `math.huge`:
--- none)
+-- @tparam table t `qp`, `send_cq`, `send_wrs`, `recv_cq`, `recv_wrs`, `prepost` (the kernel posts
+-- the receives as it starts), `iters`, `warmup` (round trips before the timed ones, unstamped; both
+-- sides give the same), `initiator` (boolean), `samples` (optional), `timeout` (seconds for the whole
+-- run; default 60, `math.huge`: none), `event` (sleep on the CQs' completion channels)
 -- @treturn table `iters` (started), `sent`, `received`, `posted`, `foreign`, `samples` (taken),
 -- `seconds`
 -- @return[2] nil, message, errno, the figures so far
@@ -139,7 +140,7 @@ function ibv.lat_send(t) end
 -- + length - 1 in `poll_mr`, shows the number, and writes its own.  Zero that byte before the
 -- peers start.  Samples, time limit and figures as `lat_send`.
 -- @tparam table t `qp`, `send_cq`, `send_wrs`, `send_mr`, `poll_mr`, `poll_offset` (default 0),
--- `iters`, `initiator`, `samples`, `timeout`
+-- `iters`, `warmup`, `initiator`, `samples`, `timeout`
 -- @treturn table as `lat_send`'s
 -- @return[2] nil, message, errno, the figures so far
 -- @errno EIO a completion with an error status; ETIMEDOUT the time limit; a post's or poll's errno
@@ -165,13 +166,41 @@ function ibv.lat_rtt(t) end
 -- reposted; both sides at once make a bidirectional test.  `seconds` runs from the first post (or
 -- receive) to the last completion: MB/s = size * `sent` / `seconds` / 2^20.
 -- @tparam table t `qp`, `send_cq`, `send_wrs`, `recv_cq`, `recv_wrs` (either side or both),
--- `iters` (WRs to send, a multiple of #`send_wrs`; receives to wait for), `window` (128),
--- `cq_mod` (100; a multiple of #`send_wrs`), `timeout`
+-- `recv_qp` (where the receives go when not `qp`), `prepost`, `iters` (WRs to send, a multiple of
+-- #`send_wrs`; receives to wait for), `window` (128), `cq_mod` (100; a multiple of #`send_wrs`),
+-- `timeout`, `event`
 -- @treturn table `sent`, `received`, `posted`, `foreign`, `seconds`
 -- @return[2] nil, message, errno, the figures so far
 -- @errno EIO a completion with an error status; ETIMEDOUT the time limit; a post's or poll's errno
 -- @raise a bad or missing field, named; a closed object; SIGINT: "ibv.bw: interrupted"
 function ibv.bw(t) end
+
+--- Several kernels at once, in one busy-polling loop in C: each table is what `lat_send`,
+-- `lat_write`, `lat_rtt` or `bw` takes, with `kernel` naming which, and `after` (an index or a list
+-- of indices of earlier tables): that end starts once those are over (finished or stopped), its
+-- `timeout` counting from then, its receives posted then with `prepost = true`.  Completions go to
+-- their end by QP number, so the ends may share CQs (a `cq_ex` made with `wc_flags` `"qp_num"`); a
+-- completion for an end that has not started waits in its counts.  A QP belongs to one end, or to
+-- ends that follow one another.  An end that fails stops alone; the others run on.  Every kernel's
+-- table also takes `event = true` (sleep on the CQs' completion channels while nothing is polled,
+-- instead of spinning: for oversubscribed hosts; `lat_write` polls memory and refuses it); the
+-- ping-pongs take `warmup` (round trips run first, unstamped: a first ping that waits for its peer
+-- stays out of the samples); `bw` takes `recv_qp` (the receives go to another QP than the sends).
+--     local f = ibv.kernels{
+--       {kernel = "lat_send", qp = a, send_cq = cq, recv_cq = cq, send_wrs = ping, recv_wrs = arx,
+--        iters = 1000, warmup = 1, initiator = true, samples = s},
+--       {kernel = "lat_send", qp = b, send_cq = cq, recv_cq = cq, send_wrs = pong, recv_wrs = brx,
+--        iters = 1000, warmup = 1},
+--       {kernel = "bw", qp = a, send_cq = cq, send_wrs = writes, iters = 8192, after = {1, 2}},
+--     }
+--     print(f[1].seconds, f[3].error)
+-- @tparam table list 1 to 64 kernel tables
+-- @treturn table one figures table per kernel, in order, as that kernel returns them; a failed
+-- one also has `error` (the message) and `errno`
+-- @raise a bad or missing field, named with its kernel ("kernel 2: field 'iters': ..."); a QP in two
+-- ends that do not follow one another; a shared `cq_ex` that does not report `qp_num`; a closed
+-- object; SIGINT: "ibv.kernels: interrupted"
+function ibv.kernels(list) end
 
 --- Data-path steps checked once and run by one call: the script's own loop at one Lua->C call per
 -- cycle.  Each step is `{"post_recv", qp_or_srq, recv_wrs [, first, count]}`,

@@ -147,7 +147,7 @@ end
 --- Connects to a server; nil, msg when none listens (or none answers in ex.CONNECT_TIMEOUT s).
 function ex.connect(host, port)
   local function failed(err) return nil, string.format("couldn't connect to %s:%d: %s", host, port, tostring(err)) end
-  local ip, err = host, nil
+  local ip, err = host
   -- a numeric address needs no resolver (a node without one resolves none)
   if not host:match("^%d+%.%d+%.%d+%.%d+$") and not host:find(":", 1, true) then
     ip, err = socket.dns.toip(host)

@@ -112,6 +112,26 @@ describe("ibverbs.fabric.slurm", function()
   describe("with lua-luv", function()
     assert(require("luv").spawn, "lua-luv has no spawn: this case must run through it")
     cases("luv")
+
+    it("luv: gives a call its whole time limit when the loop last ran long ago (its clock read anew)", function()
+      local uv = require "luv"
+      uv.run("nowait") -- the loop's clock, read now ...
+      local t0 = os.time()
+      while os.time() - t0 < 2 do end -- ... and 1 to 2 s stale, as after other work in a long-lived process
+      local dir2 = os.tmpname()
+      os.remove(dir2)
+      assert(os.execute("mkdir -p " .. dir2))
+      local slow = dir2 .. "/scontrol"
+      write(slow, "#!/bin/sh\nsleep 0.3\necho State=IDLE\n")
+      assert(os.execute("chmod +x " .. slow))
+      local old_cmd, old_limit = slurm.SCONTROL, slurm.TIMEOUT
+      slurm.SCONTROL, slurm.TIMEOUT = slow, 1
+      local out, err = slurm.scontrol({ "show", "node", "n1" })
+      slurm.SCONTROL, slurm.TIMEOUT = old_cmd, old_limit
+      os.execute("rm -rf " .. dir2)
+      assert(out, err)
+      assert.matches("State=IDLE", out)
+    end)
   end)
 
   describe("without lua-luv (quoted for /bin/sh)", function()

@@ -78,6 +78,9 @@ local function spawn_luv(uv, argv, timeout)
     end)
   end
   local timer = uv.new_timer()
+  -- the loop's clock is read when it last ran (perhaps minutes ago in a long-lived
+  -- process): read it now, or the time limit is already past when it starts
+  uv.update_time()
   timer:start(math.floor(timeout * 1000), 0, function()
     timed_out = true
     if not handle:is_closing() then handle:kill("sigkill") end
