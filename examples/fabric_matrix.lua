@@ -129,6 +129,7 @@ end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
 local expectations = require "expect"
 local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
+local LIMITS -- every pair's absolute limits (the file's pairs section), or nil
 if o.expect then
   local spec, err = expectations.load(o.expect)
   if not spec then
@@ -136,6 +137,7 @@ if o.expect then
     os.exit(2)
   end
   EXPECTED = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
+  LIMITS = expectations.pair_limits(spec)
 end
 
 -- ------------------------------------------------------------------ the group and its limits
@@ -285,7 +287,7 @@ local first_seconds = socket.gettime() - t_run
 -- ------------------------------------------------------------------ the retest
 
 local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-  dry_run = o.dry_run }
+  dry_run = o.dry_run, limits = LIMITS }
 local rt, retested
 if ME == 0 then findings.complete(first, sched, R1, f) end
 if not o.dry_run and not o.no_retest then

@@ -99,6 +99,14 @@ function diagnose.why(p, ref, opts)
   if p.error then why[#why + 1] = p.error end
   if p.data_ok == false then why[#why + 1] = "data check failed" end
   if not p.error then
+    for _, lim in ipairs(opts.limits or {}) do -- the absolute limits (--expect's pairs)
+      local v = p[lim.key]
+      if type(v) == "number" and v == v and ((lim.max and v > lim.value) or (not lim.max and v < lim.value)) then
+        bad[lim.key] = true
+        why[#why + 1] = string.format("%s %.2f %s expected %s", lim.name, v, lim.max and ">" or "<",
+          tostring(lim.value))
+      end
+    end
     for _, m in ipairs(diagnose.METRICS) do
       local v, r = p[m.key], ref[m.key]
       if type(v) ~= "number" or v ~= v then
@@ -129,6 +137,11 @@ function diagnose.flag(list, opts, ref)
   return ref
 end
 
+-- The figures the best of a pair's samples keeps: the metrics and the latency's p99
+-- (an absolute limit may judge it).
+local BEST = { { key = "lat_p99_us", higher = false } }
+for _, m in ipairs(diagnose.METRICS) do BEST[#BEST + 1] = m end
+
 --- One record of the samples of one direction of a pair (the retests): the
 -- best of each figure (lowest latency, highest bandwidths), an error or bad
 -- data if any sample had one, unmeasured if any was, samples = their number.
@@ -138,7 +151,7 @@ function diagnose.best_of(samples)
     if p.unmeasured then b.unmeasured = b.unmeasured or p.unmeasured end
     if p.error then b.error = b.error or p.error end
     if p.data_ok == false then b.data_ok = false elseif p.data_ok and b.data_ok == nil then b.data_ok = true end
-    for _, m in ipairs(diagnose.METRICS) do
+    for _, m in ipairs(BEST) do
       local v = p[m.key]
       if type(v) == "number" and v == v then
         local was = b[m.key]

@@ -12,7 +12,9 @@
 --
 --   {"hosts": {"node[01-16,20]": {"ports": [{"device": "mlx5_0", "port": 1, "link_layer": "infiniband",
 --     "active_mtu": 4096, "rate": 200, "fw_ver": "20.39.1002", "gid_type": "ib",
---     "counters": {"symbol_error": 0}}]}, "*": {...}}}
+--     "counters": {"symbol_error": 0}}]}, "*": {...}},
+--    "pairs": {"max_lat_us": 2.5, "max_lat_p99_us": 4, "min_write_mbs": 23000, "min_send_mbs": 23000}}
+--   expect.pair_limits(spec)                             -- fabric_matrix.lua's absolute limits, or nil
 local launcher = require "ibverbs.fabric.launcher"
 
 local expect = {}
@@ -73,11 +75,41 @@ local function check_entry(e, where)
 end
 
 -- The whole table: nil when right, else the message naming the key.
+--- The absolute limits of a pair (fabric_matrix.lua): key -> {the pair's
+-- figure, whether it is a ceiling (max) or a floor (min), its name}.
+expect.PAIR_KEYS = {
+  max_lat_us = { key = "lat_us", max = true, name = "latency" },
+  max_lat_p99_us = { key = "lat_p99_us", max = true, name = "latency p99" },
+  min_write_mbs = { key = "write_mbs", max = false, name = "RDMA write bandwidth" },
+  min_send_mbs = { key = "send_mbs", max = false, name = "send bandwidth" },
+}
+
+-- The pairs section: nil when right, else the message naming the key.
+local function check_pairs(p)
+  if type(p) ~= "table" then return "'pairs': a table of limit -> value expected" end
+  for k, v in pairs(p) do
+    if not expect.PAIR_KEYS[k] then
+      return string.format("pairs.%s: unknown key (known: %s)", tostring(k),
+        table.concat(sorted_keys(expect.PAIR_KEYS), ", "))
+    end
+    if type(v) ~= "number" or v ~= v or v <= 0 or v == math.huge then
+      return string.format("pairs.%s: a number above 0 expected, got %s", k, tostring(v))
+    end
+  end
+end
+
 local function check_spec(t)
   if type(t) ~= "table" then return "a table expected at the top" end
   for k in pairs(t) do
-    if k ~= "hosts" then return "'" .. tostring(k) .. "': unknown key at the top (known: hosts)" end
+    if k ~= "hosts" and k ~= "pairs" then
+      return "'" .. tostring(k) .. "': unknown key at the top (known: hosts, pairs)"
+    end
   end
+  if t.pairs ~= nil then
+    local perr = check_pairs(t.pairs)
+    if perr then return perr end
+  end
+  if t.hosts == nil and t.pairs ~= nil then return nil end
   if type(t.hosts) ~= "table" then return "'hosts': a table of host list -> section expected" end
   for list, section in pairs(t.hosts) do
     local where = "hosts[\"" .. tostring(list) .. "\"]"
@@ -142,11 +174,23 @@ function expect.load(path)
   return t
 end
 
+--- The absolute limits of every pair (spec.pairs: expect.PAIR_KEYS), as
+-- diagnose.lua reads them: a list of {key =, max =, name =, value =}, or nil.
+function expect.pair_limits(spec)
+  if not spec or not spec.pairs then return nil end
+  local l = {}
+  for _, k in ipairs(sorted_keys(spec.pairs)) do
+    local d = expect.PAIR_KEYS[k]
+    l[#l + 1] = { key = d.key, max = d.max, name = d.name, value = spec.pairs[k] }
+  end
+  return l
+end
+
 --- The port entries of every section whose host list names host ("*": every
 -- host), in the file's order of sections by name; a later entry for the same
 -- device and port adds to (and overrides) an earlier one.
 function expect.for_host(spec, host)
-  local lists = sorted_keys(spec.hosts)
+  local lists = sorted_keys(spec.hosts or {})
   local out, at = {}, {}
   for _, list in ipairs(lists) do
     local names = list == "*" and { host } or launcher.hostlist(list)

@@ -93,6 +93,37 @@ describe("fabric_matrix.lua's diagnosis (examples/lib/diagnose.lua)", function()
     assert.same({ { 1, 6 }, { 0, 1 }, { 2, 6 } }, plan.pairs) -- the pair, each end with a good partner
   end)
 
+  it("flags a pair past an absolute limit (--expect's pairs) that the relative thresholds pass; the retest "
+    .. "judges its best p99", function()
+    local limits = { { key = "lat_p99_us", max = true, name = "latency p99", value = 10 },
+                     { key = "send_mbs", max = false, name = "send bandwidth", value = 11000 } }
+    local opts = { lat_factor = 2.1, bw_fraction = 0.5, reference = "best", retests = 1, limits = limits }
+    -- every pair's p99 at 5 us, rank 3's sends at 10,000 MB/s: within 0.5 x best, below the floor
+    local first = function(p)
+      p.lat_p99_us = 5
+      if p.src == 3 then p.send_mbs = 10000 end
+    end
+    local v, _, _, l = diagnosis(6, first, first, opts)
+    local flagged = 0
+    for _, p in ipairs(l) do
+      if p.flagged then
+        flagged = flagged + 1
+        assert.equal(3, p.src)
+        assert.matches("send bandwidth 10000%.00 < expected 11000", p.why)
+      end
+    end
+    assert.equal(5, flagged)
+    assert.equal(1, #v)
+    assert.same({ 3 }, v[1].ranks)
+    -- a p99 above its ceiling in every sample of the retest stays bad; below it in one, it passes
+    local best = diagnose.best_of({ { src = 0, dst = 1, lat_us = 2, lat_p99_us = 30 },
+                                    { src = 0, dst = 1, lat_us = 2, lat_p99_us = 8 } })
+    assert.equal(8, best.lat_p99_us)
+    assert.is_nil((diagnose.why(best, {}, opts)))
+    best.lat_p99_us = 12
+    assert.matches("latency p99 12%.00 > expected 10", table.concat(diagnose.why(best, {}, opts), "; "))
+  end)
+
   it("calls a pair that passes its retest transient (no verdict); a failed pair or bad data is flagged", function()
     local once = function(p) if p.src == 2 and p.dst == 3 then p.send_mbs = 100 end end
     local v, transient = diagnosis(6, once, nil)

@@ -48,9 +48,24 @@ describe("expect.load", function()
     assert.equal("hosts[\"node[1-4\"]: unmatched '[' in the host list 'node[1-4'", err_of(ISSUE:gsub("4%]", "4")))
     assert.equal('hosts["node[1-4]"].ports[1]: \'port\' missing (a port entry names its device and port)',
       err_of(ISSUE:gsub('"port": 1, ', "")))
-    assert.equal("'host': unknown key at the top (known: hosts)", err_of(ISSUE:gsub('"hosts"', '"host"')))
+    assert.equal("'host': unknown key at the top (known: hosts, pairs)", err_of(ISSUE:gsub('"hosts"', '"host"')))
+    assert.equal("pairs.max_lat: unknown key (known: max_lat_p99_us, max_lat_us, min_send_mbs, min_write_mbs)",
+      err_of('{"pairs": {"max_lat": 3}}'))
+    assert.equal("pairs.min_write_mbs: a number above 0 expected, got -5", err_of('{"pairs": {"min_write_mbs": -5}}'))
+    assert.equal("pairs.max_lat_us: a number above 0 expected, got 3", err_of('{"pairs": {"max_lat_us": "3"}}'))
     assert.equal('hosts["*"].ports[1].counters: counter \'link_downed\': a count of 0 or more expected',
       err_of('{"hosts": {"*": {"ports": [{"device": "mlx5_0", "port": 1, "counters": {"link_downed": -1}}]}}}'))
+  end)
+end)
+
+describe("expect.pair_limits", function()
+  it("gives fabric_matrix.lua the pairs' absolute limits, each with its figure and direction; a file of pairs "
+    .. "alone names no port", function()
+    local spec = assert(expect.load(file(".json", '{"pairs": {"max_lat_p99_us": 4, "min_send_mbs": 9000}}')))
+    assert.same({ { key = "lat_p99_us", max = true, name = "latency p99", value = 4 },
+                  { key = "send_mbs", max = false, name = "send bandwidth", value = 9000 } }, expect.pair_limits(spec))
+    assert.same({}, expect.for_host(spec, "node1"))
+    assert.is_nil(expect.pair_limits({ hosts = {} }))
   end)
 end)
 
