@@ -27,13 +27,15 @@ local function bomb(f)
 end
 if rawget(_G, "jit") then collectgarbage("setpause", 1); collectgarbage("setstepmul", 1000)
 else collectgarbage("incremental", 1, 1000, 0) end
--- Calls make(parent) 400 times, each time with garbage whose finalizer
--- closes the parent; the finalizer runs at the first collector step of the
--- call (nothing allocates before it), which is in the constructor's own
--- allocations.  Counts the calls that found their parent closed.
+-- Calls make(parent) 400 times or more, each time with garbage whose
+-- finalizer closes the parent; the finalizer runs at the first collector
+-- step of the call (nothing allocates before it), which is in the
+-- constructor's own allocations.  Counts the calls that found their parent
+-- closed; past 400 calls (at most 1500) it goes on until 3 did.
 local function attack(open, make)
   local closed_mid_call = 0
-  for j = 1, 400 do
+  for j = 1, 1500 do
+    if j > 400 and closed_mid_call >= 3 then break end
     local parent = open()
     local armed = false
     bomb(function() if armed then parent:close() end end)
@@ -53,37 +55,53 @@ local function attack(open, make)
 end
 ]]
 
+-- passes() for an attack: the child must also have seen the finalizer run
+-- inside the call.  Under LuaJIT a child's collector can settle into a
+-- rhythm whose finalize steps never fall inside the call (seen in about one
+-- child in four): a child that says only that is run again, in a new
+-- process, up to 5 times; any other failure fails at once.
+local function attack_passes(src)
+  local out
+  for _ = 1, 5 do
+    local code
+    out, code = support.run_child(PRELUDE, src, 240)
+    if code == 0 and out:match("child done") then return out end
+    assert(out:match("the finalizer never ran inside the call"), out)
+  end
+  error(out, 0)
+end
+
 describe("on rxe0, a finalizer that closes the parent while a constructor allocates", function()
   for _, c in ipairs({
     { "ctx:alloc_pd", "function(ctx) return ctx:alloc_pd() end" },
     { "ctx:create_comp_channel", "function(ctx) return ctx:create_comp_channel() end" },
   }) do
     it(c[1] .. " raises 'closed', never calls verbs with the closed context", function()
-      local out = passes([[
+      local out = attack_passes([[
 local n = attack(function() return assert(ibv.open("rxe0")) end, ]] .. c[2] .. [[)
 assert(n > 0, "the finalizer never ran inside the call")
 io.write("closed mid-call ", n, " times; ")
-]], 240, PRELUDE)
+]])
       assert.matches("closed mid%-call %d+ times", out)
     end)
   end
 
   it("pd:alloc_mw raises 'closed', never calls verbs with the closed PD", function()
-    passes([[
+    attack_passes([[
 local ctx = assert(ibv.open("rxe0"))
 local n = attack(function() return assert(ctx:alloc_pd()) end, function(pd) return pd:alloc_mw() end)
 assert(n > 0, "the finalizer never ran inside the call")
 io.write("closed mid-call ", n, " times; ")
-]], 240, PRELUDE)
+]])
   end)
 
   it("cm ch:get_event raises 'closed' and never waits on a freed channel", function()
-    passes([[
+    attack_passes([[
 local n = attack(function() return assert(cm.event_channel()) end,
   function(ch) local ev = ch:get_event(0) ; return nil, ev end)
 assert(n > 0, "the finalizer never ran inside the call")
 io.write("closed mid-call ", n, " times; ")
-]], 240, PRELUDE)
+]])
   end)
 end)
 
