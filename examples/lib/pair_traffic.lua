@@ -136,7 +136,7 @@ end
 function T:lat_kernel(e)
   local ibv, rail, o = self.ibv, e.rail, self.o
   local k = { kernel = "lat_send", qp = e.qp, send_cq = rail.cq, recv_cq = rail.cq, iters = o.lat_iters,
-    warmup = 1, event = self.event } -- warmup: a first ping that waits for its peer
+    warmup = 1, timeout = o.timeout, event = self.event } -- warmup: a first ping that waits for its peer
   if e.kind == "out" then
     rail.out_lat:write(0, pattern_bytes(self.me, e.peer, o.lat_size))
     rail.samples = rail.samples or ibv.samples(math.max(1, o.lat_iters - 1))
@@ -194,13 +194,12 @@ end
 --- Runs the round's ends to completion (each e.res: lat_us and its
 -- percentiles lat_p99_us, lat_p999_us, lat_max_us, write_mbs, send_mbs,
 -- data_ok, verified, error) in one ibv.kernels call: the ping-pongs one at a
--- time (traffic.before; they share --timeout, each its part from its start),
--- then the bandwidth (the writes and the sends half of --timeout each, the
--- receives all of it): within 2 x --timeout.  Completions go
--- to their end by QP number (a QP of an earlier round that failed may still
--- flush into the rail's CQ).  An end that fails stops alone; one of its
--- kernels that fails keeps the ones after it from running long (their QP is
--- in the error state).  A round ends within twice --timeout.
+-- time (traffic.before; each within --timeout from its start), then the
+-- bandwidth (the writes and the sends half of --timeout each, the receives
+-- all of it).  Completions go to their end by QP number (a QP of an earlier
+-- round that failed may still flush into the rail's CQ).  An end that fails
+-- stops alone; one of its kernels that fails keeps the ones after it from
+-- running long (their QP is in the error state).
 function T:run(ends)
   local ks, lat, live = {}, {}, {}
   for _, e in ipairs(ends) do
@@ -218,7 +217,6 @@ function T:run(ends)
     end
   end
   if #ks == 0 then return end
-  for _, i in ipairs(lat) do ks[i].timeout = self.o.timeout / #lat end -- the ping-pongs share --timeout
   -- the receiving ends first: their receives go in before the peers' sends can come
   for pass = 1, 2 do
     for _, e in ipairs(live) do
