@@ -92,6 +92,21 @@ static void stop_ends(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int
 			ibvl_kern_fail(&ks[i], why, err);
 }
 
+/* One poll of each of cqs, the completions handed to their ends (a CQ that
+ * fails stops its ends); the count polled. */
+static int poll_cqs(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int ncq)
+{
+	int got = 0;
+	for (int c = 0; c < ncq; c++) {
+		int m = ibvl_kern_poll(ks, n, cqs[c]);
+		if (m < 0)
+			stop_ends(ks, n, cqs[c], KERN_POLL, -m);
+		else
+			got += m;
+	}
+	return got;
+}
+
 /* Whether every running end sleeps on events (event) and waits on a CQ. */
 static int all_sleep(const struct ibvl_kern *ks, int n)
 {
@@ -111,16 +126,10 @@ static int sleep_events(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int n
 {
 	struct pollfd fds[2 * KERN_MAX_ENDS];
 	struct ibv_comp_channel *chs[2 * KERN_MAX_ENDS];
-	int nfd = 0, got = 0;
+	int nfd = 0;
 	for (int c = 0; c < ncq; c++)
 		ibv_req_notify_cq(cqs[c]->o.ptr, 0);
-	for (int c = 0; c < ncq; c++) {
-		int m = ibvl_kern_poll(ks, n, cqs[c]);
-		if (m < 0)
-			stop_ends(ks, n, cqs[c], KERN_POLL, -m);
-		else
-			got += m;
-	}
+	int got = poll_cqs(ks, n, cqs, ncq);
 	if (got > 0)
 		return got;
 	for (int c = 0; c < ncq; c++) {
@@ -151,15 +160,7 @@ static void loop(struct ibvl_kern *ks, int n)
 	unsigned int spins = 0;
 	int ncq;
 	while (step_all(ks, n, cqs, &ncq) > 0) {
-		int got = 0;
-		for (int c = 0; c < ncq; c++) {
-			int m = ibvl_kern_poll(ks, n, cqs[c]);
-			if (m < 0)
-				stop_ends(ks, n, cqs[c], KERN_POLL, -m);
-			else
-				got += m;
-		}
-		if (got > 0)
+		if (poll_cqs(ks, n, cqs, ncq) > 0)
 			continue;
 		if (ibvl_sigint_pending()) {
 			stop_ends(ks, n, NULL, KERN_SIGINT, EINTR);
