@@ -136,7 +136,7 @@ describe("on rxe0, synchronous rdma_cm ids", function()
     local mr = assert(client:reg_msgs(64))
     mr:write(0, "ping")
     assert(client:post_send(9, mr, 0, 4))
-    local wc = assert(client:get_send_comp(5))
+    local wc = assert(client:get_send_comp(20)) -- the peer and this side share a loaded VM
     assert.equal("success", wc.status)
     assert.equal(9, wc.wr_id)
     assert.equal("got ping ep", server:read("l"))
