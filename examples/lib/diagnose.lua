@@ -31,6 +31,14 @@
 --   link: both ends are cleared and their pair is still bad (or neither end
 --     could be cleared: no partner to tell a node from the link);
 --   a flagged pair that passes its retest was transient (no verdict).
+-- The retest is judged against the first pass's reference, or against the
+-- retest's own controls where they did worse: the retested pairs not
+-- flagged in the first pass (each suspect with its partner), measured in the
+-- same pass, at the same time.  Their reference (opts.reference over their
+-- best figures) stands in for a metric when it is the less demanding, so a
+-- load that comes with the retest slows the controls too and names nothing;
+-- a fault stays bad against them.  The controls can only excuse: with none,
+-- or when they did better, the first pass's reference judges.
 local measures = require "measures"
 
 local diagnose = {}
@@ -113,10 +121,12 @@ function diagnose.why(p, ref, opts)
         if r then why[#why + 1] = m.name .. " missing" end
       elseif r and m.higher and v < opts.bw_fraction * r then
         bad[m.key] = true
-        why[#why + 1] = string.format("%s %.2f %s < %g x %s %.2f", m.name, v, m.unit, opts.bw_fraction, hi, r)
+        why[#why + 1] = string.format("%s %.2f %s < %g x %s %.2f", m.name, v, m.unit, opts.bw_fraction,
+          ref.names and ref.names[m.key] or hi, r)
       elseif r and not m.higher and v > opts.lat_factor * r then
         bad[m.key] = true
-        why[#why + 1] = string.format("%s %.1f %s > %g x %s %.1f", m.name, v, m.unit, opts.lat_factor, lo, r)
+        why[#why + 1] = string.format("%s %.1f %s > %g x %s %.1f", m.name, v, m.unit, opts.lat_factor,
+          ref.names and ref.names[m.key] or lo, r)
       end
     end
   end
@@ -237,18 +247,55 @@ function diagnose.retest_plan(list, n, excluded)
   return plan
 end
 
--- The retested pairs judged: "a-b" -> the best-of records of that pair (both
--- directions), each with its why (nil when it passed).
-local function judge_again(retested, ref, opts)
-  local samples, order = {}, {} -- "src>dst" -> the retest records of that direction
+-- The retest records by direction: "src>dst" -> its samples, and the directions in order.
+local function by_direction(retested)
+  local samples, order = {}, {}
   for _, p in ipairs(retested or {}) do
-    local why = measured(p) and diagnose.why(p, ref, opts)
-    p.flagged = why and true or false
-    p.why = why and table.concat(why, "; ") or nil
     local d = p.src .. ">" .. p.dst
     if not samples[d] then samples[d] = {}; order[#order + 1] = d end
     table.insert(samples[d], p)
   end
+  return samples, order
+end
+
+--- The reference a retest is judged by: per metric, the first pass's (ref)
+-- or the controls' (the retested pairs not flagged in the first pass, each
+-- direction by its best figures, opts.reference over them), whichever is the
+-- less demanding (the lower bandwidth, the higher latency).  A metric taken
+-- from the controls is named "the retest's controls' <kind>" (ref.names).
+-- Returns the reference and the number of control directions.
+function diagnose.retest_reference(retested, ref, plan, opts)
+  local flagged = {}
+  for _, pr in ipairs(plan.flagged) do flagged[key(pr[1], pr[2])] = true end
+  local samples, order = by_direction(retested)
+  local controls = {}
+  for _, d in ipairs(order) do
+    local b = diagnose.best_of(samples[d])
+    if not flagged[key(b.src, b.dst)] and not b.unmeasured and not b.error then controls[#controls + 1] = b end
+  end
+  if #controls == 0 then return ref, 0 end
+  local c = diagnose.reference(controls, opts.reference)
+  local out = { kind = ref.kind, hi = ref.hi, lo = ref.lo, names = {} }
+  for _, m in ipairs(diagnose.METRICS) do
+    local r, cr = ref[m.key], c[m.key]
+    out[m.key] = r
+    if r and cr and ((m.higher and cr < r) or (not m.higher and cr > r)) then
+      out[m.key] = cr
+      out.names[m.key] = "the retest's controls' " .. (m.higher and c.hi or c.lo)
+    end
+  end
+  return out, #controls
+end
+
+-- The retested pairs judged: "a-b" -> the best-of records of that pair (both
+-- directions), each with its why (nil when it passed).
+local function judge_again(retested, ref, opts)
+  for _, p in ipairs(retested or {}) do
+    local why = measured(p) and diagnose.why(p, ref, opts)
+    p.flagged = why and true or false
+    p.why = why and table.concat(why, "; ") or nil
+  end
+  local samples, order = by_direction(retested)
   local again = {}
   for _, d in ipairs(order) do
     local b = diagnose.best_of(samples[d])
@@ -292,10 +339,12 @@ end
 
 --- The verdicts from the retest pass (retested: pair records like the first
 -- pass's, opts.retests of each direction of each retested pair, any order)
--- and the plan made from the first.  names(r) gives "rank 3 (node4)".
--- Returns verdicts ({kind =, ranks =, why =}) and the transient pairs.
+-- and the plan made from the first; judged by diagnose.retest_reference.
+-- names(r) gives "rank 3 (node4)".  Returns verdicts ({kind =, ranks =,
+-- why =}), the transient pairs and the reference the retest was judged by.
 function diagnose.verdicts(retested, ref, plan, opts, names)
   names = names or function(r) return "rank " .. r end
+  ref = diagnose.retest_reference(retested, ref, plan, opts)
   local again = judge_again(retested, ref, opts)
   -- nil: not retested or not measured; false: passed; else why it is still bad
   local function still_bad(a, b)
@@ -336,7 +385,7 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
       end
     end
   end
-  return verdicts, transient
+  return verdicts, transient, ref
 end
 
 return diagnose

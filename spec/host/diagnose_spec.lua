@@ -289,4 +289,39 @@ describe("fabric_matrix.lua's diagnosis (examples/lib/diagnose.lua)", function()
     assert.same({ "link", { 1, 4 } }, { v[1].kind, v[1].ranks })
     assert.matches("rank 1 %-> rank 4: data check failed %(best of 3%)", v[1].why)
   end)
+
+  it("judges the retest against its own controls: a load that comes with the retest names nothing", function()
+    -- the first pass: 1 <-> 3 at half speed (a burst of load); the retest: the whole machine at 0.4 x,
+    -- its controls (each suspect with a partner that passed) as slow as the flagged pair
+    local opts = { lat_factor = 2.1, bw_fraction = 0.93, reference = "best", retests = 1 }
+    local slow = function(p) p.lat_us, p.write_mbs, p.send_mbs = 5.0, 4800, 4760 end
+    local function run(again)
+      local l = fabric_of(6, function(p)
+        if (p.src == 1 and p.dst == 3) or (p.src == 3 and p.dst == 1) then p.write_mbs, p.send_mbs = 6000, 5950 end
+      end)
+      local ref = diagnose.flag(l, opts)
+      local plan = diagnose.retest_plan(l, 6)
+      return diagnose.verdicts(retest(plan, again), ref, plan, opts)
+    end
+    local v, transient, ref = run(slow)
+    assert.same({}, v)
+    assert.same({ { 1, 3 } }, transient)
+    assert.equal(4800, ref.write_mbs)
+    assert.equal("the retest's controls' max", ref.names.write_mbs)
+    -- the first pass's reference alone would have named the link (what the controls excuse)
+    local l = { { src = 1, dst = 3, lat_us = 5.0, write_mbs = 4800, send_mbs = 4760, data_ok = true } }
+    assert.is_truthy(diagnose.why(l[1], diagnose.reference(fabric_of(6)), opts))
+    -- a fault stays bad against the loaded controls, and the why says what judged it
+    v = run(function(p)
+      slow(p)
+      if (p.src == 1 and p.dst == 3) or (p.src == 3 and p.dst == 1) then p.write_mbs, p.send_mbs = 480, 476 end
+    end)
+    assert.equal(1, #v, dkjson.encode(v))
+    assert.same({ "link", { 1, 3 } }, { v[1].kind, v[1].ranks })
+    assert.matches("RDMA write bandwidth 480%.00 MB/s < 0%.93 x the retest's controls' max 4800%.00", v[1].why)
+    -- controls that did better than the first pass never make the bar stricter
+    local _, _, same = run(function(p) p.write_mbs, p.send_mbs = 99000, 99000 end)
+    assert.equal(11999, same.write_mbs)
+    assert.is_nil(same.names.write_mbs)
+  end)
 end)
