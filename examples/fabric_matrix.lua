@@ -11,9 +11,13 @@
 --   shift       round d: every rank sends to rank+d and receives from rank-d (mpiGraph): N-1 rounds
 --   serial      one ordered pair at a time: N(N-1) rounds, the baseline
 --   --pairs F   lines "round rankA rankB" (ranks or host names); --quick: the tournament's first round
+-- Every rank reads its ports' counters (ibverbs.port_counters) just before
+-- and after each round's traffic; a rank's deltas of a round go to the pairs
+-- it was an end of in that round, and into --json and --json-lines.
 -- Flagged pairs (latency above --lat-factor x the lowest, bandwidth below
 -- --bw-fraction x the highest, or against a percentile: --reference; failed,
--- bad data) are measured again (--retests times, judged by their best
+-- bad data; an error counter of an end's port that rose past its threshold:
+-- --counter-thresholds, --expect's counters) are measured again (--retests times, judged by their best
 -- figures), each end against a partner that passed; the report gives a
 -- verdict per fault: a node, a link, an unreachable rank.  A healthy fabric
 -- gives none.
@@ -97,6 +101,8 @@ local o = cli.run(arg, {
     help = "rendezvous TCP port (default 18600)" },
   { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
     .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
+  { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
+    .. "ends over its round (all=n: every one; defaults: docs/bringup.md); more flags the pair" },
 })
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
@@ -127,6 +133,14 @@ if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
   usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
 end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
+local pc = require "ibverbs.port_counters"
+local pcount = require "pair_counters"
+local THRESHOLDS = pcount.THRESHOLDS -- the counter thresholds; a port's --expect entry's counters go over them
+if o.counter_thresholds then
+  local t, err = pc.parse_thresholds(o.counter_thresholds, pcount.THRESHOLDS)
+  if not t then usage_error("option '--counter-thresholds': " .. err) end
+  THRESHOLDS = t
+end
 local expectations = require "expect"
 local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
 local LIMITS -- every pair's absolute limits (the file's pairs section), or nil
@@ -273,9 +287,14 @@ if ME == 0 and o.json_lines then
   jl = io.open(o.json_lines, "w")
   if not jl then say("fabric_matrix: cannot write %s", o.json_lines) end
 end
+-- each rail's counter thresholds (its port's --expect entry over --counter-thresholds')
+local function limits_of(ki)
+  local r = rails[ki]
+  return pcount.thresholds(THRESHOLDS, EXPECTED, r.name:match("^(.*):%d+$"), r.port)
+end
 local runner = rounds.new{ f = f, rails = rails, nrails = NRAILS, block = BLOCK, limit = EXCHANGE_LIMIT,
   fault = FAULT, rail_names = plan.names, jl = jl, say = say, fatal = fatal,
-  traffic = traffic.new{ o = o, ibv = ibv, me = ME, block = BLOCK } }
+  limits_of = not o.dry_run and limits_of or nil, traffic = traffic.new{ o = o, ibv = ibv, me = ME, block = BLOCK } }
 
 local R1 = sched.rounds
 if o.max_rounds and o.max_rounds < R1 then R1 = o.max_rounds end
@@ -286,6 +305,7 @@ local first_seconds = socket.gettime() - t_run
 
 -- ------------------------------------------------------------------ the retest
 
+if ME == 0 then pcount.attribute(first, plan.names) end -- each pair's ends' counters of its round
 local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
   dry_run = o.dry_run, limits = LIMITS }
 local rt, retested
@@ -302,6 +322,7 @@ if not o.dry_run and not o.no_retest then
     retested = ME == 0 and results.store(NRAILS, N, f.hosts, rt.per_sample)
     runner:run(ME == 0 and rt.sched or schedule.from_plan("retest", N, m.rounds, m.plan, ME), m.rounds, "retest",
       retested)
+    if ME == 0 then pcount.attribute(retested, plan.names) end
   end
 end
 
@@ -327,13 +348,18 @@ local function report(ctl_all)
   end
   local list = first.list
   for _, x in ipairs(retested and retested.list or {}) do list[#list + 1] = x end -- (pass "retest", sample k)
+  local counters = {} -- every rank's deltas, round by round
+  for _, store in ipairs({ first, retested }) do
+    for _, c in ipairs(store.counters) do counters[#counters + 1] = results.counter_json(c, plan.names) end
+  end
   local rep = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = rt and rt.rounds or 0,
     rails = plan.names[1], pairs = list, verdicts = verdicts, at_fault = bad, transient = transient,
-    control = control,
+    control = control, counters = counters,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,
       lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-      dry_run = o.dry_run or nil, launcher = f.launcher, max_rounds = o.max_rounds, wait = o.wait } }
+      dry_run = o.dry_run or nil, launcher = f.launcher, max_rounds = o.max_rounds, wait = o.wait,
+      counter_thresholds = o.counter_thresholds } }
   print(matrix.text(rep))
   if o.json then
     local fh = io.open(o.json, "w")

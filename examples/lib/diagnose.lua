@@ -7,9 +7,11 @@
 --   local v, transient = diagnose.verdicts(retested, ref, plan, opts)
 --
 -- A pair (one direction) is flagged when it failed, its data check failed,
--- its latency is above lat_factor x the fabric's reference latency, or a
--- bandwidth is below bw_fraction x the reference bandwidth.  The reference
--- (opts.reference) is the fabric's own figures: "best" (the lowest latency,
+-- its latency is above lat_factor x the fabric's reference latency, a
+-- bandwidth is below bw_fraction x the reference bandwidth, or an error
+-- counter on one of its ends' ports rose past its threshold during its round
+-- (p.counter_errors: examples/lib/pair_counters.lua), whatever its figures.
+-- The reference (opts.reference) is the fabric's own figures: "best" (the lowest latency,
 -- the highest bandwidth: ClusterKit's rule, with 2.1 and 0.93, the defaults),
 -- "median", or "pQ" (Q from 50 to 100): bandwidth against its Qth
 -- percentile, latency against its (100-Q)th.  best is p100, median p50.  A
@@ -40,6 +42,7 @@
 -- a fault stays bad against them.  The controls can only excuse: with none,
 -- or when they did better, the first pass's reference judges.
 local measures = require "measures"
+local pcount = require "pair_counters"
 
 local diagnose = {}
 
@@ -130,6 +133,10 @@ function diagnose.why(p, ref, opts)
       end
     end
   end
+  if p.counter_errors and #p.counter_errors > 0 then -- its ends' error counters (pair_counters.lua)
+    bad.counters = true
+    why[#why + 1] = "error counters rose: " .. pcount.text(p.counter_errors)
+  end
   if #why == 0 then return nil, bad end
   return why, bad
 end
@@ -154,7 +161,8 @@ for _, m in ipairs(diagnose.METRICS) do BEST[#BEST + 1] = m end
 
 --- One record of the samples of one direction of a pair (the retests): the
 -- best of each figure (lowest latency, highest bandwidths), an error or bad
--- data if any sample had one, unmeasured if any was, samples = their number.
+-- data if any sample had one, unmeasured if any was, samples = their number,
+-- and the error counters that rose past their thresholds in every sample.
 function diagnose.best_of(samples)
   local b = { src = samples[1].src, dst = samples[1].dst, rail = samples[1].rail, samples = #samples }
   for _, p in ipairs(samples) do
@@ -169,6 +177,7 @@ function diagnose.best_of(samples)
       end
     end
   end
+  b.counter_errors = pcount.common(samples)
   return b
 end
 

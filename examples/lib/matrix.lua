@@ -4,7 +4,8 @@
 --   local matrix = require "matrix"
 --   -- report: {size=, hosts=, pattern=, rounds=, rails=, pairs = {{src=, dst=, rail=, round=, lat_us=,
 --   --          lat_p99_us=, lat_p999_us=, lat_max_us=, write_mbs=, send_mbs=, flagged=, bad=, why=,
---   --          unmeasured=, ...}}, verdicts=, control=, options=,
+--   --          unmeasured=, counter_errors=, ...}}, verdicts=, control=, options=,
+--   --          counters = {{pass=, round=, rank=, host=, rail=, deltas=, unknown=, exceeded=}},
 --   --          at_fault = the ranks whose nodes exit 1}
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
@@ -187,9 +188,10 @@ function matrix.json(report)
   return dkjson.encode({ size = report.size, pass = #verdicts == 0, pattern = report.pattern,
     rounds = report.rounds, retest_rounds = report.retest_rounds, rails = array(report.rails), hosts = report.hosts,
     verdicts = verdicts, at_fault = array(report.at_fault), flagged = flagged, transient = transient,
-    control = report.control, seconds = report.seconds, pairs = pairs_list, options = report.options },
+    control = report.control, seconds = report.seconds, pairs = pairs_list, counters = array(report.counters),
+    options = report.options },
     { keyorder = { "size", "pass", "pattern", "rounds", "retest_rounds", "rails", "hosts", "verdicts", "at_fault",
-      "flagged", "transient", "control", "seconds", "pairs", "options" } })
+      "flagged", "transient", "control", "seconds", "pairs", "counters", "options" } })
 end
 
 --- The gnuplot script of the heatmaps (one per metric) for file (.png or .svg).

@@ -5,15 +5,18 @@
 --   "I rail peer ok bytes|error"        (this rank received from peer)
 --   "U rail peer|why"                   (this rank was to send to peer: unmeasured)
 --   "D rail peer|"                      (a dry run's end)
+--   "C rail deltas|unknown"             (this rank's port counters over the round: examples/lib/pair_counters.lua)
 -- and "@k" before the lines of round k (an exchange carries a block of rounds).
 -- A store keeps one record per (sample, rail, src, dst), which names its hosts
--- for the streamed lines and the report alike.
+-- for the streamed lines and the report alike, and each rank's counters of
+-- each round and rail (store.counters, store:counters_of).
 --
 --   local results = require "results"
 --   local text = results.lines(ends)                               -- a rank, after a round
 --   local store = results.store(nrails, n, f.hosts)                -- rank 0
 --   store:absorb(src, text, round, "first", name)                  -- what rank src sent
 local dkjson = require "dkjson"
+local pcount = require "pair_counters"
 
 local results = {}
 
@@ -49,7 +52,7 @@ Store.__index = Store
 -- first pass: one sample).
 function results.store(nrails, n, hosts, per_sample)
   return setmetatable({ nrails = nrails, n = n, hosts = hosts, per_sample = per_sample, recs = {}, list = {},
-    done = 0 }, Store)
+    done = 0, counters = {}, counter_at = {} }, Store)
 end
 
 --- The one key of a pair's record.
@@ -74,6 +77,25 @@ function Store:rec(k, src, dst, sample)
   return r
 end
 
+--- Rank src's counters of rail k in round (an entry of store.counters: {pass =,
+-- round =, sample =, rank =, host =, rail =, deltas =, unknown =, exceeded =}), or nil.
+function Store:counters_of(round, src, k)
+  local at = self.counter_at[round]
+  return at and at[src * self.nrails + k - 1]
+end
+
+-- A counter line of rank src in round: its entry, or nil when the line is not one.
+function Store:counter_line(src, line, round, pass)
+  local k, deltas, unknown, exceeded = pcount.parse(line)
+  if not k or not round then return nil end
+  local c = { pass = pass, round = round, sample = self.per_sample and math.floor(round / self.per_sample) + 1,
+    rank = src, host = self.hosts[src + 1], rail = k, deltas = deltas, unknown = unknown, exceeded = exceeded }
+  self.counters[#self.counters + 1] = c
+  self.counter_at[round] = self.counter_at[round] or {}
+  self.counter_at[round][src * self.nrails + k - 1] = c
+  return c
+end
+
 local function add_error(r, who, why)
   if why ~= "" then r.error = (r.error and r.error .. "; " or "") .. who .. ": " .. why end
 end
@@ -94,6 +116,11 @@ function Store:absorb(src, text, round, pass, name, touched)
     elseif c == 64 then -- "@k"
       local e = text:find("\n", p, true) or n + 1
       round = tonumber(text:sub(p + 1, e - 1))
+      p = e + 1
+    elseif c == 67 then -- "C ...": the counters of a rail
+      local e = text:find("\n", p, true) or n + 1
+      local entry = self:counter_line(src, text:sub(p, e - 1), round, pass)
+      if touched and entry then touched[entry] = true end
       p = e + 1
     else
       local kind, k, peer, a, b, z, p99, p999, max, why, q = text:match(RESULT, p)
@@ -131,8 +158,21 @@ function Store:of_rail(k)
   return l
 end
 
---- A record as one streamed JSON line (--json-lines); rail_names: rank + 1 -> the rank's rail names.
+-- A counter entry (Store:counter_line's) as a JSON object; rail_names as json_line's.
+function results.counter_json(c, rail_names)
+  local names = rail_names[c.rank + 1]
+  local exceeded = setmetatable({}, { __jsontype = "array" })
+  for i, x in ipairs(c.exceeded) do exceeded[i] = { name = x.name, delta = x.delta, threshold = x.threshold } end
+  return { pass = c.pass, round = c.round, sample = c.sample, rank = c.rank, host = c.host,
+    rail = names and names[c.rail] or c.rail, deltas = setmetatable(c.deltas, { __jsontype = "object" }),
+    unknown = next(c.unknown) and c.unknown or nil, exceeded = #exceeded > 0 and exceeded or nil }
+end
+
+--- A record as one streamed JSON line (--json-lines): a pair, or a rank's
+-- counters of a round and rail (an object with "deltas"); rail_names: rank +
+-- 1 -> the rank's rail names.
 function results.json_line(r, rail_names)
+  if r.deltas then return dkjson.encode(results.counter_json(r, rail_names)) end
   local names = rail_names[r.src + 1]
   return dkjson.encode({ pass = r.pass, round = r.round, sample = r.sample, rail = names and names[r.rail] or r.rail,
     src = r.src, dst = r.dst, src_host = r.src_host, dst_host = r.dst_host, lat_us = r.lat_us,

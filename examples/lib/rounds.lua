@@ -6,8 +6,11 @@
 -- and its QP numbers for block b+2 to their peers, each message tagged with
 -- its round ("k#...").  Within a block a pair starts when both ends reach it:
 -- the echo side posts its first receive then, and the first ping waits for it
--- (RNR, retried without limit).  Rank 0 stores what the ranks report, streams
--- it (--json-lines) and says how far the run is.
+-- (RNR, retried without limit).  With cfg.limits_of, every rank reads its
+-- rails' port counters just before and just after each round's traffic and
+-- reports the deltas with the round's results (examples/lib/pair_counters.lua).
+-- Rank 0 stores what the ranks report, streams it (--json-lines) and says how
+-- far the run is.
 --
 --   local rounds = require "rounds"
 --   local runner = rounds.new{ f = f, rails = rails, traffic = tr, nrails = n, block = b, limit = s, ... }
@@ -15,6 +18,7 @@
 local socket = require "socket"
 local results = require "results"
 local traffic = require "pair_traffic"
+local pcount = require "pair_counters"
 
 local rounds = {}
 
@@ -32,7 +36,8 @@ R.__index = R
 --- A runner: cfg.f (the group), cfg.rails, cfg.traffic (pair_traffic), cfg.nrails,
 -- cfg.block, cfg.limit (an exchange's time limit), cfg.fault ([rank][rail] = why),
 -- cfg.rail_names ([rank + 1] = names), cfg.jl (the --json-lines file, rank 0),
--- cfg.say (a progress line), cfg.fatal (an exchange that failed).
+-- cfg.say (a progress line), cfg.fatal (an exchange that failed), cfg.limits_of
+-- (rail index -> its counter thresholds; nil: no counters read).
 function rounds.new(cfg)
   local r = setmetatable({}, R)
   for k, v in pairs(cfg) do r[k] = v end
@@ -145,8 +150,11 @@ function R:measure(k)
     if not e.skip and not f:alive(e.peer) then e.skip = f:name(e.peer) .. " unreachable" end
     if not e.skip and not e.dry then live[#live + 1] = e end
   end
+  local before = self.limits_of and pcount.read(self.rails)
   self.traffic:run(live)
-  return "@" .. k .. "\n" .. results.lines(rd.ends)
+  local text = "@" .. k .. "\n" .. results.lines(rd.ends)
+  local counters = before and pcount.lines(before, pcount.read(self.rails), self.limits_of) or ""
+  return counters == "" and text or (text .. "\n" .. counters)
 end
 
 -- Rank 0: every rank's lines of a block into the store (and the streamed lines).

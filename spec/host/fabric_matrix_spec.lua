@@ -25,6 +25,8 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
       { "--reference average", "option '%-%-reference': best, median or pQ .* got 'average'" },
       { "--retests 0", "option '%-%-retests': at least 1 expected, got 0" },
       { "--retests 2.5", "option '%-%-retests': an integer expected, got '2%.5'" },
+      { "--counter-thresholds rcvd_seq_err=x", "option '%-%-counter%-thresholds': 'rcvd_seq_err=x' is not name=count" },
+      { "--counter-thresholds all=-1", "option '%-%-counter%-thresholds': 'all=%-1' is not name=count" },
     }) do
       local t0 = os.time()
       local out, rc = matrix_ranks(1, "--size 2 --root 127.0.0.1:1 " .. c[1]) -- rank 1 of 2: would wait for rank 0

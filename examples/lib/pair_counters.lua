@@ -1,0 +1,179 @@
+--- fabric_matrix.lua's port counters, the hardware's own evidence per pair.
+-- Every rank reads the counters of its rails' ports (ibverbs.port_counters:
+-- the InfiniBand PortCounters and the provider's hw_counters) before and
+-- after each round's traffic, judges the deltas against its own thresholds
+-- and sends them with the round's results, one line per rail:
+--   "C rail name=delta,name=delta!threshold,...|name:why,..."
+-- ("!threshold": an error counter that rose past it; after "|": the counters
+-- without a delta, saturated or gone backwards; "-" when no counter moved).
+-- Rank 0 attributes each rank's deltas of a round to the pairs it was an end
+-- of in that round (attribute): a pair whose ends' error counters rose past
+-- their thresholds gets counter_errors, and diagnose.lua flags it.
+--
+--   local pcount = require "pair_counters"
+--   local limits = pcount.thresholds(pc.THRESHOLDS, expected_entries, "rxe0", 1)
+--   local before = pcount.read(rails)                     -- rail index -> counters
+--   ... the round's traffic ...
+--   local text = pcount.lines(before, pcount.read(rails), function(ki) return limits end)
+--   local ki, deltas, unknown, exceeded = pcount.parse(line)  -- rank 0, from a rank's line
+--   pcount.attribute(store, rail_names)                   -- rank 0, after a pass
+local pc = require "ibverbs.port_counters"
+
+local pcount = {}
+
+--- The error counters judged per pair and round, and the largest rise
+-- allowed on each end's port (fabric_matrix.lua's defaults): those of
+-- ibverbs.port_counters (pc.THRESHOLDS) but rxe's duplicate_request, which
+-- counts the packets a retransmission repeats: one RC timeout (counted once,
+-- by the sender's completer_retry_err) resends up to a whole window of
+-- them, 129 in one healthy round measured on the four soft-RoCE VMs.  It is
+-- still read and reported; --counter-thresholds duplicate_request=n judges it.
+pcount.THRESHOLDS = {}
+for k, v in pairs(pc.THRESHOLDS) do
+  if k ~= "duplicate_request" then pcount.THRESHOLDS[k] = v end
+end
+
+--- The thresholds of one port: base (--counter-thresholds' over the
+-- defaults), with the counters of the --expect entry (entries: this host's,
+-- expect.for_host's) naming device and port over them.
+function pcount.thresholds(base, entries, device, port)
+  for _, e in ipairs(entries or {}) do
+    if e.device == device and e.port == port and e.counters then
+      local t = {}
+      for k, v in pairs(base) do t[k] = v end
+      for k, v in pairs(e.counters) do t[k] = v end
+      return t
+    end
+  end
+  return base
+end
+
+--- The counters of every rail that takes part (not dry, no fault, its
+-- device open): rail index -> name -> value.  A port without counters is
+-- left out (its rounds report none).
+function pcount.read(rails, root)
+  local out = {}
+  for _, r in ipairs(rails) do
+    if r.ctx and not r.fault and not r.dry then
+      out[r.index] = pc.read(r.ctx:name(), r.port, root)
+    end
+  end
+  return out
+end
+
+-- A name's text in a line: no separators of the format.
+local function clean(name) return (tostring(name):gsub("[^%w_.-]", "_")) end
+
+--- The counter lines of one round (before, after: pcount.read's),
+-- limits_of(rail index) giving that port's thresholds; "" when no rail has counters.
+function pcount.lines(before, after, limits_of)
+  local out, rails = {}, {}
+  for ki in pairs(after) do
+    if before[ki] then rails[#rails + 1] = ki end
+  end
+  table.sort(rails)
+  for _, ki in ipairs(rails) do
+    local d, unknown = pc.deltas(before[ki], after[ki])
+    local over = {}
+    for _, x in ipairs(pc.exceeded(d, limits_of(ki))) do over[x.name] = x.threshold end
+    local moved, lost = {}, {}
+    for name, v in pairs(d) do
+      -- an exceeded counter is named as pc.exceeded named it (hw_ prefix or not)
+      local bare = name:gsub("^hw_", "")
+      local limit = over[name] or (name ~= bare and not d[bare] and over[bare])
+      if v > 0 then moved[#moved + 1] = clean(name) .. "=" .. v .. (limit and ("!" .. limit) or "") end
+    end
+    for name, why in pairs(unknown) do lost[#lost + 1] = clean(name) .. ":" .. why end
+    table.sort(moved)
+    table.sort(lost)
+    out[#out + 1] = string.format("C %d %s|%s", ki, #moved > 0 and table.concat(moved, ",") or "-",
+      table.concat(lost, ","))
+  end
+  return table.concat(out, "\n")
+end
+
+--- One counter line read back: rail index, deltas (name -> rise, the
+-- counters that moved), unknown (name -> why), exceeded (a list of {name =,
+-- delta =, threshold =} sorted by name); nil when the line is not one.
+function pcount.parse(line)
+  local ki, moved, lost = tostring(line):match("^C (%d+) (%S-)|([^\n]*)$")
+  if not ki then return nil end
+  local deltas, unknown, exceeded = {}, {}, {}
+  for name, v, limit in moved:gmatch("([%w_.-]+)=(%d+)!?(%d*)") do
+    deltas[name] = math.tointeger(tonumber(v)) or tonumber(v)
+    if limit ~= "" then
+      exceeded[#exceeded + 1] = { name = name, delta = deltas[name], threshold = math.tointeger(tonumber(limit)) }
+    end
+  end
+  for name, why in lost:gmatch("([%w_.-]+):([^,]+)") do unknown[name] = why end
+  table.sort(exceeded, function(a, b) return a.name < b.name end)
+  return tonumber(ki), deltas, unknown, exceeded
+end
+
+--- Rank 0, after a pass: each pair of store (examples/lib/results.lua) gets
+-- counter_errors, the error counters that rose past their thresholds on
+-- either end's port in the pair's round (a list of {rank =, host =, rail =,
+-- name =, delta =, threshold =}; nil when none).  A rank's deltas of a round
+-- go to every pair it was an end of in that round: one in a tournament (both
+-- directions with one partner), two in a shift (the rank it sent to, the
+-- rank it received from).  rail_names: rank + 1 -> that rank's rail names.
+function pcount.attribute(store, rail_names)
+  for _, x in ipairs(store.list) do
+    x.counter_errors = nil
+    for _, r in ipairs({ x.src, x.dst }) do
+      local c = x.round and store:counters_of(x.round, r, x.rail)
+      for _, e in ipairs(c and c.exceeded or {}) do
+        local names = rail_names[r + 1]
+        x.counter_errors = x.counter_errors or {}
+        table.insert(x.counter_errors, { rank = r, host = store.hosts[r + 1] or ("rank " .. r),
+          rail = names and names[x.rail] or ("rail " .. x.rail), name = e.name, delta = e.delta,
+          threshold = e.threshold })
+      end
+    end
+  end
+end
+
+--- The counter errors every sample of a pair had (samples: records with
+-- counter_errors), each with its smallest rise, as diagnose.best_of judges a
+-- pair by its best figures: noise rarely rises in every sample.  nil when none.
+function pcount.common(samples)
+  local keep, order = nil, {}
+  for _, p in ipairs(samples) do
+    local here = {}
+    for _, e in ipairs(p.counter_errors or {}) do
+      local k = e.rank .. " " .. e.rail .. " " .. e.name
+      if not here[k] or e.delta < here[k].delta then here[k] = e end
+      if not keep then order[#order + 1] = k end
+    end
+    if keep then
+      for k, e in pairs(keep) do
+        if not here[k] then keep[k] = nil elseif here[k].delta < e.delta then keep[k] = here[k] end
+      end
+    else
+      keep = here
+    end
+  end
+  local out = {}
+  for _, k in ipairs(order) do
+    if keep and keep[k] then out[#out + 1] = keep[k]; keep[k] = nil end
+  end
+  return #out > 0 and out or nil
+end
+
+--- A pair's counter errors as text: "rxe0:1 on node2: rcvd_seq_err +37
+-- (threshold 10), out_of_seq_request +12 (threshold 10); rxe0:1 on node4: ...".
+function pcount.text(errors)
+  local parts, at = {}, {}
+  for _, e in ipairs(errors) do
+    local where = e.rail .. " on " .. e.host
+    if not at[where] then
+      at[where] = {}
+      parts[#parts + 1] = where
+    end
+    table.insert(at[where], string.format("%s +%d (threshold %d)", e.name, e.delta, e.threshold))
+  end
+  for i, where in ipairs(parts) do parts[i] = where .. ": " .. table.concat(at[where], ", ") end
+  return table.concat(parts, "; ")
+end
+
+return pcount
