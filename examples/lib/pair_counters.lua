@@ -120,7 +120,7 @@ end
 function pcount.attribute(store, rail_names)
   for _, x in ipairs(store.list) do
     x.counter_errors = nil
-    for _, r in ipairs({ x.src, x.dst }) do
+    for _, r in ipairs({ math.min(x.src, x.dst), math.max(x.src, x.dst) }) do -- both directions alike
       local c = x.round and store:counters_of(x.round, r, x.rail)
       for _, e in ipairs(c and c.exceeded or {}) do
         local names = rail_names[r + 1]

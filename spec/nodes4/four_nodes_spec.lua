@@ -3,9 +3,11 @@
 -- K), so every step is one four-rank run of fabric_matrix.lua in rounds.
 -- Faults are made with tc on the fabric NIC (eth0): node 3 rate-limited (tbf),
 -- the link node2 -> node4 delayed (prio + netem + a u32 filter on node 2's
--- eth0 matching node 4's fabric address), rank 3 killed mid-run.  Rank 0
+-- eth0 matching node 4's fabric address), the same link lossy (netem loss
+-- instead of delay: found by the port counters alone), rank 3 killed mid-run.  Rank 0
 -- (node 1) checks the report; every node checks its own exit status: 1 where
 -- its node has a verdict, 0 elsewhere.
+package.path = "examples/lib/?.lua;" .. package.path
 local support = require "support"
 local dkjson = require "dkjson"
 local socket = require "socket"
@@ -41,6 +43,8 @@ local ARGS = COMMON .. " -n 10 -N 8"
 -- scenario is about the time a dead rank costs, and retests of pairs noise
 -- flagged (three samples of rounds of seconds) would add to it
 local KILL_ARGS = COMMON .. " -n 200 -N 64 --no-retest"
+-- the lossy link: its port counters make the verdict, so no figure may flag a pair
+local LOSSY_ARGS = "-d rxe0 -S 8192 --wait event -n 10 -N 8 --lat-factor 1000 --bw-fraction 0.0001"
 
 local function matrix(args, limit, common)
   local t0 = socket.gettime()
@@ -66,6 +70,23 @@ end
 
 local function tc(cmds)
   for _, c in ipairs(cmds) do assert(sh(c), c) end
+end
+
+-- The error counters that rose in a run (m.counters, pcount.THRESHOLDS' names and
+-- duplicate_request), on stderr from node 1: what the thresholds are set against.
+local function log_counters(what, m)
+  local judged = require("pair_counters").THRESHOLDS
+  local l = {}
+  for _, c in ipairs(m.counters) do
+    for k, v in pairs(c.deltas) do
+      if judged[k] or k == "duplicate_request" then
+        l[#l + 1] = string.format("%s %s round %d %s +%d", c.pass, c.host, c.round, k, v)
+      end
+    end
+  end
+  table.sort(l)
+  io.stderr:write(string.format("nodes4: %s: error counters that rose: %s\n", what,
+    #l > 0 and table.concat(l, ", ") or "none"))
 end
 
 describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
@@ -94,10 +115,21 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     assert.equal(3, m.rounds)
     assert.same({}, m.verdicts)
     assert.same({ "node1", "node2", "node3", "node4" }, m.hosts)
+    -- every rank's counters of every round, none past its threshold
+    log_counters("healthy", m)
+    local read = {}
+    for _, c in ipairs(m.counters) do
+      assert.is_nil(c.exceeded, dkjson.encode(c))
+      if c.pass == "first" then read[c.rank .. " " .. c.round] = c.deltas end
+    end
+    for r = 0, 3 do
+      for k = 0, 2 do assert.is_true(read[r .. " " .. k].sent_pkts > 0, r .. " " .. k) end
+    end
     local seen, in_round = {}, {}
     local l = first_pass(m)
     assert.equal(12, #l)
     for _, p in ipairs(l) do
+      assert.is_nil(p.counter_errors, dkjson.encode(p))
       local key = p.src .. "-" .. p.dst
       assert.is_nil(seen[key], "pair measured twice: " .. key)
       seen[key] = true
@@ -162,6 +194,53 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
       assert.same({ 1, 3 }, v.ranks)
       assert.same({ "node2", "node4" }, v.hosts)
       assert.matches("VERDICT link: rank 1 %(node2%) <%-> rank 3 %(node4%) rxe0:1: both pass with other partners", out)
+    end)
+    if NODE == 2 then sh("tc qdisc del dev eth0 root") end
+    assert(ok, err)
+  end)
+
+  it("the link node2 -> node4 lossy (netem loss on node 2), bandwidth flagging nothing: a link verdict naming the "
+    .. "counters that rose, exit 1 at its ends", function()
+    local json, lines = ".cache/nodes4-lossy.json", ".cache/nodes4-lossy.jsonl"
+    if NODE == 1 then os.remove(json); os.remove(lines) end
+    if NODE == 2 then
+      tc{ "tc qdisc add dev eth0 root handle 1: prio",
+          "tc qdisc add dev eth0 parent 1:3 handle 30: netem loss 20%",
+          "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
+    end
+    local ok, err = pcall(function()
+      -- the QPs' default ack timeout (67 ms): a lost packet that no NAK reports costs that, not 2.1 s
+      local out, rc = matrix("-t 10 --json " .. json .. (NODE == 1 and " --json-lines " .. lines or ""), 150,
+        LOSSY_ARGS)
+      assert.equal((NODE == 2 or NODE == 4) and 1 or 0, rc, out)
+      if NODE ~= 1 then return end
+      local m = load(json)
+      log_counters("lossy", m)
+      assert.equal(1, #m.verdicts, out)
+      assert.same({ 1, 3 }, m.at_fault)
+      local v = m.verdicts[1]
+      assert.equal("link", v.kind, out)
+      assert.same({ 1, 3 }, v.ranks)
+      assert.same({ "node2", "node4" }, v.hosts)
+      assert.matches("VERDICT link: rank 1 %(node2%) <%-> rank 3 %(node4%) rxe0:1: both pass with other partners; "
+        .. "between them still bad: rank 1 %(node2%) %-> rank 3 %(node4%): error counters rose: rxe0:1 on node[24]: "
+        .. "[%l_]+ %+%d+ %(threshold %d+%)", out)
+      -- the figures flagged nothing: every first-pass flag is the counters'
+      for _, p in ipairs(first_pass(m)) do
+        if p.flagged then
+          assert.matches("^error counters rose: ", p.why, 1)
+          assert.is_truthy(p.counter_errors)
+        end
+      end
+      -- the lossy round's counters, as rank 0 streamed them
+      local streamed = 0
+      for line in io.lines(lines) do
+        local rec = assert(dkjson.decode(line))
+        if rec.deltas and rec.exceeded and rec.pass == "first" and (rec.rank == 1 or rec.rank == 3) then
+          streamed = streamed + 1
+        end
+      end
+      assert.is_true(streamed >= 1, "no counters past their thresholds streamed")
     end)
     if NODE == 2 then sh("tc qdisc del dev eth0 root") end
     assert(ok, err)
