@@ -1,6 +1,7 @@
 -- examples/lib/rounds.lua without a group: the times it prints, the pairs a
 -- schedule's rounds hold, why an end cannot run (an unreachable peer, a local
--- fault of either end, a missing rail).  Its rounds and exchanges run in
+-- fault of either end, a missing rail), the port counters read around a
+-- round's traffic.  Its rounds and exchanges run in
 -- fabric_matrix_spec's dry runs.
 package.path = "examples/lib/?.lua;" .. package.path
 local rounds = require "rounds"
@@ -32,5 +33,31 @@ describe("examples/lib/rounds.lua", function()
     assert.equal("rank 0: no rail", r:blocked(2, 2))
     assert.equal("no rail 3", r:blocked(3, 2))
     assert.is_nil(r:blocked(1, 2))
+  end)
+
+  it("reads its rails' port counters just before and just after a round's traffic, their line with the results",
+    function()
+    local pc = require "ibverbs.port_counters"
+    local root = os.tmpname()
+    os.remove(root)
+    local file = root .. "/rxe0/ports/1/hw_counters/rcvd_seq_err"
+    assert(os.execute("mkdir -p " .. root .. "/rxe0/ports/1/hw_counters"))
+    local function put(v) local fh = assert(io.open(file, "w")); fh:write(v, "\n"); fh:close() end
+    put(3)
+    local r = runner(4, 0)
+    r.rails = { { index = 1, name = "rxe0:1", port = 1, ctx = { name = function() return "rxe0" end } } }
+    r.traffic = { run = function() put(40) end } -- the round's traffic: 37 NAKs
+    r.live = { [2] = { ends = {} }, [3] = { ends = {} } }
+    local saved = pc.ROOT
+    pc.ROOT = root
+    local plain = r:measure(2) -- no limits_of: no counters read
+    r.limits_of = function() return { rcvd_seq_err = 10 } end
+    put(3)
+    local ok, text = pcall(r.measure, r, 3)
+    pc.ROOT = saved
+    os.execute("rm -r " .. root)
+    assert(ok, text)
+    assert.equal("@2\n", plain)
+    assert.equal("@3\n\nC 1 rcvd_seq_err=37!10|", text)
   end)
 end)
