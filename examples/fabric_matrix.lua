@@ -17,10 +17,10 @@
 -- Flagged pairs (latency above --lat-factor x the lowest, bandwidth below
 -- --bw-fraction x the highest, or against a percentile: --reference; failed,
 -- bad data; an error counter of an end's port that rose past its threshold:
--- --counter-thresholds, --expect's counters) are measured again (--retests times, judged by their best
--- figures), each end against a partner that passed; the report gives a
--- verdict per fault: a node, a link, an unreachable rank.  A healthy fabric
--- gives none.
+-- --counter-thresholds, --expect's counters) are measured again (--retests
+-- times, judged by their best figures), each end against a partner that
+-- passed; the report gives a verdict per fault: a node, a link, an
+-- unreachable rank.  A healthy fabric gives none.
 -- Exit status, per rank: 0 when its own node has no verdict, 1 when it has one
 -- (a node or unreachable verdict on it, an end of a link verdict, an end of a
 -- flagged pair not retested whose other end has no verdict; also a rank that
@@ -288,9 +288,11 @@ if ME == 0 and o.json_lines then
   if not jl then say("fabric_matrix: cannot write %s", o.json_lines) end
 end
 -- each rail's counter thresholds (its port's --expect entry over --counter-thresholds')
+local LIMITS_OF = {}
 local function limits_of(ki)
   local r = rails[ki]
-  return pcount.thresholds(THRESHOLDS, EXPECTED, r.name:match("^(.*):%d+$"), r.port)
+  LIMITS_OF[ki] = LIMITS_OF[ki] or pcount.thresholds(THRESHOLDS, EXPECTED, r.name:match("^(.*):%d+$"), r.port)
+  return LIMITS_OF[ki]
 end
 local runner = rounds.new{ f = f, rails = rails, nrails = NRAILS, block = BLOCK, limit = EXCHANGE_LIMIT,
   fault = FAULT, rail_names = plan.names, jl = jl, say = say, fatal = fatal,
