@@ -11,7 +11,7 @@
 -- their thresholds gets counter_errors, and diagnose.lua flags it.
 --
 --   local pcount = require "pair_counters"
---   local limits = pcount.thresholds(pc.THRESHOLDS, expected_entries, "rxe0", 1)
+--   local limits = pcount.thresholds(pcount.THRESHOLDS, expected_entries, "rxe0", 1)
 --   local before = pcount.read(rails)                     -- rail index -> counters
 --   ... the round's traffic ...
 --   local text = pcount.lines(before, pcount.read(rails), function(ki) return limits end)
