@@ -20,9 +20,11 @@
 -- --counter-thresholds, --expect's counters) are measured again (--retests
 -- times, judged by their best figures), each end against a partner that
 -- passed; the report gives a verdict per fault: a node, a link, an
--- unreachable rank.  A healthy fabric gives none.
+-- unreachable rank, a port that flapped (its state, link_downed or port
+-- events changed since the last round: examples/lib/flaps.lua; the run goes
+-- on).  A healthy fabric gives none.
 -- Exit status, per rank: 0 when its own node has no verdict, 1 when it has one
--- (a node or unreachable verdict on it, an end of a link verdict, an end of a
+-- (a node, flap or unreachable verdict on it, an end of a link verdict, an end of a
 -- flagged pair not retested whose other end has no verdict; also a rank that
 -- lost rank 0 mid-run), 2 when the run could not be made (bad options or
 -- --expect file, no rendezvous or ranks that disagree, a bad pairs file, rank
@@ -296,7 +298,8 @@ local function limits_of(ki)
 end
 local runner = rounds.new{ f = f, rails = rails, nrails = NRAILS, block = BLOCK, limit = EXCHANGE_LIMIT,
   fault = FAULT, rail_names = plan.names, jl = jl, say = say, fatal = fatal,
-  limits_of = not o.dry_run and limits_of or nil, traffic = traffic.new{ o = o, ibv = ibv, me = ME, block = BLOCK } }
+  limits_of = not o.dry_run and limits_of or nil, watch_flaps = not o.dry_run,
+  traffic = traffic.new{ o = o, ibv = ibv, me = ME, block = BLOCK } }
 
 local R1 = sched.rounds
 if o.max_rounds and o.max_rounds < R1 then R1 = o.max_rounds end

@@ -94,9 +94,33 @@ local function at_fault(verdicts, flagged)
   return list
 end
 
+--- The flap verdicts of the stores' flaps (each store's .flaps, results.lua):
+-- one a rank and rail, naming its port, what changed and when, in the order
+-- seen ("rxe0:1: state active -> down; link_downed +1 (after round 2 of the
+-- first pass, 2026-11-27T15:40:02Z); then ...").
+function findings.flap_verdicts(f, rail_names, stores)
+  local out, of = {}, {}
+  for _, store in ipairs(stores) do -- (first, then the retest's when there was one)
+    for _, x in ipairs(store.flaps or {}) do
+      local key = x.rank .. ":" .. x.rail
+      local name = rail_name(rail_names, x.rank, x.rail)
+      local seen = string.format("%s (after round %d of the %s pass, %s)", x.what, x.round or -1, x.pass, x.at)
+      if of[key] then
+        of[key].why = of[key].why .. "; then " .. seen
+      else
+        of[key] = { kind = "flap", ranks = { x.rank }, hosts = hosts_of(f, { x.rank }), rail = name,
+          why = name .. ": " .. seen }
+        out[#out + 1] = of[key]
+      end
+    end
+  end
+  return out
+end
+
 --- The verdicts: the ranks out of the run, the nodes with a local fault, the
 -- nodes that differ from --expect (mismatch: a list of {rank, rail name,
--- why}, or nil), then each rail's from its retest (rt: findings.retest's, nil when there was none:
+-- why}, or nil), the ports that flapped (findings.flap_verdicts), then each
+-- rail's from its retest (rt: findings.retest's, nil when there was none:
 -- then a flagged pair fails the run and none is judged).  Returns the
 -- verdicts, the transient pairs ({a, b, rail}) and the ranks at fault (their
 -- nodes exit 1): those the verdicts name, and the ends of a flagged pair not
@@ -118,6 +142,7 @@ function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mism
     verdicts[#verdicts + 1] = { kind = "node", ranks = { x[1] }, hosts = hosts_of(f, { x[1] }), rail = x[2],
       why = x[3] }
   end
+  for _, v in ipairs(findings.flap_verdicts(f, rail_names, { first, retested })) do verdicts[#verdicts + 1] = v end
   for ki = 1, opts.dry_run and 0 or first.nrails do
     local l = first:of_rail(ki)
     local ref = rt and rt.refs[ki] or diagnose.flag(l, opts)

@@ -1,6 +1,6 @@
---- fabric_check's flap verdicts: a port whose link went down (and perhaps
--- came back) while the check ran.  Example support: it judges, the caller
--- prints and exits.
+--- Flap verdicts: a port whose link went down (and perhaps came back) while
+-- fabric_check ran, or between two rounds of fabric_matrix.  Example support:
+-- it judges, the caller prints and exits.
 --
 --   local flaps = require "flaps"
 --   local w = flaps.watch({ "rxe0" })             -- at the start: a context per device, each port's state
@@ -9,6 +9,8 @@
 --   flaps.close(w)
 --   local last = assert(flaps.load(path))         -- --flap-state: link_downed as the previous run saved it
 --   flaps.judge(w, results, host, last); assert(flaps.save(path, results, os.time()))
+--   local rw = flaps.rails_watch(rails)           -- fabric_matrix: its rails' ports, at the start
+--   for _, x in ipairs(flaps.rails_check(rw)) do print(x.index, x.words) end   -- after every round
 --
 -- A port flapped when, between watch and judge, its link_downed counter rose
 -- (p.counters.deltas, from ibverbs.port_counters: rxe and InfiniBand count
@@ -164,6 +166,46 @@ function flaps.save(path, results, now)
   local ok, rerr = os.rename(tmp, path)
   if not ok then return nil, rerr end
   return true
+end
+
+-- One port's state, physical state and link_downed now (root: another sysfs tree, for the specs).
+local function reading(ctx, port, root)
+  local p = ctx:query_port(port)
+  local c = require("ibverbs.port_counters").read(ctx:name(), port, root)
+  return { state = p and p.state, phys_state = p and p.phys_state,
+    downs = c and (c.link_downed or c.hw_link_downed) }
+end
+
+--- fabric_matrix's watch on its rails (each {index =, ctx =, port =}; those
+-- with a fault or without a context are left out): each port's state,
+-- physical state and link_downed counter now, the baseline of rails_check.
+-- The rails' own contexts are used: their port events queue there.
+function flaps.rails_watch(rails, root)
+  local w = { root = root }
+  for _, r in ipairs(rails) do
+    if r.ctx and not r.fault and not r.dry then
+      w[#w + 1] = { index = r.index, ctx = r.ctx, port = r.port, seen = reading(r.ctx, r.port, root) }
+    end
+  end
+  return w
+end
+
+--- What changed on each watched port since the last check (or the watch): a
+-- list of {index = the rail, words = "state active -> down; link_downed +1;
+-- events port_err"}, empty when nothing did.  The readings become the next
+-- check's baseline; a context's events are read once for all its ports.
+function flaps.rails_check(w)
+  local events_of, out = {}, {}
+  for _, x in ipairs(w) do
+    events_of[x.ctx] = events_of[x.ctx] or port_events(x.ctx)
+    local now = reading(x.ctx, x.port, w.root)
+    local was = x.seen
+    local downs = was.downs and now.downs and now.downs >= was.downs and now.downs - was.downs or nil
+    local words = changes({ counters = { deltas = { link_downed = downs } } }, was, now, events_of[x.ctx][x.port])
+    x.seen = now
+    if #words > 0 then out[#out + 1] = { index = x.index, words = table.concat(words, "; ") } end
+  end
+  return out
 end
 
 --- Closes the watch's contexts.

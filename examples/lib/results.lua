@@ -6,10 +6,12 @@
 --   "U rail peer|why"                   (this rank was to send to peer: unmeasured)
 --   "D rail peer|"                      (a dry run's end)
 --   "C rail deltas|unknown"             (this rank's port counters over the round: examples/lib/pair_counters.lua)
+--   "F rail time|what"                  (the rail's port went down or came back since the last round: flaps.lua)
 -- and "@k" before the lines of round k (an exchange carries a block of rounds).
 -- A store keeps one record per (sample, rail, src, dst), which names its hosts
--- for the streamed lines and the report alike, and each rank's counters of
--- each round and rail (store.counters, store:counters_of).
+-- for the streamed lines and the report alike, each rank's counters of
+-- each round and rail (store.counters, store:counters_of) and the flaps its
+-- ranks saw (store.flaps: {pass =, round =, rank =, host =, rail =, at =, what =}).
 --
 --   local results = require "results"
 --   local text = results.lines(ends)                               -- a rank, after a round
@@ -22,6 +24,11 @@ local results = {}
 
 local function num(v) return v and string.format("%.6g", v) or "-" end
 local function clean(s) return (tostring(s):gsub("[\n|]", " ")) end
+
+--- The line of a flap this rank saw on rail k after a round (at: when, UTC; what: flaps.rails_check's words).
+function results.flap_line(k, at, what)
+  return string.format("F %d %s|%s", k, clean(at), clean(what))
+end
 
 --- The result lines of one round's ends on this rank.
 function results.lines(ends)
@@ -52,7 +59,7 @@ Store.__index = Store
 -- first pass: one sample).
 function results.store(nrails, n, hosts, per_sample)
   return setmetatable({ nrails = nrails, n = n, hosts = hosts, per_sample = per_sample, recs = {}, list = {},
-    done = 0, counters = {}, counter_at = {} }, Store)
+    done = 0, counters = {}, counter_at = {}, flaps = {} }, Store)
 end
 
 --- The one key of a pair's record.
@@ -116,6 +123,14 @@ function Store:absorb(src, text, round, pass, name, touched)
     elseif c == 64 then -- "@k"
       local e = text:find("\n", p, true) or n + 1
       round = tonumber(text:sub(p + 1, e - 1))
+      p = e + 1
+    elseif c == 70 then -- "F rail time|what": a flap
+      local e = text:find("\n", p, true) or n + 1
+      local k, at, what = text:sub(p, e - 1):match("^F (%d+) ([^|]*)|(.*)$")
+      if k then
+        self.flaps[#self.flaps + 1] = { pass = pass, round = round, rank = src, host = self.hosts[src + 1],
+          rail = tonumber(k), at = at, what = what }
+      end
       p = e + 1
     elseif c == 67 then -- "C ...": the counters of a rail
       local e = text:find("\n", p, true) or n + 1

@@ -9,6 +9,9 @@
 -- (RNR, retried without limit).  With cfg.limits_of, every rank reads its
 -- rails' port counters just before and just after each round's traffic and
 -- reports the deltas with the round's results (examples/lib/pair_counters.lua).
+-- With cfg.watch_flaps, every rank also checks its rails' ports after each
+-- round (examples/lib/flaps.lua: state, link_downed, port events since the
+-- last check) and reports a port that went down or came back.
 -- Rank 0 stores what the ranks report, streams it (--json-lines) and says how
 -- far the run is.
 --
@@ -19,6 +22,7 @@ local socket = require "socket"
 local results = require "results"
 local traffic = require "pair_traffic"
 local pcount = require "pair_counters"
+local flaps = require "flaps"
 
 local rounds = {}
 
@@ -37,10 +41,12 @@ R.__index = R
 -- cfg.block, cfg.limit (an exchange's time limit), cfg.fault ([rank][rail] = why),
 -- cfg.rail_names ([rank + 1] = names), cfg.jl (the --json-lines file, rank 0),
 -- cfg.say (a progress line), cfg.fatal (an exchange that failed), cfg.limits_of
--- (rail index -> its counter thresholds; nil: no counters read).
+-- (rail index -> its counter thresholds; nil: no counters read), cfg.watch_flaps
+-- (check the rails' ports for flaps after every round, from now on).
 function rounds.new(cfg)
   local r = setmetatable({}, R)
   for k, v in pairs(cfg) do r[k] = v end
+  if cfg.watch_flaps then r.flap_watch = flaps.rails_watch(cfg.rails) end
   r.n, r.me = cfg.f.size, cfg.f.rank
   -- this rank's time in the round exchanges (and, all_cpu, in the rounds as a whole)
   r.ctl = { seconds = 0, cpu = 0, rounds = 0, exchanges = 0, max = 0, all_cpu = 0 }
@@ -154,7 +160,14 @@ function R:measure(k)
   self.traffic:run(live)
   local text = "@" .. k .. "\n" .. results.lines(rd.ends)
   local counters = before and pcount.lines(before, pcount.read(self.rails), self.limits_of) or ""
-  return counters == "" and text or (text .. "\n" .. counters)
+  if counters ~= "" then text = text .. "\n" .. counters end
+  if self.flap_watch then -- a port that went down (or came back) since the last round's end
+    local at = os.date("!%Y-%m-%dT%H:%M:%SZ")
+    for _, x in ipairs(flaps.rails_check(self.flap_watch)) do
+      text = text .. "\n" .. results.flap_line(x.index, at, x.words)
+    end
+  end
+  return text
 end
 
 -- Rank 0: every rank's lines of a block into the store (and the streamed lines).

@@ -75,6 +75,26 @@ describe("examples/lib/findings.lua", function()
     assert.same({ 1 }, bad)
   end)
 
+  it("makes the flaps the ranks reported (their F lines) one flap verdict a port, in the order seen, the run judged on",
+    function()
+      local f = group(3)
+      local first, retest = store_of(3, {}), results.store(1, 3, f.hosts, 1)
+      first:absorb(1, "@2\n" .. results.flap_line(1, "2026-11-27T15:40:02Z", "link_downed +1; state active -> down"),
+        nil, "first", tostring)
+      first:absorb(1, "@3\n" .. results.flap_line(1, "2026-11-27T15:40:09Z", "state down -> active"), nil, "first",
+        tostring)
+      retest:absorb(2, "@0\n" .. results.flap_line(1, "2026-11-27T15:41:00Z", "events port_err|x\ny"), nil, "retest",
+        tostring)
+      local v, _, bad = findings.verdicts(f, {}, { {}, { "rxe0:1" }, { "mlx5_0:1" } }, first, retest, nil,
+        { dry_run = true })
+      assert.same({ { kind = "flap", ranks = { 1 }, hosts = { "h1" }, rail = "rxe0:1",
+        why = "rxe0:1: link_downed +1; state active -> down (after round 2 of the first pass, 2026-11-27T15:40:02Z); "
+          .. "then state down -> active (after round 3 of the first pass, 2026-11-27T15:40:09Z)" },
+        { kind = "flap", ranks = { 2 }, hosts = { "h2" }, rail = "mlx5_0:1",
+        why = "mlx5_0:1: events port_err x y (after round 0 of the retest pass, 2026-11-27T15:41:00Z)" } }, v)
+      assert.same({ 1, 2 }, bad)
+    end)
+
   it("lists the pairs never scheduled, and the control plane's figures per round", function()
     local store = store_of(3, { { src = 0, dst = 1 } })
     assert.equal(5, findings.unscheduled(store, "not scheduled (--quick)"))
