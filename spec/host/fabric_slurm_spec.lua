@@ -48,12 +48,12 @@ local function cases(label)
     local why = [[port_state: port is down; it's $(touch /tmp/pwned) `id` "x" \ ; done]]
     local r = assert(slurm.drain("node2", why))
     assert.equal("drained", r.action)
-    assert.equal("[show][node][node2]\n[update][NodeName=node2][State=DRAIN][Reason=fabric_check: " .. why .. "]\n",
+    assert.equal("[show][node][node2]\n[update][NodeName=node2][State=DRAIN][Reason=ibverbs: " .. why .. "]\n",
       log())
     assert.is_nil(slurp("/tmp/pwned"))
     local st = assert(slurm.node_state("node2"))
-    assert.same({ state = "IDLE+DRAIN", drain = true, ours = true, reason = "fabric_check: " .. why }, st)
-    assert.equal("node2 drained: fabric_check: " .. why, r.detail)
+    assert.same({ state = "IDLE+DRAIN", drain = true, ours = true, reason = "ibverbs: " .. why }, st)
+    assert.equal("node2 drained: ibverbs: " .. why, r.detail)
   end)
 
   it(label .. ": leaves a node someone else drained alone, and says so", function()
@@ -73,16 +73,27 @@ local function cases(label)
     assert(slurm.drain("node2", "counters: link_downed +1"))
     local r = assert(slurm.resume("node2"))
     assert.equal("resumed", r.action)
-    assert.equal("node2 resumed (was: fabric_check: counters: link_downed +1)", r.detail)
+    assert.equal("node2 resumed (was: ibverbs: counters: link_downed +1)", r.detail)
     assert.matches("%[update%]%[NodeName=node2%]%[State=RESUME%]\n$", log())
     assert.equal("IDLE\n", slurp(dir .. "/state"))
+  end)
+
+  it(label .. ": owns only reasons starting with 'ibverbs:' (not 'ibverbs' alone, nor another tool's)", function()
+    for _, other in ipairs({ "fabric_check: rxe0:1 port_state: port is down", "ibverbs-ish", " ibverbs: x" }) do
+      write(dir .. "/state", "IDLE+DRAIN\n")
+      write(dir .. "/reason", other)
+      assert.equal("kept", assert(slurm.resume("node2")).action)
+      assert.equal("kept", assert(slurm.drain("node2", "y")).action)
+      assert.equal(other, slurp(dir .. "/reason"))
+    end
+    assert.not_matches("%[update%]", log())
   end)
 
   it(label .. ": drains again with the new reason a node it drained before", function()
     assert(slurm.drain("node2", "first"))
     local r = assert(slurm.drain("node2", "second"))
     assert.equal("drained", r.action)
-    assert.equal("fabric_check: second", slurp(dir .. "/reason"))
+    assert.equal("ibverbs: second", slurp(dir .. "/reason"))
   end)
 
   it(label .. ": returns scontrol's failure as a message naming the command", function()
@@ -96,10 +107,10 @@ local function cases(label)
   it(label .. ": act: drains a bad node, resumes a passing one, nothing to do or say otherwise", function()
     assert.is_false(slurm.act("node2", true, "x", {}))
     assert.is_false(slurm.act("node2", false, nil, { undrain = true })) -- not drained: nothing to say
-    assert.equal("slurm: node2 drained: fabric_check: flapped: node2 rxe0 port 1: link_downed +1",
+    assert.equal("slurm: node2 drained: ibverbs: flapped: node2 rxe0 port 1: link_downed +1",
       slurm.act("node2", true, "flapped: node2 rxe0 port 1: link_downed +1", { drain = true }))
     assert.is_false(slurm.act("node2", false, nil, { drain = true }))
-    assert.equal("slurm: node2 resumed (was: fabric_check: flapped: node2 rxe0 port 1: link_downed +1)",
+    assert.equal("slurm: node2 resumed (was: ibverbs: flapped: node2 rxe0 port 1: link_downed +1)",
       slurm.act("node2", false, nil, { drain = true, undrain = true }))
     write(dir .. "/fail", "down")
     local ok, err = slurm.act("node2", true, "x", { drain = true })
@@ -178,7 +189,7 @@ describe("ibverbs.fabric.slurm", function()
   end)
 
   it("reason: the prefix, one line, cut at REASON_MAX", function()
-    assert.equal("fabric_check: a b c", slurm.reason("a\nb\t\tc\n"))
+    assert.equal("ibverbs: a b c", slurm.reason("a\nb\t\tc\n"))
     local long = slurm.reason(string.rep("x", 500))
     assert.equal(slurm.REASON_MAX, #long)
     assert.matches("%.%.%.$", long)

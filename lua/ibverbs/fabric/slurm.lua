@@ -14,12 +14,12 @@
 -- argument is checked (a node name is [%w._-]+, a reason printable text)
 -- and single-quoted for /bin/sh.  Failures return nil, message naming the
 -- command and what it printed.  A drain's reason starts with slurm.PREFIX
--- ("fabric_check:"): a node drained with any other reason was drained by
+-- ("ibverbs:"): a node drained with any other reason was drained by
 -- someone else and is never resumed nor re-drained by this module.
 local slurm = {}
 local unpack = table.unpack or unpack -- luacheck: ignore (LuaJIT)
 
-slurm.PREFIX = "fabric_check:"
+slurm.PREFIX = "ibverbs:"
 slurm.SCONTROL = os.getenv("IBVL_SCONTROL") or "scontrol"
 slurm.TIMEOUT = 30 -- seconds an scontrol call may take before it is killed
 slurm.REASON_MAX = 200 -- characters of a reason kept (Slurm shows it in sinfo -R)
@@ -195,7 +195,7 @@ end
 --- What a checker does with its verdict on its own node (bad: whether the
 -- node is at fault, why: a short text): drain it (opts.drain) or resume it
 -- when this module drained it and it passes now (opts.undrain); returns the
--- line to print ("slurm: node1 drained: fabric_check: ...", "slurm: node1
+-- line to print ("slurm: node1 drained: ibverbs: ...", "slurm: node1
 -- left alone: ..."), false when there is nothing to do or say (not asked,
 -- or a passing node that is not drained), or nil, message (scontrol failed).
 function slurm.act(node, bad, why, opts)
