@@ -57,7 +57,7 @@ describe("examples/fabric_check.lua on this host (no RDMA driver)", function()
       .. "%(none%): no RDMA driver loaded [^\n]*%]\n$", log)
     -- someone else's drain is left alone, and said so; the status stays the check's
     os.remove(dir .. "/log")
-    f = assert(io.open(dir .. "/reason", "w"))
+    f = assert(io.open(dir .. "/node7.reason", "w"))
     f:write("bad PSU")
     f:close()
     out = alone_env(env, "--drain --slurm-health")

@@ -57,15 +57,15 @@ local function cases(label)
   end)
 
   it(label .. ": leaves a node someone else drained alone, and says so", function()
-    write(dir .. "/state", "IDLE+DRAIN\n")
-    write(dir .. "/reason", "bad DIMM, ticket 42")
+    write(dir .. "/node2.state", "IDLE+DRAIN\n")
+    write(dir .. "/node2.reason", "bad DIMM, ticket 42")
     local r = assert(slurm.drain("node2", "flapped"))
     assert.equal("kept", r.action)
     assert.equal("node2 left alone: drained by someone else (Reason=bad DIMM, ticket 42)", r.detail)
     r = assert(slurm.resume("node2"))
     assert.equal("kept", r.action)
     assert.equal("[show][node][node2]\n[show][node][node2]\n", log()) -- no update at all
-    assert.equal("bad DIMM, ticket 42", slurp(dir .. "/reason"))
+    assert.equal("bad DIMM, ticket 42", slurp(dir .. "/node2.reason"))
   end)
 
   it(label .. ": resumes a node it drained itself; a node not drained is left as it is", function()
@@ -75,16 +75,16 @@ local function cases(label)
     assert.equal("resumed", r.action)
     assert.equal("node2 resumed (was: ibverbs: counters: link_downed +1)", r.detail)
     assert.matches("%[update%]%[NodeName=node2%]%[State=RESUME%]\n$", log())
-    assert.equal("IDLE\n", slurp(dir .. "/state"))
+    assert.equal("IDLE\n", slurp(dir .. "/node2.state"))
   end)
 
   it(label .. ": owns only reasons starting with 'ibverbs:' (not 'ibverbs' alone, nor another tool's)", function()
     for _, other in ipairs({ "fabric_check: rxe0:1 port_state: port is down", "ibverbs-ish", " ibverbs: x" }) do
-      write(dir .. "/state", "IDLE+DRAIN\n")
-      write(dir .. "/reason", other)
+      write(dir .. "/node2.state", "IDLE+DRAIN\n")
+      write(dir .. "/node2.reason", other)
       assert.equal("kept", assert(slurm.resume("node2")).action)
       assert.equal("kept", assert(slurm.drain("node2", "y")).action)
-      assert.equal(other, slurp(dir .. "/reason"))
+      assert.equal(other, slurp(dir .. "/node2.reason"))
     end
     assert.not_matches("%[update%]", log())
   end)
@@ -93,7 +93,7 @@ local function cases(label)
     assert(slurm.drain("node2", "first"))
     local r = assert(slurm.drain("node2", "second"))
     assert.equal("drained", r.action)
-    assert.equal("ibverbs: second", slurp(dir .. "/reason"))
+    assert.equal("ibverbs: second", slurp(dir .. "/node2.reason"))
   end)
 
   it(label .. ": returns scontrol's failure as a message naming the command", function()
@@ -103,6 +103,44 @@ local function cases(label)
     assert.matches("scontrol show node node2: exit 1: slurm_load_node error: Unable to contact slurm controller",
       err, 1, true)
   end)
+
+  it(label .. ": settle: drains the bad nodes, resumes only its own drains among the passing, one show for all",
+    function()
+      write(dir .. "/nodes", "node1\nnode2\nnode3\nnode4\nnode5\n")
+      for node, reason in pairs({ node2 = "ibverbs: node rxe0:1: old verdict", node4 = "maintenance: cable swap",
+        node5 = "ibverbs: link node5 <-> node1 rxe0:1: old" }) do
+        write(dir .. "/" .. node .. ".state", "IDLE+DRAIN\n")
+        write(dir .. "/" .. node .. ".reason", reason)
+      end
+      local lines, errs = slurm.settle({ node3 = "link node3 <-> node4 rxe0:1: $(id) `x`", node4 = "node rxe0:1: y" },
+        { "node1", "node2", "node5", "node1" })
+      assert.same({}, errs)
+      assert.same({
+        "slurm: node3 drained: ibverbs: link node3 <-> node4 rxe0:1: $(id) `x`",
+        "slurm: node4 left alone: drained by someone else (Reason=maintenance: cable swap)",
+        "slurm: node2 resumed (was: ibverbs: node rxe0:1: old verdict)",
+        "slurm: node5 resumed (was: ibverbs: link node5 <-> node1 rxe0:1: old)",
+      }, lines)
+      assert.equal("[show][node]\n[update][NodeName=node3][State=DRAIN][Reason=ibverbs: link node3 <-> node4 rxe0:1: "
+        .. "$(id) `x`]\n[update][NodeName=node2,node5][State=RESUME]\n", log())
+      assert.equal("maintenance: cable swap", slurp(dir .. "/node4.reason"))
+      assert.equal("IDLE\n", slurp(dir .. "/node5.state"))
+      -- nothing left to do: one show, no update
+      os.remove(dir .. "/log")
+      lines, errs = slurm.settle({}, { "node1", "node2" })
+      assert.same({}, lines)
+      assert.same({}, errs)
+      assert.equal("[show][node]\n", log())
+      -- a node the cluster does not list, and scontrol failing: said, nothing else done
+      lines, errs = slurm.settle({ node9 = "x" }, {})
+      assert.same({}, lines)
+      assert.same({ "slurm: node9: not a node of this cluster (scontrol show node does not list it)" }, errs)
+      write(dir .. "/fail", "Unable to contact slurm controller")
+      lines, errs = slurm.settle({ node3 = "x" }, { "node1" })
+      assert.same({}, lines)
+      assert.matches("^slurm: .*scontrol show node: exit 1: Unable to contact slurm controller", errs[1])
+      assert.has_error(function() slurm.settle({ ["node1;reboot"] = "x" }, {}) end)
+    end)
 
   it(label .. ": act: drains a bad node, resumes a passing one, nothing to do or say otherwise", function()
     assert.is_false(slurm.act("node2", true, "x", {}))
