@@ -47,6 +47,26 @@ echo "rxe0 port 1 did not go down: $(cat /sys/class/infiniband/rxe0/ports/1/stat
 exit 1
 ]], "755")
 
+-- fabric_matrix.lua --drain twice in one allocation of the three nodes (a drained node takes no new job, but
+-- its allocation's steps run): node2 drained by hand first, then a run with node3's link down, the link
+-- back, a second run.  Each run's exit status is printed.
+local MATRIX_DRAIN = CACHE .. "/slurm-matrix-drain.sh"
+write(MATRIX_DRAIN, [[#!/bin/sh
+mark=$1
+matrix() {
+  srun --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_matrix.lua -n 20 -N 8 -S 4096 --reference median \
+    --lat-factor 20 --bw-fraction 0.05 -t 5 --drain
+}
+scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap' || exit 3
+matrix
+echo "first run: exit $?"
+rm -f "$mark"
+srun -w node3 -N 1 -n 1 sh -c 'for i in $(seq 100); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state &&
+  exit 0; sleep 0.1; done; exit 1' || echo "node3's port did not come back"
+matrix
+echo "second run: exit $?"
+]], "755")
+
 -- The HealthCheckProgram (tools/rxe-vm --slurm-health names it; it may be missing until written here):
 -- examples/fabric-health.sh with this checkout's paths, while HEALTH_ON exists;
 -- each run's output, exit status and time go to .cache/slurm-health-<node>.log, with the time of one more
@@ -196,4 +216,35 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     os.remove(HEALTH_ON)
     print_times()
   end)
+
+  it("fabric_matrix --drain: drains node3 (link down) alone, leaves node2's drain, resumes node3 once it passes",
+    function()
+      os.remove(HEALTH_ON)
+      -- from the health check's case: node2 drained by hand, node3 perhaps drained (if that case failed)
+      for _, node in ipairs({ "node2", "node3" }) do
+        run("scontrol update NodeName=" .. node .. " State=RESUME", 30) -- (fails for a node not drained)
+        assert.equal("IDLE", wait_node(node, function(st) return st == "IDLE" end, 30))
+      end
+      write(MARK, "")
+      local out, rc
+      out, rc = run("srun -w node3 -N 1 " .. LINK_DOWN .. " " .. MARK, 60)
+      assert.equal(0, rc, out)
+      out, rc = run("salloc -N 3 " .. MATRIX_DRAIN .. " " .. MARK, 150)
+      assert.equal(0, rc, out)
+      local first, second = out:match("^(.*first run: exit %d+\n)(.*)$")
+      assert(first, out)
+      assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: rxe0 port 1 is down\n", first)
+      assert.matches("\nslurm: node3 drained: ibverbs: node rxe0:1: rxe0 port 1 is down\n", first)
+      assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", first)
+      assert.matches("first run: exit 1\n", first)
+      assert.matches("\nslurm: node3 resumed %(was: ibverbs: node rxe0:1: rxe0 port 1 is down%)\n", second)
+      assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", second)
+      assert.matches("second run: exit 0\n", second)
+      assert.not_matches("slurm: node1", out)
+      assert.not_matches("slurm: node2 resumed", out)
+      assert.equal("IDLE", wait_node("node3", function(st) return st == "IDLE" end, 30))
+      local state, reason = node_line("node2")
+      assert.matches("DRAIN", state)
+      assert.matches("^maintenance: cable swap %[", reason)
+    end)
 end)

@@ -119,6 +119,16 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     assert_check(out)
   end)
 
+  it("hosts named right with PATH=/usr/sbin:/sbin and no SLURMD_NODENAME: gethostname(2), no program", function()
+    -- ibvlua by its absolute path; neither uname nor hostname on PATH, the node name from the kernel
+    local out, rc = run("srun -N 3 --ntasks-per-node=1 /usr/bin/env -u SLURMD_NODENAME PATH=/usr/sbin:/sbin " ..
+      support.ROOT .. "/build/lua5.4/ibvlua -e 'assert(not os.execute(\"uname -n\"), \"uname on PATH\")' " ..
+      "examples/fabric_check.lua", 180)
+    assert.equal(0, rc, out)
+    assert_check(out)
+    assert.not_matches("%(%?%)", out)
+  end)
+
   it("recipe srun-pmix: the same under Slurm's PMIx plugin", function()
     local out, rc = run(recipe("srun-pmix"), 180)
     assert.equal(0, rc, out)
