@@ -8,7 +8,9 @@
 -- booted with `tools/rxe-vm --slurm-health <this checkout>/.cache/slurm-health-check`,
 -- which tools/run-tests passes), it drains node 3 while the link is down,
 -- resumes it once the link is back, and leaves node 2, drained by someone
--- else, alone.  The cluster is left as found: every node idle, the health
+-- else, alone.  fabric_matrix.lua --drain (rank 0 for every node) drains
+-- node 3, leaves node 2's drain and resumes node 1, drained as if by an
+-- earlier run.  The cluster is left as found: every node idle, the health
 -- check off (HEALTH_ON gone: the program exits 0 at once).
 local support = require "support"
 local socket = require "socket"
@@ -47,24 +49,18 @@ echo "rxe0 port 1 did not go down: $(cat /sys/class/infiniband/rxe0/ports/1/stat
 exit 1
 ]], "755")
 
--- fabric_matrix.lua --drain twice in one allocation of the three nodes (a drained node takes no new job, but
--- its allocation's steps run): node2 drained by hand first, then a run with node3's link down, the link
--- back, a second run.  Each run's exit status is printed.
+-- fabric_matrix.lua --drain in an allocation of the three nodes (a drained node takes no new job, but its
+-- allocation's steps run): node2 drained by hand, node1 drained as an earlier run of ours leaves a node,
+-- node3's link taken down (LINK_DOWN), then the matrix; its exit status printed.
 local MATRIX_DRAIN = CACHE .. "/slurm-matrix-drain.sh"
 write(MATRIX_DRAIN, [[#!/bin/sh
-mark=$1
-matrix() {
-  srun --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_matrix.lua -n 20 -N 8 -S 4096 --reference median \
-    --lat-factor 20 --bw-fraction 0.05 -t 5 --drain
-}
-scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap' || exit 3
-matrix
-echo "first run: exit $?"
-rm -f "$mark"
-srun -w node3 -N 1 -n 1 sh -c 'for i in $(seq 100); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state &&
-  exit 0; sleep 0.1; done; exit 1' || echo "node3's port did not come back"
-matrix
-echo "second run: exit $?"
+mark=$1 link_down=$2
+scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap' &&
+  scontrol update NodeName=node1 State=DRAIN Reason='ibverbs: node rxe0:1: an earlier run' || exit 3
+srun -w node3 -N 1 -n 1 "$link_down" "$mark" || exit 4
+srun --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_matrix.lua -n 20 -N 8 -S 4096 --reference median \
+  --lat-factor 20 --bw-fraction 0.05 -t 5 --drain
+echo "matrix: exit $?"
 ]], "755")
 
 -- The HealthCheckProgram (tools/rxe-vm --slurm-health names it; it may be missing until written here):
@@ -217,7 +213,7 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     print_times()
   end)
 
-  it("fabric_matrix --drain: drains node3 (link down) alone, leaves node2's drain, resumes node3 once it passes",
+  it("fabric_matrix --drain: drains node3 (link down), leaves node2 (drained by hand), resumes node1 (ours)",
     function()
       os.remove(HEALTH_ON)
       -- from the health check's case: node2 drained by hand, node3 perhaps drained (if that case failed)
@@ -226,25 +222,17 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
         assert.equal("IDLE", wait_node(node, function(st) return st == "IDLE" end, 30))
       end
       write(MARK, "")
-      local out, rc
-      out, rc = run("srun -w node3 -N 1 " .. LINK_DOWN .. " " .. MARK, 60)
+      local out, rc = run("salloc -N 3 " .. MATRIX_DRAIN .. " " .. MARK .. " " .. LINK_DOWN, 120)
       assert.equal(0, rc, out)
-      out, rc = run("salloc -N 3 " .. MATRIX_DRAIN .. " " .. MARK, 150)
-      assert.equal(0, rc, out)
-      local first, second = out:match("^(.*first run: exit %d+\n)(.*)$")
-      assert(first, out)
-      assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: rxe0 port 1 is down\n", first)
-      assert.matches("\nslurm: node3 drained: ibverbs: node rxe0:1: rxe0 port 1 is down\n", first)
-      assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", first)
-      assert.matches("first run: exit 1\n", first)
-      assert.matches("\nslurm: node3 resumed %(was: ibverbs: node rxe0:1: rxe0 port 1 is down%)\n", second)
-      assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", second)
-      assert.matches("second run: exit 0\n", second)
-      assert.not_matches("slurm: node1", out)
-      assert.not_matches("slurm: node2 resumed", out)
-      assert.equal("IDLE", wait_node("node3", function(st) return st == "IDLE" end, 30))
-      local state, reason = node_line("node2")
-      assert.matches("DRAIN", state)
-      assert.matches("^maintenance: cable swap %[", reason)
+      assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: rxe0 port 1 is down\n", out)
+      assert.matches("\nslurm: node3 drained: ibverbs: node rxe0:1: rxe0 port 1 is down\n", out)
+      assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", out)
+      assert.matches("\nslurm: node1 resumed %(was: ibverbs: node rxe0:1: an earlier run%)\n", out)
+      assert.matches("matrix: exit 1\n", out) -- srun: the worst rank's (node3's)
+      local sinfo = run("sinfo -R -h -o '%N|%E'", 30)
+      assert.matches("node3|ibverbs: node rxe0:1: rxe0 port 1 is down\n", sinfo)
+      assert.matches("node2|maintenance: cable swap\n", sinfo)
+      assert.not_matches("node1|", sinfo)
+      os.remove(MARK) -- node3's link back; the teardown resumes node2 and node3
     end)
 end)
