@@ -8,10 +8,11 @@
 -- booted with `tools/rxe-vm --slurm-health <this checkout>/.cache/slurm-health-check`,
 -- which tools/run-tests passes), it drains node 3 while the link is down,
 -- resumes it once the link is back, and leaves node 2, drained by someone
--- else, alone.  fabric_matrix.lua --drain (rank 0 for every node) drains
--- node 3, leaves node 2's drain and resumes node 1, drained as if by an
--- earlier run.  The cluster is left as found: every node idle, the health
--- check off (HEALTH_ON gone: the program exits 0 at once).
+-- else, alone.  Between the two, fabric_matrix.lua --drain (rank 0 for
+-- every node) drains node 3, leaves node 2's drain and resumes node 1,
+-- drained as if by an earlier run.  The cluster is left as found: every
+-- node idle, the health check off (HEALTH_ON gone: the program exits 0 at
+-- once).
 local support = require "support"
 local socket = require "socket"
 
@@ -51,13 +52,11 @@ exit 1
 
 -- fabric_matrix.lua --drain in an allocation of the three nodes (a drained node takes no new job, but its
 -- allocation's steps run): node2 drained by hand, node1 drained as an earlier run of ours leaves a node,
--- node3's link taken down (LINK_DOWN), then the matrix; its exit status printed.
+-- then the matrix (node3's link still down); its exit status printed.
 local MATRIX_DRAIN = CACHE .. "/slurm-matrix-drain.sh"
 write(MATRIX_DRAIN, [[#!/bin/sh
-mark=$1 link_down=$2
 scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap' &&
   scontrol update NodeName=node1 State=DRAIN Reason='ibverbs: node rxe0:1: an earlier run' || exit 3
-srun -w node3 -N 1 -n 1 "$link_down" "$mark" || exit 4
 srun --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_matrix.lua -n 20 -N 8 -S 4096 --reference median \
   --lat-factor 20 --bw-fraction 0.05 -t 5 --drain
 echo "matrix: exit $?"
@@ -175,8 +174,25 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     for _, node in ipairs({ "node1", "node2" }) do assert.equal("IDLE", (node_line(node))) end
   end)
 
+  it("fabric_matrix --drain: drains node3 (link down), leaves node2 (drained by hand), resumes node1 (ours)", function()
+    -- node3's link is still down, and node3 drained, from the case above: resumed, so that salloc may have it
+    local out, rc = run("scontrol update NodeName=node3 State=RESUME", 30)
+    assert.equal(0, rc, out)
+    out, rc = run("salloc -N 3 " .. MATRIX_DRAIN, 120)
+    assert.equal(0, rc, out)
+    assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: rxe0 port 1 is down\n", out)
+    assert.matches("\nslurm: node3 drained: ibverbs: node rxe0:1: rxe0 port 1 is down\n", out)
+    assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", out)
+    assert.matches("\nslurm: node1 resumed %(was: ibverbs: node rxe0:1: an earlier run%)\n", out)
+    assert.matches("matrix: exit 1\n", out) -- srun: the worst rank's (node3's)
+    local sinfo = run("sinfo -R -h -o '%N|%E'", 30)
+    assert.matches("node3|ibverbs: node rxe0:1: rxe0 port 1 is down\n", sinfo)
+    assert.matches("node2|maintenance: cable swap\n", sinfo)
+    assert.not_matches("node1|", sinfo)
+  end)
+
   it("HealthCheckProgram: drains node3 while its link is down, resumes it once back; node2's drain stays", function()
-    -- node3 is still drained by the srun above: resume it by hand, so that the health check is what drains it
+    -- node3 is still drained by the matrix above: resume it by hand, so that the health check is what drains it
     local out, rc = run("scontrol update NodeName=node3 State=RESUME && " ..
       "scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap'", 30)
     assert.equal(0, rc, out)
@@ -212,27 +228,4 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     os.remove(HEALTH_ON)
     print_times()
   end)
-
-  it("fabric_matrix --drain: drains node3 (link down), leaves node2 (drained by hand), resumes node1 (ours)",
-    function()
-      os.remove(HEALTH_ON)
-      -- from the health check's case: node2 drained by hand, node3 perhaps drained (if that case failed)
-      for _, node in ipairs({ "node2", "node3" }) do
-        run("scontrol update NodeName=" .. node .. " State=RESUME", 30) -- (fails for a node not drained)
-        assert.equal("IDLE", wait_node(node, function(st) return st == "IDLE" end, 30))
-      end
-      write(MARK, "")
-      local out, rc = run("salloc -N 3 " .. MATRIX_DRAIN .. " " .. MARK .. " " .. LINK_DOWN, 120)
-      assert.equal(0, rc, out)
-      assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: rxe0 port 1 is down\n", out)
-      assert.matches("\nslurm: node3 drained: ibverbs: node rxe0:1: rxe0 port 1 is down\n", out)
-      assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", out)
-      assert.matches("\nslurm: node1 resumed %(was: ibverbs: node rxe0:1: an earlier run%)\n", out)
-      assert.matches("matrix: exit 1\n", out) -- srun: the worst rank's (node3's)
-      local sinfo = run("sinfo -R -h -o '%N|%E'", 30)
-      assert.matches("node3|ibverbs: node rxe0:1: rxe0 port 1 is down\n", sinfo)
-      assert.matches("node2|maintenance: cable swap\n", sinfo)
-      assert.not_matches("node1|", sinfo)
-      os.remove(MARK) -- node3's link back; the teardown resumes node2 and node3
-    end)
 end)

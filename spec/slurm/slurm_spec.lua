@@ -235,15 +235,18 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     assert.is_true(took < 120, took)
     assert.matches("Node failure on node3", out)
     assert.matches("CANCELLED .* DUE TO NODE FAILURE", out)
-    local deadline, text = socket.gettime() + 90
+    local t_log, deadline, text = socket.gettime(), socket.gettime() + 90
     repeat
       socket.sleep(1)
       text = support.slurp(log) or ""
     until text:find("rxe0: ") or socket.gettime() > deadline
+    t_log = socket.gettime() - t_log
     assert.matches("fabric_matrix %(rank 2 %(node3%)%): .*rank 0", text)
     assert.matches("exit 1", text)
-    local left, lrc = run("srun -N 2 -w node[1-2] --ntasks-per-node=1 sh -c 'rdma resource show | " ..
+    local left, lrc, t_left = run("srun -N 2 -w node[1-2] --ntasks-per-node=1 sh -c 'rdma resource show | " ..
       "sed \"s/^/$(hostname) /\"'", 60)
+    print(string.format("slurmd stopped: srun %.1f s, node3's log %.1f s after, the last srun %.1f s", took, t_log,
+      t_left))
     assert.equal(0, lrc, left)
     assert_nothing_left(left .. (text:match("node3 %d+: rxe0: [^\n]*") or ""))
   end)
