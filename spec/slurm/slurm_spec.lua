@@ -223,13 +223,17 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
   -- last: node 3 stays without slurmd.  Slurm declares the node failed after
   -- SlurmdTimeout (30 s) and cancels the step; the rank on node3, which Slurm
   -- can no longer reach, ends by itself once its peers are gone.  It writes
-  -- its output into the (shared) checkout.
+  -- its output into the (shared) checkout.  -t 10 bounds what that rank waits
+  -- for once its partner is gone (a ping-pong: 10 s; with the default 30 s it
+  -- ended 42 s after srun); --retests 3 keeps the matrix running past Slurm's
+  -- cancel (every ping-pong of -n 100000 runs into -t under emulation, so
+  -- each pair is retested 3 times).
   it("node3's slurmd stopped mid-matrix: the step ends naming node3, every rank ends, nothing left", function()
     local log = ".cache/slurm-stopped-node3.log"
     os.remove(log)
     local out, rc, took = run("srun -N 3 --ntasks-per-node=1 sh -c '" ..
       "if [ $SLURM_PROCID = 2 ]; then (sleep 4; kill $(cat /run/slurm/slurmd.pid)) & exec >" .. log .. " 2>&1; fi; " ..
-      "build/lua5.4/ibvlua examples/fabric_matrix.lua -n 100000; echo \"exit $?\"; " ..
+      "build/lua5.4/ibvlua examples/fabric_matrix.lua -n 100000 -t 10 --retests 3; echo \"exit $?\"; " ..
       "rdma resource show | sed \"s/^/$(hostname) /\"'", 180)
     assert.is_true(rc ~= 0 and rc ~= 124, out)
     assert.is_true(took < 120, took)
