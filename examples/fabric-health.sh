@@ -4,8 +4,8 @@
 # counters, --expect when FABRIC_EXPECT names a file; no peers, no launcher),
 # and a link that went down since its last run (--flap-state: each port's
 # link_downed kept in FLAP_STATE).
-# It drains the node with a reason "fabric_check: ..." when the node is at
-# fault, and resumes it when it passes again and fabric_check had drained it;
+# It drains the node with a reason "ibverbs: ..." when the node is at
+# fault, and resumes it when it passes again and its reason starts with "ibverbs:";
 # a node drained with any other reason is left alone.  In slurm.conf:
 #
 #   HealthCheckProgram=/etc/slurm/fabric-health.sh

@@ -20,8 +20,9 @@
 -- its state changed, or the device sent a port event) fails with a check
 -- "flapped" naming the node, device, port and what was seen.
 -- Slurm: --drain drains this node when it is at fault, with a reason
--- "fabric_check: ..." (never touching a node someone else drained);
--- --undrain-ok resumes it when it passes and fabric_check had drained it;
+-- "ibverbs: ..." (never touching a node someone else drained);
+-- --undrain-ok resumes it when it passes and its drain reason starts with
+-- "ibverbs:" (fabric_check or fabric_matrix drained it);
 -- --slurm-health checks this node alone, for Slurm's HealthCheckProgram.
 local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
@@ -59,9 +60,9 @@ local o = cli.run(arg, {
     help = "the largest rise of an error counter over the run (all=n: every one; defaults: docs/bringup.md)" },
   { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
     .. "docs/expect.md): exactly the ports it names must be active, with its values" },
-  { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'fabric_check: ...'; "
+  { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'ibverbs: ...'; "
     .. "a node someone else drained is left alone)" },
-  { nil, "undrain-ok", help = "when this node passes, resume it in Slurm if fabric_check drained it" },
+  { nil, "undrain-ok", help = "when this node passes, resume it in Slurm if its drain reason starts with 'ibverbs:'" },
   { nil, "flap-state", arg = "file", help = "keep each port's link_downed in <file>: a rise since the run that "
     .. "wrote it is a flap too (for --slurm-health)" },
   { nil, "slurm-health", help = "this node alone, never with other ranks (Slurm's HealthCheckProgram; "

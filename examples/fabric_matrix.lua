@@ -29,6 +29,9 @@
 -- lost rank 0 mid-run), 2 when the run could not be made (bad options or
 -- --expect file, no rendezvous or ranks that disagree, a bad pairs file, rank
 -- 0's output files not written); --exit-any: 1 on every rank when any verdict.
+-- Slurm: --drain (rank 0, after the report) drains every node a verdict names
+-- with a reason "ibverbs: <verdict>" and resumes the nodes that passed whose
+-- reason starts with "ibverbs:"; a node drained for another reason is left alone.
 --   srun -N 64 --ntasks-per-node=1 lua5.4 examples/fabric_matrix.lua -d all --json m.json --json-lines m.jsonl
 --   tools/rxe-vm --nodes 4 lua5.4 examples/fabric_matrix.lua --pattern shift
 --   lua5.4 examples/fabric_matrix.lua --dry-run ...   # the control plane alone: no device, no traffic
@@ -105,6 +108,9 @@ local o = cli.run(arg, {
     .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
   { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
     .. "ends over its round (all=n: every one; defaults: docs/bringup.md); more flags the pair" },
+  { nil, "drain", help = "rank 0 drains in Slurm every node a verdict names (reason 'ibverbs: <verdict>') and "
+    .. "resumes the nodes that passed whose reason starts with 'ibverbs:'; a node drained for another reason is "
+    .. "left alone" },
 })
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
@@ -133,6 +139,14 @@ end
 if o.bw_fraction <= 0 then usage_error("option '--bw-fraction': above 0 expected, got " .. o.bw_fraction) end
 if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
   usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
+end
+local NODE -- --drain: this rank's Slurm node (SLURMD_NODENAME, else the host name), sent to rank 0
+if o.drain then
+  if o.dry_run then usage_error("option '--drain': does not go with --dry-run (nothing is measured)") end
+  local slurm = require "ibverbs.fabric.slurm"
+  NODE = slurm.node_name()
+  local ok, err = slurm.check_node(NODE)
+  if not ok then usage_error("option '--drain': " .. err) end
 end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
 local pc = require "ibverbs.port_counters"
@@ -249,6 +263,7 @@ local function mismatches()
 end
 
 local mine = { rails = {}, faults = {}, expect = mismatches() }
+mine.node = NODE
 for i, r in ipairs(rails) do
   mine.rails[i] = r.name
   if r.fault then mine.faults[#mine.faults + 1] = { i, r.fault } end
@@ -381,17 +396,22 @@ local function report(ctl_all)
     jl:write(dkjson.encode({ verdicts = verdicts }), "\n")
     jl:close()
   end
-  return { bad = bad, any = #bad > 0 }, written
+  return { bad = bad, any = #bad > 0 }, written, rep
 end
 
 -- this rank's time in the exchanges, for the control plane's figures
 local c = runner.ctl
 local ctl_all = must(f:gather({ c.seconds, c.cpu, c.rounds, c.max, c.exchanges }, 0))
-local verdict, written
-if ME == 0 then verdict, written = report(ctl_all) end
+local verdict, written, rep
+if ME == 0 then verdict, written, rep = report(ctl_all) end
 -- every rank learns the ranks at fault; one that does not (rank 0 lost it: named unreachable) exits 1
 verdict = f:bcast(verdict)
 local status = verdict and cli.own_status(ME, o.exit_any, verdict) or 1
 if ME == 0 and not written then status = 2 end
 f:close()
+-- --drain: Slurm told after the report (a failed scontrol call is said; the status stays the verdict's)
+if ME == 0 and o.drain and status ~= 2 then
+  local drains = require "drains"
+  drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end)
+end
 os.exit(status)

@@ -48,16 +48,16 @@ describe("examples/fabric_check.lua on this host (no RDMA driver)", function()
     assert(os.execute("mkdir " .. dir))
     local env = "SLURMD_NODENAME=node7 FAKE_SCONTROL_DIR=" .. dir .. " IBVL_SCONTROL=spec/fake-scontrol "
     local out = alone_env(env, "--drain")
-    assert.matches("slurm: node7 drained: fabric_check: %(none%): no RDMA driver loaded", out)
+    assert.matches("slurm: node7 drained: ibverbs: %(none%): no RDMA driver loaded", out)
     assert.matches("rc=1\n$", out)
     local f = assert(io.open(dir .. "/log"))
     local log = f:read("a")
     f:close()
-    assert.matches("^%[show%]%[node%]%[node7%]\n%[update%]%[NodeName=node7%]%[State=DRAIN%]%[Reason=fabric_check: "
+    assert.matches("^%[show%]%[node%]%[node7%]\n%[update%]%[NodeName=node7%]%[State=DRAIN%]%[Reason=ibverbs: "
       .. "%(none%): no RDMA driver loaded [^\n]*%]\n$", log)
     -- someone else's drain is left alone, and said so; the status stays the check's
     os.remove(dir .. "/log")
-    f = assert(io.open(dir .. "/reason", "w"))
+    f = assert(io.open(dir .. "/node7.reason", "w"))
     f:write("bad PSU")
     f:close()
     out = alone_env(env, "--drain --slurm-health")

@@ -120,4 +120,17 @@ describe("ibverbs.fabric.hostname", function()
     p:close()
     assert.equal(assert(io.open("/proc/sys/kernel/hostname")):read("l") .. "\n", out)
   end)
+
+  it("is never asked of a program: lua/ and examples/ spawn only scontrol's shell fallback and gnuplot", function()
+    local p = io.popen("grep -rnE 'io\\.popen|os\\.execute|uname|hostname -' lua examples --include='*.lua'")
+    local found = {}
+    for line in p:lines() do
+      local file, text = line:match("^([^:]+):%d+:(.*)$")
+      if not text:find("^%s*%-%-") then found[#found + 1] = file .. ": " .. text:gsub("^%s+", "") end
+    end
+    p:close()
+    table.sort(found)
+    assert.same({ 'examples/lib/matrix.lua: local p = io.popen("gnuplot " .. script .. " 2>&1")',
+      "lua/ibverbs/fabric/slurm.lua: local p = io.popen(cmd)" }, found)
+  end)
 end)

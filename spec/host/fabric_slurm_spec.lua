@@ -48,24 +48,24 @@ local function cases(label)
     local why = [[port_state: port is down; it's $(touch /tmp/pwned) `id` "x" \ ; done]]
     local r = assert(slurm.drain("node2", why))
     assert.equal("drained", r.action)
-    assert.equal("[show][node][node2]\n[update][NodeName=node2][State=DRAIN][Reason=fabric_check: " .. why .. "]\n",
+    assert.equal("[show][node][node2]\n[update][NodeName=node2][State=DRAIN][Reason=ibverbs: " .. why .. "]\n",
       log())
     assert.is_nil(slurp("/tmp/pwned"))
     local st = assert(slurm.node_state("node2"))
-    assert.same({ state = "IDLE+DRAIN", drain = true, ours = true, reason = "fabric_check: " .. why }, st)
-    assert.equal("node2 drained: fabric_check: " .. why, r.detail)
+    assert.same({ state = "IDLE+DRAIN", drain = true, ours = true, reason = "ibverbs: " .. why }, st)
+    assert.equal("node2 drained: ibverbs: " .. why, r.detail)
   end)
 
   it(label .. ": leaves a node someone else drained alone, and says so", function()
-    write(dir .. "/state", "IDLE+DRAIN\n")
-    write(dir .. "/reason", "bad DIMM, ticket 42")
+    write(dir .. "/node2.state", "IDLE+DRAIN\n")
+    write(dir .. "/node2.reason", "bad DIMM, ticket 42")
     local r = assert(slurm.drain("node2", "flapped"))
     assert.equal("kept", r.action)
     assert.equal("node2 left alone: drained by someone else (Reason=bad DIMM, ticket 42)", r.detail)
     r = assert(slurm.resume("node2"))
     assert.equal("kept", r.action)
     assert.equal("[show][node][node2]\n[show][node][node2]\n", log()) -- no update at all
-    assert.equal("bad DIMM, ticket 42", slurp(dir .. "/reason"))
+    assert.equal("bad DIMM, ticket 42", slurp(dir .. "/node2.reason"))
   end)
 
   it(label .. ": resumes a node it drained itself; a node not drained is left as it is", function()
@@ -73,16 +73,27 @@ local function cases(label)
     assert(slurm.drain("node2", "counters: link_downed +1"))
     local r = assert(slurm.resume("node2"))
     assert.equal("resumed", r.action)
-    assert.equal("node2 resumed (was: fabric_check: counters: link_downed +1)", r.detail)
+    assert.equal("node2 resumed (was: ibverbs: counters: link_downed +1)", r.detail)
     assert.matches("%[update%]%[NodeName=node2%]%[State=RESUME%]\n$", log())
-    assert.equal("IDLE\n", slurp(dir .. "/state"))
+    assert.equal("IDLE\n", slurp(dir .. "/node2.state"))
+  end)
+
+  it(label .. ": owns only reasons starting with 'ibverbs:' (not 'ibverbs' alone, nor another tool's)", function()
+    for _, other in ipairs({ "fabric_check: rxe0:1 port_state: port is down", "ibverbs-ish", " ibverbs: x" }) do
+      write(dir .. "/node2.state", "IDLE+DRAIN\n")
+      write(dir .. "/node2.reason", other)
+      assert.equal("kept", assert(slurm.resume("node2")).action)
+      assert.equal("kept", assert(slurm.drain("node2", "y")).action)
+      assert.equal(other, slurp(dir .. "/node2.reason"))
+    end
+    assert.not_matches("%[update%]", log())
   end)
 
   it(label .. ": drains again with the new reason a node it drained before", function()
     assert(slurm.drain("node2", "first"))
     local r = assert(slurm.drain("node2", "second"))
     assert.equal("drained", r.action)
-    assert.equal("fabric_check: second", slurp(dir .. "/reason"))
+    assert.equal("ibverbs: second", slurp(dir .. "/node2.reason"))
   end)
 
   it(label .. ": returns scontrol's failure as a message naming the command", function()
@@ -93,13 +104,51 @@ local function cases(label)
       err, 1, true)
   end)
 
+  it(label .. ": settle: drains the bad nodes, resumes only its own drains among the passing, one show for all",
+    function()
+      write(dir .. "/nodes", "node1\nnode2\nnode3\nnode4\nnode5\n")
+      for node, reason in pairs({ node2 = "ibverbs: node rxe0:1: old verdict", node4 = "maintenance: cable swap",
+        node5 = "ibverbs: link node5 <-> node1 rxe0:1: old" }) do
+        write(dir .. "/" .. node .. ".state", "IDLE+DRAIN\n")
+        write(dir .. "/" .. node .. ".reason", reason)
+      end
+      local lines, errs = slurm.settle({ node3 = "link node3 <-> node4 rxe0:1: $(id) `x`", node4 = "node rxe0:1: y" },
+        { "node1", "node2", "node5", "node1" })
+      assert.same({}, errs)
+      assert.same({
+        "slurm: node3 drained: ibverbs: link node3 <-> node4 rxe0:1: $(id) `x`",
+        "slurm: node4 left alone: drained by someone else (Reason=maintenance: cable swap)",
+        "slurm: node2 resumed (was: ibverbs: node rxe0:1: old verdict)",
+        "slurm: node5 resumed (was: ibverbs: link node5 <-> node1 rxe0:1: old)",
+      }, lines)
+      assert.equal("[show][node]\n[update][NodeName=node3][State=DRAIN][Reason=ibverbs: link node3 <-> node4 rxe0:1: "
+        .. "$(id) `x`]\n[update][NodeName=node2,node5][State=RESUME]\n", log())
+      assert.equal("maintenance: cable swap", slurp(dir .. "/node4.reason"))
+      assert.equal("IDLE\n", slurp(dir .. "/node5.state"))
+      -- nothing left to do: one show, no update
+      os.remove(dir .. "/log")
+      lines, errs = slurm.settle({}, { "node1", "node2" })
+      assert.same({}, lines)
+      assert.same({}, errs)
+      assert.equal("[show][node]\n", log())
+      -- a node the cluster does not list, and scontrol failing: said, nothing else done
+      lines, errs = slurm.settle({ node9 = "x" }, {})
+      assert.same({}, lines)
+      assert.same({ "slurm: node9: not a node of this cluster (scontrol show node does not list it)" }, errs)
+      write(dir .. "/fail", "Unable to contact slurm controller")
+      lines, errs = slurm.settle({ node3 = "x" }, { "node1" })
+      assert.same({}, lines)
+      assert.matches("^slurm: .*scontrol show node: exit 1: Unable to contact slurm controller", errs[1])
+      assert.has_error(function() slurm.settle({ ["node1;reboot"] = "x" }, {}) end)
+    end)
+
   it(label .. ": act: drains a bad node, resumes a passing one, nothing to do or say otherwise", function()
     assert.is_false(slurm.act("node2", true, "x", {}))
     assert.is_false(slurm.act("node2", false, nil, { undrain = true })) -- not drained: nothing to say
-    assert.equal("slurm: node2 drained: fabric_check: flapped: node2 rxe0 port 1: link_downed +1",
+    assert.equal("slurm: node2 drained: ibverbs: flapped: node2 rxe0 port 1: link_downed +1",
       slurm.act("node2", true, "flapped: node2 rxe0 port 1: link_downed +1", { drain = true }))
     assert.is_false(slurm.act("node2", false, nil, { drain = true }))
-    assert.equal("slurm: node2 resumed (was: fabric_check: flapped: node2 rxe0 port 1: link_downed +1)",
+    assert.equal("slurm: node2 resumed (was: ibverbs: flapped: node2 rxe0 port 1: link_downed +1)",
       slurm.act("node2", false, nil, { drain = true, undrain = true }))
     write(dir .. "/fail", "down")
     local ok, err = slurm.act("node2", true, "x", { drain = true })
@@ -178,7 +227,7 @@ describe("ibverbs.fabric.slurm", function()
   end)
 
   it("reason: the prefix, one line, cut at REASON_MAX", function()
-    assert.equal("fabric_check: a b c", slurm.reason("a\nb\t\tc\n"))
+    assert.equal("ibverbs: a b c", slurm.reason("a\nb\t\tc\n"))
     local long = slurm.reason(string.rep("x", 500))
     assert.equal(slurm.REASON_MAX, #long)
     assert.matches("%.%.%.$", long)

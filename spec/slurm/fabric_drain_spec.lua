@@ -4,10 +4,15 @@
 -- by a helper that brings it back once a marker file in the shared checkout
 -- is gone.  Under srun, --drain drains node 3 alone, with the reason in
 -- sinfo -R and scontrol show node.  As Slurm's HealthCheckProgram
--- (examples/fabric-health.sh, every 15 s on every node), it drains node 3
--- while the link is down, resumes it once the link is back, and leaves
--- node 2, drained by someone else, alone.  The cluster is left as found:
--- every node idle, slurm.conf without the health check.
+-- (examples/fabric-health.sh, every 10 s on every node: the cluster was
+-- booted with `tools/rxe-vm --slurm-health <this checkout>/.cache/slurm-health-check`,
+-- which tools/run-tests passes), it drains node 3 while the link is down,
+-- resumes it once the link is back, and leaves node 2, drained by someone
+-- else, alone.  Between the two, fabric_matrix.lua --drain (rank 0 for
+-- every node) drains node 3, leaves node 2's drain and resumes node 1,
+-- drained as if by an earlier run.  The cluster is left as found: every
+-- node idle, the health check off (HEALTH_ON gone: the program exits 0 at
+-- once).
 local support = require "support"
 local socket = require "socket"
 
@@ -45,7 +50,20 @@ echo "rxe0 port 1 did not go down: $(cat /sys/class/infiniband/rxe0/ports/1/stat
 exit 1
 ]], "755")
 
--- The HealthCheckProgram: examples/fabric-health.sh with this checkout's paths, while HEALTH_ON exists;
+-- fabric_matrix.lua --drain in an allocation of the three nodes (a drained node takes no new job, but its
+-- allocation's steps run): node2 drained by hand, node1 drained as an earlier run of ours leaves a node,
+-- then the matrix (node3's link still down); its exit status printed.
+local MATRIX_DRAIN = CACHE .. "/slurm-matrix-drain.sh"
+write(MATRIX_DRAIN, [[#!/bin/sh
+scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap' &&
+  scontrol update NodeName=node1 State=DRAIN Reason='ibverbs: node rxe0:1: an earlier run' || exit 3
+srun --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_matrix.lua -n 20 -N 8 -S 4096 --reference median \
+  --lat-factor 20 --bw-fraction 0.05 -t 5 --drain
+echo "matrix: exit $?"
+]], "755")
+
+-- The HealthCheckProgram (tools/rxe-vm --slurm-health names it; it may be missing until written here):
+-- examples/fabric-health.sh with this checkout's paths, while HEALTH_ON exists;
 -- each run's output, exit status and time go to .cache/slurm-health-<node>.log, with the time of one more
 -- `scontrol show node` (the part of a run that is Slurm's).
 local HEALTH = CACHE .. "/slurm-health-check"
@@ -128,11 +146,6 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     os.remove(MARK)
     os.remove(HEALTH_ON)
     for k = 1, 3 do os.remove(CACHE .. "/slurm-health-node" .. k .. ".log") end
-    -- the health check in every node's slurm.conf (off until HEALTH_ON exists), read again by every daemon
-    local out, rc = run("srun -N 3 --ntasks-per-node=1 sh -c 'cp /etc/slurm/slurm.conf /etc/slurm/slurm.conf.orig && "
-      .. "printf \"HealthCheckProgram=%s\\nHealthCheckInterval=15\\nHealthCheckNodeState=ANY\\n\" " .. HEALTH
-      .. " >> /etc/slurm/slurm.conf' && scontrol reconfigure", 60)
-    assert(rc == 0, "configuring the health check: " .. out)
   end)
 
   teardown(function()
@@ -140,8 +153,6 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     os.remove(MARK)
     for _, node in ipairs({ "node2", "node3" }) do run("scontrol update NodeName=" .. node .. " State=RESUME", 30) end
     wait_node("node3", function(s) return s == "IDLE" end, 60)
-    run("srun -N 3 --ntasks-per-node=1 sh -c 'mv /etc/slurm/slurm.conf.orig /etc/slurm/slurm.conf' && "
-      .. "scontrol reconfigure", 60)
   end)
 
   it("srun ... --drain: node3's fabric link down: the rank on node3 drains node3 alone, with its reason", function()
@@ -152,37 +163,60 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     assert.equal(1, rc, out) -- srun: the worst rank's
     assert.matches("FAULT rank 2 %(node3%): port_state: port is down", out)
     assert.matches("nodes at fault %(exit 1%): rank 2 %(node3%)\n", out)
-    assert.matches("slurm: node3 drained: fabric_check: rxe0:1 port_state: port is down\n", out)
+    assert.matches("slurm: node3 drained: ibverbs: rxe0:1 port_state: port is down\n", out)
     assert.not_matches("slurm: node[12]", out)
     local sinfo = run("sinfo -R -h -o '%N|%E'", 30)
-    assert.matches("node3|fabric_check: rxe0:1 port_state: port is down\n", sinfo)
+    assert.matches("node3|ibverbs: rxe0:1 port_state: port is down\n", sinfo)
     assert.not_matches("node[12]|", sinfo)
     local state, reason = node_line("node3")
     assert.matches("DRAIN", state)
-    assert.matches("^fabric_check: rxe0:1 port_state: port is down %[", reason)
+    assert.matches("^ibverbs: rxe0:1 port_state: port is down %[", reason)
     for _, node in ipairs({ "node1", "node2" }) do assert.equal("IDLE", (node_line(node))) end
   end)
 
+  it("fabric_matrix --drain: drains node3 (link down), leaves node2 (drained by hand), resumes node1 (ours)", function()
+    -- node3's link is still down, and node3 drained, from the case above: resumed, so that salloc may have it
+    local out, rc = run("scontrol update NodeName=node3 State=RESUME", 30)
+    assert.equal(0, rc, out)
+    out, rc = run("salloc -N 3 " .. MATRIX_DRAIN, 120)
+    assert.equal(0, rc, out)
+    assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: rxe0 port 1 is down\n", out)
+    assert.matches("\nslurm: node3 drained: ibverbs: node rxe0:1: rxe0 port 1 is down\n", out)
+    assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", out)
+    assert.matches("\nslurm: node1 resumed %(was: ibverbs: node rxe0:1: an earlier run%)\n", out)
+    assert.matches("matrix: exit 1\n", out) -- srun: the worst rank's (node3's)
+    local sinfo = run("sinfo -R -h -o '%N|%E'", 30)
+    assert.matches("node3|ibverbs: node rxe0:1: rxe0 port 1 is down\n", sinfo)
+    assert.matches("node2|maintenance: cable swap\n", sinfo)
+    assert.not_matches("node1|", sinfo)
+  end)
+
   it("HealthCheckProgram: drains node3 while its link is down, resumes it once back; node2's drain stays", function()
-    -- node3 is still drained by the srun above: resume it by hand, so that the health check is what drains it
+    -- node3 is still drained by the matrix above: resume it by hand, so that the health check is what drains it
     local out, rc = run("scontrol update NodeName=node3 State=RESUME && " ..
       "scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap'", 30)
     assert.equal(0, rc, out)
     assert.equal("IDLE", (node_line("node3")))
+    -- the health check is tools/rxe-vm --slurm-health's, in slurm.conf since the boot
+    local conf = run("scontrol show config", 30)
+    assert.matches("\nHealthCheckProgram%s*=%s*" .. HEALTH:gsub("%p", "%%%0") .. "\n", conf,
+      "slurm.conf has not this health check: boot with tools/rxe-vm --slurm-health " .. HEALTH)
+    assert.matches("\nHealthCheckInterval%s*=%s*10 sec", conf)
+    assert.matches("\nHealthCheckNodeState%s*=%s*ANY", conf)
     write(HEALTH_ON, "")
     local state, reason = wait_node("node3", function(s) return s:find("DRAIN") end, 60)
     assert.matches("DRAIN", state, "node3 not drained by the health check")
-    assert.matches("^fabric_check: rxe0:1 port_state: port is down %[", reason)
+    assert.matches("^ibverbs: rxe0:1 port_state: port is down %[", reason)
     local log3 = wait_log("node3", "health rc=1 ")
     assert.matches("slurm%-health node3: FAIL in %d+ ms; rxe0:1 port_state: port is down\n", log3)
-    assert.matches("slurm: node3 drained: fabric_check: rxe0:1 port_state: port is down\n", log3)
+    assert.matches("slurm: node3 drained: ibverbs: rxe0:1 port_state: port is down\n", log3)
     assert.matches("health rc=1 ms=%d+ SLURMD_NODENAME=node3", log3)
     -- the link back: the next health check on node3 passes and resumes it
     os.remove(MARK)
     state = wait_node("node3", function(s) return s == "IDLE" end, 90)
     assert.equal("IDLE", state, support.slurp(CACHE .. "/slurm-health-node3.log"))
     log3 = wait_log("node3", "resumed.-health rc=0 ")
-    assert.matches("slurm: node3 resumed %(was: fabric_check: rxe0:1 port_state: port is down%)\n", log3)
+    assert.matches("slurm: node3 resumed %(was: ibverbs: rxe0:1 port_state: port is down%)\n", log3)
     assert.matches("health rc=0 ms=%d+ SLURMD_NODENAME=node3", log3)
     -- node2 passed every health check meanwhile, and stays drained with someone else's reason
     local log2 = support.slurp(CACHE .. "/slurm-health-node2.log") or ""

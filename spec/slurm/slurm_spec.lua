@@ -119,6 +119,16 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     assert_check(out)
   end)
 
+  it("hosts named right with PATH=/usr/sbin:/sbin and no SLURMD_NODENAME: gethostname(2), no program", function()
+    -- ibvlua by its absolute path; neither uname nor hostname on PATH, the node name from the kernel
+    local out, rc = run("srun -N 3 --ntasks-per-node=1 /usr/bin/env -u SLURMD_NODENAME PATH=/usr/sbin:/sbin " ..
+      support.ROOT .. "/build/lua5.4/ibvlua -e 'assert(not os.execute(\"uname -n\"), \"uname on PATH\")' " ..
+      "examples/fabric_check.lua", 180)
+    assert.equal(0, rc, out)
+    assert_check(out)
+    assert.not_matches("%(%?%)", out)
+  end)
+
   it("recipe srun-pmix: the same under Slurm's PMIx plugin", function()
     local out, rc = run(recipe("srun-pmix"), 180)
     assert.equal(0, rc, out)
@@ -213,27 +223,34 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
   -- last: node 3 stays without slurmd.  Slurm declares the node failed after
   -- SlurmdTimeout (30 s) and cancels the step; the rank on node3, which Slurm
   -- can no longer reach, ends by itself once its peers are gone.  It writes
-  -- its output into the (shared) checkout.
+  -- its output into the (shared) checkout.  -t 10 bounds what that rank waits
+  -- for once its partner is gone (a ping-pong: 10 s; with the default 30 s it
+  -- ended 42 s after srun); --retests 3 keeps the matrix running past Slurm's
+  -- cancel (every ping-pong of -n 100000 runs into -t under emulation, so
+  -- each pair is retested 3 times).
   it("node3's slurmd stopped mid-matrix: the step ends naming node3, every rank ends, nothing left", function()
     local log = ".cache/slurm-stopped-node3.log"
     os.remove(log)
     local out, rc, took = run("srun -N 3 --ntasks-per-node=1 sh -c '" ..
       "if [ $SLURM_PROCID = 2 ]; then (sleep 4; kill $(cat /run/slurm/slurmd.pid)) & exec >" .. log .. " 2>&1; fi; " ..
-      "build/lua5.4/ibvlua examples/fabric_matrix.lua -n 100000; echo \"exit $?\"; " ..
+      "build/lua5.4/ibvlua examples/fabric_matrix.lua -n 100000 -t 10 --retests 3; echo \"exit $?\"; " ..
       "rdma resource show | sed \"s/^/$(hostname) /\"'", 180)
     assert.is_true(rc ~= 0 and rc ~= 124, out)
     assert.is_true(took < 120, took)
     assert.matches("Node failure on node3", out)
     assert.matches("CANCELLED .* DUE TO NODE FAILURE", out)
-    local deadline, text = socket.gettime() + 90
+    local t_log, deadline, text = socket.gettime(), socket.gettime() + 90
     repeat
       socket.sleep(1)
       text = support.slurp(log) or ""
     until text:find("rxe0: ") or socket.gettime() > deadline
+    t_log = socket.gettime() - t_log
     assert.matches("fabric_matrix %(rank 2 %(node3%)%): .*rank 0", text)
     assert.matches("exit 1", text)
-    local left, lrc = run("srun -N 2 -w node[1-2] --ntasks-per-node=1 sh -c 'rdma resource show | " ..
+    local left, lrc, t_left = run("srun -N 2 -w node[1-2] --ntasks-per-node=1 sh -c 'rdma resource show | " ..
       "sed \"s/^/$(hostname) /\"'", 60)
+    print(string.format("slurmd stopped: srun %.1f s, node3's log %.1f s after, the last srun %.1f s", took, t_log,
+      t_left))
     assert.equal(0, lrc, left)
     assert_nothing_left(left .. (text:match("node3 %d+: rxe0: [^\n]*") or ""))
   end)

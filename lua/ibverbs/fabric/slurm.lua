@@ -7,6 +7,7 @@
 --   print(r.action, r.detail)                       -- "drained", "kept" (someone else's drain), ...
 --   r = assert(slurm.resume(node))                  -- "resumed", "kept", "none"
 --   local st = assert(slurm.node_state(node))       -- {state = "IDLE+DRAIN", drain = true, reason =, ours =}
+--   local lines, errs = slurm.settle({node3 = "link ..."}, {"node1", "node2"}) -- many nodes, one run's verdicts
 --
 -- Every call runs scontrol (slurm.SCONTROL: IBVL_SCONTROL from the
 -- environment, else "scontrol" on PATH) with an argument vector, never
@@ -14,12 +15,12 @@
 -- argument is checked (a node name is [%w._-]+, a reason printable text)
 -- and single-quoted for /bin/sh.  Failures return nil, message naming the
 -- command and what it printed.  A drain's reason starts with slurm.PREFIX
--- ("fabric_check:"): a node drained with any other reason was drained by
+-- ("ibverbs:"): a node drained with any other reason was drained by
 -- someone else and is never resumed nor re-drained by this module.
 local slurm = {}
 local unpack = table.unpack or unpack -- luacheck: ignore (LuaJIT)
 
-slurm.PREFIX = "fabric_check:"
+slurm.PREFIX = "ibverbs:"
 slurm.SCONTROL = os.getenv("IBVL_SCONTROL") or "scontrol"
 slurm.TIMEOUT = 30 -- seconds an scontrol call may take before it is killed
 slurm.REASON_MAX = 200 -- characters of a reason kept (Slurm shows it in sinfo -R)
@@ -138,6 +139,16 @@ function slurm.scontrol(args)
   return text
 end
 
+-- One node's record of `scontrol show node`: its state table, or nil.
+local function parse_record(text)
+  local state = text:match("%f[%w]State=(%S+)")
+  if not state then return nil end
+  local reason = text:match("\n%s*Reason=([^\n]*)")
+  if reason then reason = reason:gsub("%s*%[[^%]]*%]%s*$", "") end
+  return { state = state, drain = state:find("DRAIN") ~= nil, reason = reason,
+    ours = reason ~= nil and reason:sub(1, #slurm.PREFIX) == slurm.PREFIX }
+end
+
 --- A node's state as `scontrol show node` gives it: {state = "IDLE+DRAIN",
 -- drain = bool, reason = text or nil (without Slurm's "[user@time]"), ours =
 -- bool (the reason starts with slurm.PREFIX)}, or nil, message.
@@ -145,12 +156,22 @@ function slurm.node_state(node)
   checked_node(node, "node_state")
   local text, err = slurm.scontrol({ "show", "node", node })
   if not text then return nil, err end
-  local state = text:match("%f[%w]State=(%S+)")
-  if not state then return nil, "scontrol show node " .. node .. ": no State= in " .. string.format("%q", text) end
-  local reason = text:match("\n%s*Reason=([^\n]*)")
-  if reason then reason = reason:gsub("%s*%[[^%]]*%]%s*$", "") end
-  return { state = state, drain = state:find("DRAIN") ~= nil, reason = reason,
-    ours = reason ~= nil and reason:sub(1, #slurm.PREFIX) == slurm.PREFIX }
+  local st = parse_record(text)
+  if not st then return nil, "scontrol show node " .. node .. ": no State= in " .. string.format("%q", text) end
+  return st
+end
+
+--- Every node's state from one `scontrol show node`: name -> state table (as
+-- node_state's), or nil, message.
+function slurm.all_states()
+  local text, err = slurm.scontrol({ "show", "node" })
+  if not text then return nil, err end
+  local states = {}
+  for record in (text .. "\n\n"):gmatch("(NodeName=.-)\n%s*\n") do
+    local name, st = record:match("^NodeName=(%S+)"), parse_record("\n" .. record)
+    if name and st then states[name] = st end
+  end
+  return states
 end
 
 --- Drains node with slurm.reason(text) unless someone else drained it:
@@ -195,7 +216,7 @@ end
 --- What a checker does with its verdict on its own node (bad: whether the
 -- node is at fault, why: a short text): drain it (opts.drain) or resume it
 -- when this module drained it and it passes now (opts.undrain); returns the
--- line to print ("slurm: node1 drained: fabric_check: ...", "slurm: node1
+-- line to print ("slurm: node1 drained: ibverbs: ...", "slurm: node1
 -- left alone: ..."), false when there is nothing to do or say (not asked,
 -- or a passing node that is not drained), or nil, message (scontrol failed).
 function slurm.act(node, bad, why, opts)
@@ -210,6 +231,57 @@ function slurm.act(node, bad, why, opts)
   if not r then return nil, "slurm: " .. err end
   if r.action == "none" then return false end
   return "slurm: " .. r.detail
+end
+
+--- One run's word on many nodes (fabric_matrix.lua --drain): drains every
+-- node of bad (node -> why) and resumes every node of passed (a list) whose
+-- reason is ours, reading every state with one `scontrol show node` and
+-- resuming with one update.  A node drained for another reason is left
+-- alone; a node bad names is never resumed.  Returns the lines to print
+-- ("slurm: node3 drained: ibverbs: ...", "slurm: node2 left alone: ...",
+-- "slurm: node1 resumed (was: ...)") and the failures ("slurm: ...").
+function slurm.settle(bad, passed)
+  local names = {}
+  for node in pairs(bad) do names[#names + 1] = checked_node(node, "settle") end
+  table.sort(names)
+  local lines, errs = {}, {}
+  local states, err = slurm.all_states()
+  if not states then return lines, { "slurm: " .. err } end
+  local function other(node, st)
+    lines[#lines + 1] = string.format("slurm: %s left alone: drained by someone else (Reason=%s)", node,
+      tostring(st.reason))
+  end
+  for _, node in ipairs(names) do
+    local st = states[node]
+    if not st then
+      errs[#errs + 1] = "slurm: " .. node .. ": not a node of this cluster (scontrol show node does not list it)"
+    elseif st.drain and not st.ours then
+      other(node, st)
+    else
+      local reason = slurm.reason(bad[node])
+      local _, uerr = slurm.scontrol({ "update", "NodeName=" .. node, "State=DRAIN", "Reason=" .. reason })
+      if uerr then errs[#errs + 1] = "slurm: " .. uerr else
+        lines[#lines + 1] = string.format("slurm: %s drained: %s", node, reason)
+      end
+    end
+  end
+  local resume, was = {}, {}
+  for _, node in ipairs(passed) do
+    local st = states[checked_node(node, "settle")]
+    if st and st.drain and not bad[node] and not was[node] then
+      if st.ours then resume[#resume + 1], was[node] = node, st.reason else other(node, st) end
+    end
+  end
+  table.sort(resume)
+  if #resume > 0 then
+    local _, uerr = slurm.scontrol({ "update", "NodeName=" .. table.concat(resume, ","), "State=RESUME" })
+    if uerr then errs[#errs + 1] = "slurm: " .. uerr else
+      for _, node in ipairs(resume) do
+        lines[#lines + 1] = string.format("slurm: %s resumed (was: %s)", node, was[node])
+      end
+    end
+  end
+  return lines, errs
 end
 
 return slurm
