@@ -1,31 +1,42 @@
 --- bench/kernel-ir.lua: the report of bench/run-kernel-ir from its callgrind
 -- profiles: instructions per iteration of perftest's clients and of the
--- kernels' clients, marginal over N and 2N iterations, split by where they
--- ran, with and without the empty polls.
+-- kernels' clients, marginal over N and 2N iterations, with and without the
+-- empty polls, split by where they ran.
 --
 --   lua5.4 bench/kernel-ir.lua DIR N BN REPS "TESTS"
 --
 -- DIR holds <impl>.<test>.<n>.<rep>.out (impl c: perftest, lua: the example
--- on the kernel).  Per profile: the total (callgrind's summary), the self cost
--- of each object file grouped (provider: libibverbs and librxe; module:
--- ibverbs/core.so; program: perftest's executable; interpreter: lua5.4 and
--- liblua; libc; other: the dynamic loader and the rest), and P, the calls of
--- the provider's poll function (librxe's poll_cq, found as the function
--- core.so's ibvl_kern_poll calls; every ibv_poll_cq, an inline function of
--- verbs.h, calls it directly).
+-- on the kernel) and the client's output <...>.txt (a run whose client did
+-- not print its result line is left out).  Per profile: the total (but
+-- perftest's measurement of the CPU's clock at start-up, which calls
+-- gettimeofday for a fixed time, a count that depends on timing), the self
+-- cost of each object file grouped (provider: libibverbs and librxe;
+-- module: ibverbs/core.so; program: perftest's executable; interpreter:
+-- lua5.4 and liblua; libc; other: the dynamic loader and the rest), and P,
+-- the calls of the provider's poll function (librxe's poll_cq: the librxe
+-- function core.so's ibvl_kern_poll or ibvl_cq_poll calls; every
+-- ibv_poll_cq, an inline function of verbs.h, calls it directly).
 --
 -- Empty polls: a client that waits for its peer (or, in a bandwidth run,
--- for room in its window) polls an empty CQ, and how often depends on
--- timing, not on the work.  Each client's count is fitted, over its 2 x REPS
--- profiles, as Ir = c + a N + b P (least squares): b is what one more poll
--- costs it (the provider's poll and the client's own loop around it), and
--- a + b p the instructions per iteration with p polls per iteration, the
--- fewest the work needs (2 for send_lat: its send and its receive
--- completion; 1 for write_lat; 0 for the bandwidth tests, whose signaled
--- completions are one per 100 messages).  write_lat's clients also wait on
--- memory: those passes are counted as polls of the same price (perftest:
--- the executions of its hottest instruction beyond one per iteration; the
--- kernel: the passes of its loop that polled no CQ).
+-- for room in its window) polls an empty CQ or spins on memory, and how
+-- often depends on timing, not on the work.  Each client's counts are
+-- fitted, over its 2 x REPS profiles, as Ir = c + a n + b W (least
+-- squares), W the empty polls of the run:
+--   perftest's latency clients poll one completion a call: W = P - p n,
+--     p = 2 for send_lat (its send's and its receive's completion), 1 for
+--     write_lat, which also spins on memory: W adds the executions of its
+--     executable's hottest instruction (the check of the spin loop) beyond
+--     one per iteration, priced alike;
+--   a latency kernel: its loop's passes that polled nothing (counted by
+--     their calls of ibvl_sigint_pending, which only such a pass makes);
+--   the bandwidth clients (both): W = P, all their polls (a signaled
+--     completion comes once per 100 messages, or per chain of 64 for
+--     send_bw, and both poll once a pass of their loop).
+-- b is then what one more empty poll costs the client, and a its
+-- instructions per iteration without them ("no empty polls"); the split
+-- fits each group alike (the groups add up to the total).  "fit's miss" is
+-- the largest distance of a run from the fitted plane, per iteration of
+-- the shorter run: how well c + a n + b W explains the runs.
 local dir, N, BN, REPS, TESTS = arg[1], tonumber(arg[2]), tonumber(arg[3]), tonumber(arg[4]), arg[5]
 
 local GROUPS = { "provider", "module", "program", "interpreter", "libc", "other" }
@@ -39,7 +50,7 @@ local function group(obj)
 end
 
 -- One profile: {total =, self = {group = Ir}, calls = {["obj fn"] = count}, calls_from = {["fn>obj fn"] = count},
--- hot = {[obj] = the highest self count of one instruction}}
+-- hot = {[obj] = the highest count of one instruction (what is left out aside)}, left_out = Ir}
 local function profile(path)
   local f = io.open(path)
   if not f then return nil end
@@ -52,7 +63,7 @@ local function profile(path)
     if rest ~= "" then names[kind][id] = rest end
     return names[kind][id] or "?"
   end
-  local counts = {}
+  local counts, selfs = {}, {}
   for line in f:lines() do
     local c = line:byte(1)
     if c and (c >= 48 and c <= 57 or c == 43 or c == 45 or c == 42) then -- a cost line
@@ -68,12 +79,11 @@ local function profile(path)
           p.calls_from[key] = (p.calls_from[key] or 0) + pending
           pending, cob = nil, nil
         else
-          p.total = p.total + ir
-          local g = group(ob)
-          p.self[g] = p.self[g] + ir
-          local k = ob .. "@" .. addr
-          counts[k] = (counts[k] or 0) + ir
-          if (counts[k]) > (p.hot[ob] or 0) then p.hot[ob] = counts[k] end
+          local key = ob .. " " .. fn
+          selfs[key] = (selfs[key] or 0) + ir
+          local at = counts[key] or {}
+          counts[key] = at
+          at[addr] = (at[addr] or 0) + ir
         end
       end
     else
@@ -87,6 +97,27 @@ local function profile(path)
     end
   end
   f:close()
+  -- perftest measures the CPU's clock at start-up by calling gettimeofday for a while: that function of
+  -- its executable (the one calling __gettimeofday_syscall most) and gettimeofday itself are left out
+  local clock, most = nil, 0
+  for key, v in pairs(p.calls_from) do
+    local caller = key:match("^(.-)>.*gettimeofday")
+    if caller and v > most then clock, most = caller, v end
+  end
+  p.left_out = 0
+  for key, ir in pairs(selfs) do
+    local obj, fname = key:match("^(.*) (%S+)$")
+    if (clock and most > 1000 and fname == clock and group(obj) == "program") or fname:find("gettimeofday") then
+      p.left_out = p.left_out + ir
+    else
+      p.total = p.total + ir
+      local g = group(obj)
+      p.self[g] = p.self[g] + ir
+      for _, v in pairs(counts[key] or {}) do
+        if v > (p.hot[obj] or 0) then p.hot[obj] = v end
+      end
+    end
+  end
   return p
 end
 
@@ -124,8 +155,7 @@ local function fit(xs, ws, ys)
   return x[2], x[3], x[1]
 end
 
--- The fewest polls per iteration the work needs (perftest polls one completion a call; a kernel's W counts
--- only its empty passes, so its p is 0).
+-- The polls per iteration perftest's latency clients need (one completion a call).
 local P_MIN = { c = { send_lat = 2, write_lat = 1 }, lua = {} }
 
 local profiles = {}
@@ -191,12 +221,13 @@ local function waits(run)
     for key, v in pairs(p.calls_from) do if key:find(">.*ibvl_sigint_pending$") then empty = empty + v end end
     return empty
   end
+  local w = polls - (P_MIN[run.impl][run.test] or 0) * run.n
   if run.impl == "c" and run.test == "write_lat" then
     local hot = 0
     for ob, v in pairs(p.hot) do if group(ob) == "program" then hot = math.max(hot, v) end end
-    return polls + math.max(0, hot - polls - run.n)
+    w = w + math.max(0, hot - run.n) -- the memory check runs once an iteration, and once more a spin
   end
-  return polls
+  return w
 end
 
 local function fmt(v, d) return v and string.format("%." .. (d or 1) .. "f", v) or "-" end
@@ -230,7 +261,6 @@ for _, row in ipairs(rows) do
   end
   if pairs_n > 0 then
     raw, rawp, raww = raw / pairs_n, rawp / pairs_n, raww / pairs_n
-    local pmin = P_MIN[row.impl][row.test] or 0
     local a, b, c = fit(xs, ws, ys)
     local miss = nil -- the fit's worst miss over the runs, per iteration of the shorter run
     if a and #xs > 3 then
@@ -240,9 +270,9 @@ for _, row in ipairs(rows) do
     local split = {}
     for _, g in ipairs(GROUPS) do
       local ag, bg = fit(xs, ws, gys[g])
-      split[#split + 1] = ag and fmt(ag + bg * pmin) or "-"
+      split[#split + 1] = ag and bg and fmt(ag) or "-"
     end
-    local e = a and a + b * pmin
+    local e = a
     excl[row.test .. "." .. row.impl] = e
     print(string.format("| %s | %s | %s | %s | %s | %s | %s | %s | %s |", row.test,
       row.impl == "c" and "perftest" or "kernel", fmt(raw), fmt(rawp, 2), fmt(raww, 2), fmt(b), fmt(e),
