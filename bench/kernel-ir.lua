@@ -29,9 +29,10 @@
 --     one per iteration, priced alike;
 --   a latency kernel: its loop's passes that polled nothing (counted by
 --     their calls of ibvl_sigint_pending, which only such a pass makes);
---   the bandwidth clients (both): W = P, all their polls (a signaled
---     completion comes once per 100 messages, or per chain of 64 for
---     send_bw, and both poll once a pass of their loop).
+--   the bandwidth clients (both): W = P - p n, p = 1 poll a post (both
+--     poll once a pass of their loop, and post a message a pass, or a
+--     chain of 64 for send_bw), the rest polls while the window is full.
+-- When W is the same in every run (no run waited), the plain marginal.
 -- b is then what one more empty poll costs the client, and a its
 -- instructions per iteration without them ("no empty polls"); the split
 -- fits each group alike (the groups add up to the total).  "fit's miss" is
@@ -155,8 +156,10 @@ local function fit(xs, ws, ys)
   return x[2], x[3], x[1]
 end
 
--- The polls per iteration perftest's latency clients need (one completion a call).
-local P_MIN = { c = { send_lat = 2, write_lat = 1 }, lua = {} }
+-- The polls per iteration the work needs: perftest's latency clients poll one completion a call; the
+-- bandwidth clients poll once a post (a message, or a chain of 64 for send_bw).
+local P_MIN = { c = { send_lat = 2, write_lat = 1, write_bw = 1, send_bw = 1 / 64 },
+                lua = { write_bw = 1, send_bw = 1 / 64 } }
 
 local profiles = {}
 local poll_fn -- "obj fn" of the provider's poll function
@@ -262,6 +265,10 @@ for _, row in ipairs(rows) do
   if pairs_n > 0 then
     raw, rawp, raww = raw / pairs_n, rawp / pairs_n, raww / pairs_n
     local a, b, c = fit(xs, ws, ys)
+    local wmin, wmax = math.huge, -math.huge
+    for _, w in ipairs(ws) do wmin, wmax = math.min(wmin, w), math.max(wmax, w) end
+    local flat = wmax == wmin -- no run waited more than another: the plain marginal
+    if flat then a, b, c = nil, nil, nil end
     local miss = nil -- the fit's worst miss over the runs, per iteration of the shorter run
     if a and #xs > 3 then
       miss = 0
@@ -269,10 +276,19 @@ for _, row in ipairs(rows) do
     end
     local split = {}
     for _, g in ipairs(GROUPS) do
-      local ag, bg = fit(xs, ws, gys[g])
-      split[#split + 1] = ag and bg and fmt(ag) or "-"
+      local ag = fit(xs, ws, gys[g])
+      if flat then
+        ag = 0
+        for i = 1, #runs - 1 do
+          if runs[i].rep == runs[i + 1].rep and runs[i + 1].n == 2 * runs[i].n then
+            ag = ag + (gys[g][i + 1] - gys[g][i]) / row.n1 / pairs_n
+          end
+        end
+      end
+      split[#split + 1] = fmt(ag)
     end
     local e = a
+    if flat then e = raw end
     excl[row.test .. "." .. row.impl] = e
     print(string.format("| %s | %s | %s | %s | %s | %s | %s | %s | %s |", row.test,
       row.impl == "c" and "perftest" or "kernel", fmt(raw), fmt(rawp, 2), fmt(raww, 2), fmt(b), fmt(e),
