@@ -32,7 +32,8 @@
 --   the bandwidth clients (both): W = P - p n, p = 1 poll a post (both
 --     poll once a pass of their loop, and post a message a pass, or a
 --     chain of 64 for send_bw), the rest polls while the window is full.
--- When W is the same in every run (no run waited), the plain marginal.
+-- When W is the same in every run (no run waited) or too alike to price,
+-- the plain marginal.
 -- b is then what one more empty poll costs the client, and a its
 -- instructions per iteration without them ("no empty polls"); the split
 -- fits each group alike (the groups add up to the total).  "fit's miss" is
@@ -158,7 +159,7 @@ end
 
 -- The polls per iteration the work needs: perftest's latency clients poll one completion a call; the
 -- bandwidth clients poll once a post (a message, or a chain of 64 for send_bw).
-local P_MIN = { c = { send_lat = 2, write_lat = 1, write_bw = 1, send_bw = 1 / 64 },
+local P_MIN = { c = { send_lat = 2, write_lat = 1, send_bw = 1 / 64 },
                 lua = { write_bw = 1, send_bw = 1 / 64 } }
 
 local profiles = {}
@@ -267,7 +268,8 @@ for _, row in ipairs(rows) do
     local a, b, c = fit(xs, ws, ys)
     local wmin, wmax = math.huge, -math.huge
     for _, w in ipairs(ws) do wmin, wmax = math.min(wmin, w), math.max(wmax, w) end
-    local flat = wmax == wmin -- no run waited more than another: the plain marginal
+    -- no run waited more than another, or not enough to tell its price: the plain marginal
+    local flat = wmax == wmin or not a
     if flat then a, b, c = nil, nil, nil end
     local miss = nil -- the fit's worst miss over the runs, per iteration of the shorter run
     if a and #xs > 3 then
