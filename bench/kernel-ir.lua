@@ -29,9 +29,10 @@
 --     one per iteration, priced alike;
 --   a latency kernel: its loop's passes that polled nothing (counted by
 --     their calls of ibvl_sigint_pending, which only such a pass makes);
---   the bandwidth clients (both): W = P - p n, p = 1 poll a post (both
---     poll once a pass of their loop, and post a message a pass, or a
---     chain of 64 for send_bw), the rest polls while the window is full.
+--   the bandwidth clients: W = P - p n, p the polls a post: 1 for
+--     write_bw.lua (a message and a poll a pass of its loop), 1/64 for both
+--     send_bw clients (a chain of 64 a pass), 0 for ib_write_bw (it polls
+--     only when its window is full).
 -- When W is the same in every run (no run waited) or too alike to price,
 -- the plain marginal.
 -- b is then what one more empty poll costs the client, and a its
@@ -157,8 +158,7 @@ local function fit(xs, ws, ys)
   return x[2], x[3], x[1]
 end
 
--- The polls per iteration the work needs: perftest's latency clients poll one completion a call; the
--- bandwidth clients poll once a post (a message, or a chain of 64 for send_bw).
+-- p, the polls per iteration the work needs (the header says why).
 local P_MIN = { c = { send_lat = 2, write_lat = 1, send_bw = 1 / 64 },
                 lua = { write_bw = 1, send_bw = 1 / 64 } }
 
@@ -213,9 +213,7 @@ if not poll_fn then -- no kernel profile: the provider's function called most
   end
 end
 
--- W, the waits of one run: the provider's polls (perftest; a kernel's bandwidth run), or a kernel's empty
--- passes; perftest's write_lat adds its spins on memory (its hottest instruction beyond one run a poll and
--- an iteration: the memory check).
+-- W, the empty polls of one run (the header says which); run.polls gets P.
 local function waits(run)
   local p = run.p
   local polls = poll_fn and p.calls[poll_fn] or 0
