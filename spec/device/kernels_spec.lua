@@ -2,7 +2,8 @@
 -- ping-pong against a peer process, round trips and bandwidth on a loopback
 -- pair, several ends at once in one loop (ibv.kernels); the
 -- figures and sample counts, the time limit, the collector and a finalizer
--- that closes the objects, allocation per iteration, named argument errors.
+-- that closes the objects, no Lua (hook, collector, finalizer) while the
+-- loop runs, allocation per iteration, named argument errors.
 -- (SIGINT: spec/faults/sigint_spec.lua, modes lat_send, lat_write, bw.)
 local ibv = require "ibverbs"
 local ex = require "ibverbs.exchange"
