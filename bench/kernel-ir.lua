@@ -33,8 +33,8 @@
 --     write_bw.lua (a message and a poll a pass of its loop), 1/64 for both
 --     send_bw clients (a chain of 64 a pass), 0 for ib_write_bw (it polls
 --     only when its window is full).
--- When W is the same in every run (no run waited) or too alike to price,
--- the plain marginal.
+-- When W is the same share of every run's iterations (within 0.005 a
+-- iteration: no run waited more than another), the plain marginal.
 -- b is then what one more empty poll costs the client, and a its
 -- instructions per iteration without them ("no empty polls"); the split
 -- fits each group alike (the groups add up to the total).  "fit's miss" is
@@ -264,10 +264,11 @@ for _, row in ipairs(rows) do
   if pairs_n > 0 then
     raw, rawp, raww = raw / pairs_n, rawp / pairs_n, raww / pairs_n
     local a, b, c = fit(xs, ws, ys)
+    -- the empty polls the same share of every run's iterations: they are part of the work (no run waited
+    -- more than another), the plain marginal; otherwise a fit the runs cannot determine gives nothing
     local wmin, wmax = math.huge, -math.huge
-    for _, w in ipairs(ws) do wmin, wmax = math.min(wmin, w), math.max(wmax, w) end
-    -- no run waited more than another, or not enough to tell its price: the plain marginal
-    local flat = wmax == wmin or not a
+    for i, w in ipairs(ws) do wmin, wmax = math.min(wmin, w / xs[i]), math.max(wmax, w / xs[i]) end
+    local flat = #ws > 0 and wmax - wmin < 0.005
     if flat then a, b, c = nil, nil, nil end
     local miss = nil -- the fit's worst miss over the runs, per iteration of the shorter run
     if a and #xs > 3 then
