@@ -2,7 +2,8 @@
 -- ping-pong against a peer process, round trips and bandwidth on a loopback
 -- pair, several ends at once in one loop (ibv.kernels); the
 -- figures and sample counts, the time limit, the collector and a finalizer
--- that closes the objects, allocation per iteration, named argument errors.
+-- that closes the objects, no Lua (hook, collector, finalizer) while the
+-- loop runs, allocation per iteration, named argument errors.
 -- (SIGINT: spec/faults/sigint_spec.lua, modes lat_send, lat_write, bw.)
 local ibv = require "ibverbs"
 local ex = require "ibverbs.exchange"
@@ -412,6 +413,52 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
     d:close()
   end)
 
+
+  it("run no Lua while they loop: a collector forced by a hook, with finalizers due, stays out of the samples",
+    function()
+      local now, cap = ibv.now, 100000
+      local stamps, n, fin = {}, 0, 0
+      for i = 1, cap do stamps[i] = 0 end -- made before: a stamp allocates nothing
+      local function stamp()
+        if n < cap then n = n + 1; stamps[n] = now() end
+      end
+      local function finalizer() fin = fin + 1; stamp() end
+      -- another coroutine makes garbage with finalizers, so that finalizers are due while the kernels run
+      local maker = coroutine.wrap(function()
+        for _ = 1, 200 do
+          for _ = 1, 50 do
+            if rawget(_G, "newproxy") then -- LuaJIT: tables have no finalizers
+              getmetatable(newproxy(true)).__gc = finalizer
+            else
+              setmetatable({}, { __gc = finalizer })
+            end
+          end
+          coroutine.yield()
+        end
+      end)
+      for _ = 1, 200 do maker() end
+      local s = ibv.samples(300)
+      local ends = { pingpong_end(env.a, 0, 300, true, s), pingpong_end(env.b, 1, 300, false) }
+      local fin0 = fin
+      -- every 10 Lua instructions: a stamp and a step of the collector (which runs finalizers that are due)
+      debug.sethook(function() stamp(); collectgarbage("step") end, "", 10)
+      stamp()
+      local f = ibv.kernels(ends)
+      stamp()
+      debug.sethook()
+      collectgarbage()
+      assert.is_nil(f[1].error, f[1].error)
+      plausible(f[1], s, 300)
+      assert.is_true(fin > fin0, "finalizers ran meanwhile")
+      assert.is_true(n < cap, "every stamp kept")
+      -- the loop ran within the call and lasted f[1].seconds: had a finalizer or the hook run during it, its
+      -- stamp would cut every stretch between two stamps shorter than the loop (by more than the microseconds
+      -- the call spends before and after it)
+      local longest = 0
+      for i = 2, n do longest = math.max(longest, stamps[i] - stamps[i - 1]) end
+      assert.is_true(longest >= f[1].seconds * 0.999, string.format("the longest stretch without Lua %.6f s, " ..
+        "the loop %.6f s (%d stamps, %d finalizers)", longest, f[1].seconds, n, fin - fin0))
+    end)
   it("stop a failing end alone: its figures carry error and errno, the others finish", function()
     local rl = ibv.recv_wrs(1)
     rl:fill{ sge = { mr = rmr, length = 64 } }
