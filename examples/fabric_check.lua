@@ -289,15 +289,7 @@ end
 
 -- The thresholds of a port: --counter-thresholds', and its --expect entry's counters over them.
 local function thresholds_of(device, port)
-  for _, e in ipairs(EXPECTED or {}) do
-    if e.device == device and e.port == port and e.counters then
-      local t = {}
-      for k, v in pairs(THRESHOLDS) do t[k] = v end
-      for k, v in pairs(e.counters) do t[k] = v end
-      return t
-    end
-  end
-  return THRESHOLDS
+  return require("pair_counters").thresholds(THRESHOLDS, EXPECTED, device, port)
 end
 
 -- The counters of every port read before its checks, read again: their

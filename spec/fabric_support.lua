@@ -1,7 +1,8 @@
 -- What the fabric specs share (spec/host/fabric_*_spec.lua and the examples'
 -- bring-up specs): the interpreter under test, ports for a job of local ranks,
--- a job of ranks running a script, fabric_matrix.lua run as a job, and the
--- synthetic figures of a fabric for the diagnosis and the report.
+-- a job of ranks running a script, fabric_matrix.lua run as a job, the
+-- synthetic figures of a fabric for the diagnosis and the report, files read
+-- and written whole, and a fake sysfs tree of port counters.
 local dkjson = require "dkjson"
 
 local fs = {}
@@ -111,5 +112,33 @@ end
 
 --- The thresholds of fabric_matrix's defaults.
 fs.OPTS = { lat_factor = 2.1, bw_fraction = 0.93 }
+
+--- A file's contents, or nil when it cannot be read.
+function fs.slurp(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Writes text to path (the file replaced).
+function fs.write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+--- A fake /sys/class/infiniband holding files (path under it -> text); its root.
+function fs.sysfs_tree(files)
+  local root = os.tmpname()
+  os.remove(root)
+  for path, text in pairs(files) do
+    local full = root .. "/" .. path
+    assert(os.execute("mkdir -p '" .. full:match("^(.*)/[^/]*$") .. "'"))
+    fs.write(full, text)
+  end
+  return root
+end
 
 return fs

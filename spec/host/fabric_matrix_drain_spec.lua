@@ -7,19 +7,7 @@ package.path = "examples/lib/?.lua;" .. package.path
 local drains = require "drains"
 local fs = require "fabric_support"
 
-local function slurp(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local slurp, write = require("fabric_support").slurp, require("fabric_support").write
 
 describe("examples/fabric_matrix.lua --drain", function()
   local dir

@@ -8,19 +8,7 @@ local slurm = require "ibverbs.fabric.slurm"
 
 local FAKE = io.popen("pwd"):read("l") .. "/spec/fake-scontrol"
 
-local function slurp(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
-end
+local slurp, write = require("fabric_support").slurp, require("fabric_support").write
 
 -- Each case gets a fresh state directory and the fake as scontrol; FAKE_SCONTROL_DIR
 -- reaches the fake through the environment (set for this process with a wrapper script).

@@ -10,19 +10,7 @@ local diagnose = require "diagnose"
 local schedule = require "schedule"
 local dkjson = require "dkjson"
 
--- A fake /sys/class/infiniband holding files (path -> text); its root.
-local function tree(files)
-  local root = os.tmpname()
-  os.remove(root)
-  for path, text in pairs(files) do
-    local full = root .. "/" .. path
-    assert(os.execute("mkdir -p '" .. full:match("^(.*)/[^/]*$") .. "'"))
-    local fh = assert(io.open(full, "w"))
-    fh:write(text)
-    fh:close()
-  end
-  return root
-end
+local tree = require("fabric_support").sysfs_tree -- a fake /sys/class/infiniband: its root
 
 local function rail(index, dev, port)
   return { index = index, name = dev .. ":" .. port, port = port, ctx = { name = function() return dev end } }

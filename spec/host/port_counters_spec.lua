@@ -3,18 +3,7 @@
 -- went backwards, missing: unknown, not 0), the thresholds and their option text.
 local pc = require "ibverbs.port_counters"
 
-local function tree(files)
-  local root = os.tmpname()
-  os.remove(root)
-  for path, text in pairs(files) do
-    local full = root .. "/" .. path
-    assert(os.execute("mkdir -p '" .. full:match("^(.*)/[^/]*$") .. "'"))
-    local fh = assert(io.open(full, "w"))
-    fh:write(text)
-    fh:close()
-  end
-  return root
-end
+local tree = require("fabric_support").sysfs_tree
 
 local ROOT = tree{
   ["mlx5_0/ports/1/counters/symbol_error"] = "3\n",
