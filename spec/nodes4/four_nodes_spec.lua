@@ -74,6 +74,20 @@ local function tc(cmds)
   for _, c in ipairs(cmds) do assert(sh(c), c) end
 end
 
+-- fn run with netem (its arguments) on node 2's traffic to node 4 alone: a
+-- prio qdisc, netem on one band and a u32 filter matching node 4's fabric
+-- address; removed after fn, whatever fn did.
+local function on_link_2_to_4(netem, fn)
+  if NODE == 2 then
+    tc{ "tc qdisc add dev eth0 root handle 1: prio",
+        "tc qdisc add dev eth0 parent 1:3 handle 30: netem " .. netem,
+        "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
+  end
+  local ok, err = pcall(fn)
+  if NODE == 2 then sh("tc qdisc del dev eth0 root") end
+  assert(ok, err)
+end
+
 -- The error counters that rose in a run (m.counters, pcount.THRESHOLDS' names and
 -- duplicate_request), on stderr from node 1: what the thresholds are set against.
 local function log_counters(what, m)
@@ -179,12 +193,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     function()
     local json = ".cache/nodes4-link.json"
     if NODE == 1 then os.remove(json) end
-    if NODE == 2 then
-      tc{ "tc qdisc add dev eth0 root handle 1: prio",
-          "tc qdisc add dev eth0 parent 1:3 handle 30: netem delay 500ms",
-          "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
-    end
-    local ok, err = pcall(function()
+    on_link_2_to_4("delay 500ms", function()
       local out, rc = matrix("-t 10 --json " .. json, 200)
       assert.equal((NODE == 2 or NODE == 4) and 1 or 0, rc, out)
       if NODE ~= 1 then return end
@@ -197,20 +206,13 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
       assert.same({ "node2", "node4" }, v.hosts)
       assert.matches("VERDICT link: rank 1 %(node2%) <%-> rank 3 %(node4%) rxe0:1: both pass with other partners", out)
     end)
-    if NODE == 2 then sh("tc qdisc del dev eth0 root") end
-    assert(ok, err)
   end)
 
   it("the link node2 -> node4 lossy (netem loss on node 2), bandwidth flagging nothing: a link verdict naming the "
     .. "counters that rose, exit 1 at its ends", function()
     local json, lines = ".cache/nodes4-lossy.json", ".cache/nodes4-lossy.jsonl"
     if NODE == 1 then os.remove(json); os.remove(lines) end
-    if NODE == 2 then
-      tc{ "tc qdisc add dev eth0 root handle 1: prio",
-          "tc qdisc add dev eth0 parent 1:3 handle 30: netem loss 20%",
-          "tc filter add dev eth0 protocol ip parent 1:0 prio 3 u32 match ip dst 192.0.2.4/32 flowid 1:3" }
-    end
-    local ok, err = pcall(function()
+    on_link_2_to_4("loss 20%", function()
       -- the QPs' default ack timeout (67 ms): a lost packet that no NAK reports costs that, not 2.1 s
       local out, rc = matrix("-t 10 --json " .. json .. (NODE == 1 and " --json-lines " .. lines or ""), 150,
         LOSSY_ARGS)
@@ -244,8 +246,6 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
       end
       assert.is_true(streamed >= 1, "no counters past their thresholds streamed")
     end)
-    if NODE == 2 then sh("tc qdisc del dev eth0 root") end
-    assert(ok, err)
   end)
 
   it("node 3's port bounced mid-run (eth0 down for 1 s, then up): a flap verdict naming it and when, the other "
