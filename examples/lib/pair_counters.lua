@@ -95,14 +95,17 @@ end
 --- One counter line read back: rail index, deltas (name -> rise, the
 -- counters that moved), unknown (name -> why), exceeded (a list of {name =,
 -- delta =, threshold =} sorted by name); nil when the line is not one.
+-- A whole number as an integer where the interpreter has them (LuaJIT has only doubles).
+local int = math.tointeger or function(v) return v end
+
 function pcount.parse(line)
   local ki, moved, lost = tostring(line):match("^C (%d+) (%S-)|([^\n]*)$")
   if not ki then return nil end
   local deltas, unknown, exceeded = {}, {}, {}
   for name, v, limit in moved:gmatch("([%w_.-]+)=(%d+)!?(%d*)") do
-    deltas[name] = math.tointeger(tonumber(v)) or tonumber(v)
+    deltas[name] = int(tonumber(v)) or tonumber(v)
     if limit ~= "" then
-      exceeded[#exceeded + 1] = { name = name, delta = deltas[name], threshold = math.tointeger(tonumber(limit)) }
+      exceeded[#exceeded + 1] = { name = name, delta = deltas[name], threshold = int(tonumber(limit)) }
     end
   end
   for name, why in lost:gmatch("([%w_.-]+):([^,]+)") do unknown[name] = why end

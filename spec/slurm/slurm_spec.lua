@@ -49,9 +49,11 @@ local function assert_matrix(report, text)
   assert.is_true(report.pass, text)
   assert.equal(3, report.size)
   assert.same(HOSTS, report.hosts) -- the Slurm node names
-  assert.equal(6, #report.pairs)
+  local first = {} -- (a pair noise flagged is measured again: its retest records follow, pass "retest")
+  for _, p in ipairs(report.pairs) do if p.pass == "first" then first[#first + 1] = p end end
+  assert.equal(6, #first)
   local seen = {}
-  for _, p in ipairs(report.pairs) do
+  for _, p in ipairs(first) do
     assert.is_nil(p.error, dkjson.encode(p))
     assert.is_true(p.lat_us > 0 and p.write_mbs > 0 and p.send_mbs > 0, dkjson.encode(p))
     assert.is_true(p.data_ok)
