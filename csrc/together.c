@@ -95,18 +95,23 @@ static void stop_ends(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int
 			ibvl_kern_fail(&ks[i], why, err);
 }
 
-/* One poll of each of cqs, the completions handed to their ends (a CQ that
- * fails stops its ends); the count polled. */
+/* One poll of cq, the completions handed to their ends (a CQ that fails
+ * stops its ends); the count polled. */
+static inline int poll_cq(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
+{
+	int m = ibvl_kern_poll(ks, n, cq);
+	if (m >= 0)
+		return m;
+	stop_ends(ks, n, cq, KERN_POLL, -m);
+	return 0;
+}
+
+/* One poll of each of cqs (poll_cq); the count polled. */
 static int poll_cqs(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int ncq)
 {
 	int got = 0;
-	for (int c = 0; c < ncq; c++) {
-		int m = ibvl_kern_poll(ks, n, cqs[c]);
-		if (m < 0)
-			stop_ends(ks, n, cqs[c], KERN_POLL, -m);
-		else
-			got += m;
-	}
+	for (int c = 0; c < ncq; c++)
+		got += poll_cq(ks, n, cqs[c]);
 	return got;
 }
 
@@ -214,7 +219,8 @@ static void loop1(struct ibvl_kern *k)
 	unsigned int spins = 0;
 	while (k->stop == KERN_OK && k->type->step(k) == KERN_MORE) {
 		int ncq = waits_of(k, cqs);
-		while (k->stop == KERN_OK && poll_cqs(k, 1, cqs, ncq) == 0) {
+		while (k->stop == KERN_OK &&
+		       (ncq == 1 ? poll_cq(k, 1, cqs[0]) : poll_cqs(k, 1, cqs, ncq)) == 0) {
 			if (interrupted(k, 1))
 				return;
 			if ((++spins & 255) == 0)
