@@ -29,10 +29,10 @@
 --     one per iteration, priced alike;
 --   a latency kernel: its loop's passes that polled nothing (counted by
 --     their calls of ibvl_sigint_pending, which only such a pass makes);
---   the bandwidth clients: W = P - p n, p the polls a post: 1 for
---     write_bw.lua (a message and a poll a pass of its loop), 1/64 for both
---     send_bw clients (a chain of 64 a pass), 0 for ib_write_bw (it polls
---     only when its window is full).
+--   the bandwidth clients: W = P - p n, p the polls a post: 1/64 for both
+--     send_bw clients (a chain of 64 a pass), 0 for ib_write_bw and
+--     write_bw.lua (ibv.bw alone: both poll only when the window is full or
+--     every message is posted).
 -- When W is the same share of every run's iterations (within 0.005 a
 -- iteration: no run waited more than another), the plain marginal.
 -- b is then what one more empty poll costs the client, and a its
@@ -160,7 +160,7 @@ end
 
 -- p, the polls per iteration the work needs (the header says why).
 local P_MIN = { c = { send_lat = 2, write_lat = 1, send_bw = 1 / 64 },
-                lua = { write_bw = 1, send_bw = 1 / 64 } }
+                lua = { write_bw = 0, send_bw = 1 / 64 } }
 
 local profiles = {}
 local poll_fn -- "obj fn" of the provider's poll function

@@ -16,6 +16,8 @@
  * cq_mod (default 100, a multiple of #send_wrs) is signaled: the last of a
  * post, whose completion accounts for the cq_mod WRs before it (the kernel
  * sets and clears that flag; the list's own flags come back after the run).
+ * The send CQ is polled only when no post can go (the window full, or every
+ * WR posted), as ib_write_bw polls it.
  * iters counts the WRs to send (a multiple of #send_wrs) and the receives to
  * wait for; the receives go to recv_qp when given (one QP sends, another
  * receives: the two ends of a pair of RC connections), else to qp.  seconds
@@ -28,15 +30,23 @@ static const char *const bw_fields[] = {"qp", "send_cq", "send_wrs", "recv_qp", 
                                         "recv_wrs", "prepost", "iters", "window", "cq_mod",
                                         "timeout", NULL};
 
+/* Whether a post list can go now: WRs are left to post and the window has room. */
+static int room(const struct ibvl_kern *k)
+{
+	return k->posted < k->iters && k->posted - k->completed + k->nsend <= k->window;
+}
+
 /* One post list when the window has room (the last WR signaled once in
- * cq_mod WRs and at the end); the CQs of what is left to wait for. */
+ * cq_mod WRs and at the end); the CQs of what is left to wait for: the
+ * send CQ only when no post can follow (the window full, or every WR
+ * posted), as ib_write_bw polls it, since only a completion lets it on. */
 static int bw_step(struct ibvl_kern *k)
 {
 	int sending = k->swr != NULL && k->completed < k->iters;
 	int receiving = k->rwr != NULL && k->received < k->recv_iters;
 	if (!sending && !receiving)
 		return KERN_DONE;
-	if (sending && k->posted < k->iters && k->posted - k->completed + k->nsend <= k->window) {
+	if (sending && room(k)) {
 		struct ibv_send_wr *last = &k->swr[k->nsend - 1];
 		unsigned int sig = k->saved_flags[k->nsend - 1] | IBV_SEND_SIGNALED;
 		long long after = k->posted + k->nsend;
@@ -47,7 +57,7 @@ static int bw_step(struct ibvl_kern *k)
 		if (ibvl_kern_post(k))
 			return KERN_STOPPED;
 	}
-	k->wait[0] = sending ? k->scq : NULL;
+	k->wait[0] = sending && !room(k) ? k->scq : NULL;
 	k->wait[1] = receiving && k->rcq != k->wait[0] ? k->rcq : NULL;
 	return KERN_MORE;
 }

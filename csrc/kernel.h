@@ -2,9 +2,9 @@
  * kernel.h: what the measurement kernels (lat.c, bw.c) share: a kernel is a
  * type (its table's fields, what it reads, its step), one run of it is an
  * end (struct ibvl_kern); together.c runs one end (ibv.lat_send, ibv.bw,
- * ...) or several at once (ibv.kernels) in one busy-polling loop with their
- * time limits and SIGINT; kernel.c reads an end's table, hands each
- * completion to its end and pushes the figures.
+ * ...) in a loop of its own, or several at once (ibv.kernels) in one
+ * busy-polling loop, with their time limits and SIGINT; kernel.c reads an
+ * end's table, hands each completion to its end and pushes the figures.
  *
  *   static const struct ibvl_kern_type send_type = {"ibv.lat_send", "lat_send",
  *     send_fields, KERN_SEND | KERN_RECV | KERN_SAMPLES, read_send, NULL, send_step};
@@ -12,10 +12,10 @@
  *
  * A step advances its end as far as it can without waiting and returns
  * KERN_MORE (k->wait: the CQs whose completions it needs, NULL when it
- * waits on memory), KERN_DONE or KERN_STOPPED (k->stop says why).  No Lua code
- * runs in the loop: nothing there allocates or raises, so no finalizer can
- * close an object under it; the objects stay on the stack (kept) until the
- * call returns.
+ * waits on memory or can go on at once), KERN_DONE or KERN_STOPPED
+ * (k->stop says why).  No Lua code runs in the loop: nothing there
+ * allocates or raises, so no finalizer can close an object under it; the
+ * objects stay on the stack (kept) until the call returns.
  */
 #ifndef IBVL_KERNEL_H
 #define IBVL_KERNEL_H

@@ -1,10 +1,13 @@
 /*
- * together.c: the loop that runs the measurement kernels (kernel.h): one
- * end (ibv.lat_send, lat_write, lat_rtt, bw) or several at once
- * (ibv.kernels), each at its own pace, busy polling the CQs its ends wait
- * on (or, when every running end has event = true, sleeping on their
- * completion channels; the events taken are acknowledged at once, a channel's
- * other CQs' too), each end under its own time limit, all under SIGINT.
+ * together.c: the loops that run the measurement kernels (kernel.h): one
+ * end (ibv.lat_send, lat_write, lat_rtt, bw, or ibv.kernels with one table)
+ * in a loop of its own that calls its step and busy polls only the CQs (or
+ * the memory) it waits on; several at once (ibv.kernels), or one with
+ * event = true, in the general loop, each at its own pace, busy polling the
+ * CQs its ends wait on (or, when every running end has event = true,
+ * sleeping on their completion channels; the events taken are acknowledged
+ * at once, a channel's other CQs' too); each end under its own time limit,
+ * all under SIGINT.
  *
  *   local f = ibv.kernels{
  *     {kernel = "lat_send", qp = out_qp, send_cq = cq, recv_cq = cq, send_wrs = ping,
@@ -92,18 +95,23 @@ static void stop_ends(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int
 			ibvl_kern_fail(&ks[i], why, err);
 }
 
-/* One poll of each of cqs, the completions handed to their ends (a CQ that
- * fails stops its ends); the count polled. */
+/* One poll of cq, the completions handed to their ends (a CQ that fails
+ * stops its ends); the count polled. */
+static inline int poll_cq(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
+{
+	int m = ibvl_kern_poll(ks, n, cq);
+	if (m >= 0)
+		return m;
+	stop_ends(ks, n, cq, KERN_POLL, -m);
+	return 0;
+}
+
+/* One poll of each of cqs (poll_cq); the count polled. */
 static int poll_cqs(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int ncq)
 {
 	int got = 0;
-	for (int c = 0; c < ncq; c++) {
-		int m = ibvl_kern_poll(ks, n, cqs[c]);
-		if (m < 0)
-			stop_ends(ks, n, cqs[c], KERN_POLL, -m);
-		else
-			got += m;
-	}
+	for (int c = 0; c < ncq; c++)
+		got += poll_cq(ks, n, cqs[c]);
 	return got;
 }
 
@@ -154,6 +162,34 @@ static int sleep_events(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int n
 	return 0;
 }
 
+/* The CQs end k's last step waits on into cqs (at most two); their count. */
+static int waits_of(const struct ibvl_kern *k, struct ibvl_cq **cqs)
+{
+	int ncq = 0;
+	add_cq(cqs, &ncq, k->wait[0]);
+	add_cq(cqs, &ncq, k->wait[1]);
+	return ncq;
+}
+
+/* SIGINT pending: every end stopped (1: the loop ends). */
+static int interrupted(struct ibvl_kern *ks, int n)
+{
+	if (!ibvl_sigint_pending())
+		return 0;
+	stop_ends(ks, n, NULL, KERN_SIGINT, EINTR);
+	return 1;
+}
+
+/* The running ends past their time limit stopped. */
+static void expire(struct ibvl_kern *ks, int n)
+{
+	double now = ibvl_monotonic();
+	for (int i = 0; i < n; i++)
+		if (ks[i].started && !ks[i].over && ks[i].stop == KERN_OK && now > ks[i].deadline)
+			ibvl_kern_fail(&ks[i], KERN_TIME, ETIMEDOUT);
+}
+
+/* Several ends (or one that sleeps on events): every pass steps them all. */
 static void loop(struct ibvl_kern *ks, int n)
 {
 	struct ibvl_cq *cqs[2 * KERN_MAX_ENDS];
@@ -162,20 +198,38 @@ static void loop(struct ibvl_kern *ks, int n)
 	while (step_all(ks, n, cqs, &ncq) > 0) {
 		if (poll_cqs(ks, n, cqs, ncq) > 0)
 			continue;
-		if (ibvl_sigint_pending()) {
-			stop_ends(ks, n, NULL, KERN_SIGINT, EINTR);
+		if (interrupted(ks, n))
 			return;
-		}
 		int sleeps = ncq > 0 && all_sleep(ks, n);
 		if (sleeps && sleep_events(ks, n, cqs, ncq) > 0)
 			continue;
 		if (!sleeps && (++spins & 255) != 0)
 			continue;
-		double now = ibvl_monotonic();
-		for (int i = 0; i < n; i++)
-			if (ks[i].started && !ks[i].over && ks[i].stop == KERN_OK && now > ks[i].deadline)
-				ibvl_kern_fail(&ks[i], KERN_TIME, ETIMEDOUT);
+		expire(ks, n);
 	}
+}
+
+/* One end alone, busy polling (ibv.lat_send & co., ibv.kernels with one
+ * table): its step called directly, then only the CQs it waits on polled
+ * until something comes (a step that waits on memory, or on nothing, is
+ * called again at once); SIGINT and the time limit as loop() has them. */
+static void loop1(struct ibvl_kern *k)
+{
+	struct ibvl_cq *cqs[2];
+	unsigned int spins = 0;
+	while (k->stop == KERN_OK && k->type->step(k) == KERN_MORE) {
+		int ncq = waits_of(k, cqs);
+		while (k->stop == KERN_OK &&
+		       (ncq == 1 ? poll_cq(k, 1, cqs[0]) : poll_cqs(k, 1, cqs, ncq)) == 0) {
+			if (interrupted(k, 1))
+				return;
+			if ((++spins & 255) == 0)
+				expire(k, 1);
+			if (ncq == 0)
+				break;
+		}
+	}
+	k->over = 1;
 }
 
 /* The ends read (ks[0..n)): checked again, run, their figures pushed. */
@@ -193,7 +247,10 @@ static int run(lua_State *L, struct ibvl_kern *ks, int n, int multi, const char 
 	for (int i = 0; i < n; i++)
 		if (ks[i].after == 0)
 			ibvl_kern_start(&ks[i], clock.s0);
-	loop(ks, n);
+	if (n == 1 && !ks[0].event)
+		loop1(&ks[0]);
+	else
+		loop(ks, n);
 	double scale = ibvl_clock_scale(&clock);
 	if (ibvl_sigint_end(&sig)) {
 		for (int i = 0; i < n; i++)

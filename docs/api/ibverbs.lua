@@ -161,7 +161,8 @@ function ibv.lat_rtt(t) end
 -- `ib_send_bw`, in C with busy polling.  Each post posts `send_wrs` whole (perftest's post list)
 -- while at most `window` WRs are outstanding (perftest's tx depth); one WR in `cq_mod` is
 -- signaled, the last of a post, and its completion accounts for the `cq_mod` WRs before it (the
--- kernel sets and clears that flag; the list's own flags come back after the run).  With
+-- kernel sets and clears that flag; the list's own flags come back after the run).  The send CQ
+-- is polled only when no post can go (the window full, or every WR posted), as `ib_write_bw` does.  With
 -- `recv_wrs`, the receives (posted by the script before, as for `lat_send`) are counted and
 -- reposted; both sides at once make a bidirectional test.  `seconds` runs from the first post (or
 -- receive) to the last completion: MB/s = size * `sent` / `seconds` / 2^20.

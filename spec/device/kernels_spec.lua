@@ -184,8 +184,10 @@ describe("on rxe0, one side's kernels on a loopback pair", function()
       return (after - before) * 1024
     end
     growth(100) -- warm-up
+    -- 1000 iterations more must not add a byte each; the figures table may differ by a
+    -- field or two between calls (a stray completion counted in foreign under load)
     local g1, g2 = growth(1000), growth(2000)
-    assert.equal(g1, g2)
+    assert.is_true(math.abs(g2 - g1) < 512, g1 .. " then " .. g2 .. " bytes a call")
     assert.is_true(g1 < 1024, g1 .. " bytes a call")
   end)
 
