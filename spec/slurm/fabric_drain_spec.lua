@@ -217,7 +217,8 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     state = wait_node("node3", function(s) return s == "IDLE" end, 90)
     assert.equal("IDLE", state, support.slurp(CACHE .. "/slurm-health-node3.log"))
     log3 = wait_log("node3", "resumed.-health rc=0 ")
-    assert.matches("slurm: node3 resumed %(was: ibverbs: rxe0:1 port_state: port is down%)\n", log3)
+    -- (a check that ran while the link came back also saw it flap, and drained node3 again with both)
+    assert.matches("slurm: node3 resumed %(was: ibverbs: [^\n]-rxe0:1 port_state: port is down%)\n", log3)
     assert.matches("health rc=0 ms=%d+ SLURMD_NODENAME=node3", log3)
     -- node2 passed every health check meanwhile, and stays drained with someone else's reason
     local log2 = support.slurp(CACHE .. "/slurm-health-node2.log") or ""
