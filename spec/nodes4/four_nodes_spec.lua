@@ -74,6 +74,16 @@ local function tc(cmds)
   for _, c in ipairs(cmds) do assert(sh(c), c) end
 end
 
+-- The report names one fault, the link node2 <-> node4 (ranks 1 and 3), and its two ends alone.
+local function the_link_2_to_4(m, out)
+  assert.equal(1, #m.verdicts, out)
+  assert.same({ 1, 3 }, m.at_fault)
+  local v = m.verdicts[1]
+  assert.equal("link", v.kind, out)
+  assert.same({ 1, 3 }, v.ranks)
+  assert.same({ "node2", "node4" }, v.hosts)
+end
+
 -- fn run with netem (its arguments) on node 2's traffic to node 4 alone: a
 -- prio qdisc, netem on one band and a u32 filter matching node 4's fabric
 -- address; removed after fn, whatever fn did.
@@ -198,12 +208,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
       assert.equal((NODE == 2 or NODE == 4) and 1 or 0, rc, out)
       if NODE ~= 1 then return end
       local m = load(json)
-      assert.equal(1, #m.verdicts, out)
-      assert.same({ 1, 3 }, m.at_fault)
-      local v = m.verdicts[1]
-      assert.equal("link", v.kind, out)
-      assert.same({ 1, 3 }, v.ranks)
-      assert.same({ "node2", "node4" }, v.hosts)
+      the_link_2_to_4(m, out)
       assert.matches("VERDICT link: rank 1 %(node2%) <%-> rank 3 %(node4%) rxe0:1: both pass with other partners", out)
     end)
   end)
@@ -220,12 +225,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
       if NODE ~= 1 then return end
       local m = load(json)
       log_counters("lossy", m)
-      assert.equal(1, #m.verdicts, out)
-      assert.same({ 1, 3 }, m.at_fault)
-      local v = m.verdicts[1]
-      assert.equal("link", v.kind, out)
-      assert.same({ 1, 3 }, v.ranks)
-      assert.same({ "node2", "node4" }, v.hosts)
+      the_link_2_to_4(m, out)
       assert.matches("VERDICT link: rank 1 %(node2%) <%-> rank 3 %(node4%) rxe0:1: both pass with other partners; "
         .. "between them still bad: rank 1 %(node2%) %-> rank 3 %(node4%): error counters rose: rxe0:1 on node[24]: "
         .. "[%l_]+ %+%d+ %(threshold %d+%)", out)
