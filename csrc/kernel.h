@@ -13,7 +13,12 @@
  * A step advances its end as far as it can without waiting and returns
  * KERN_MORE (k->wait: the CQs whose completions it needs, NULL when it
  * waits on memory or can go on at once), KERN_DONE or KERN_STOPPED
- * (k->stop says why).  No Lua code runs in the loop: nothing there
+ * (k->stop says why).  A step that waits through ibvl_kern_wait (a count
+ * its CQ's completions raise) or ibvl_kern_wait_byte (memory) waits there
+ * when its end runs alone (k->alone: polling in place, as perftest's loop
+ * does, so one call runs the whole end), and returns KERN_MORE from there
+ * among several ends; it resumes where it waited at its next call (k->phase).
+ * No Lua code runs in the loop: nothing there
  * allocates or raises, so no finalizer can close an object under it; the
  * objects stay on the stack (kept) until the call returns.
  */
@@ -39,8 +44,9 @@ enum {
 /* why a run stopped early */
 enum { KERN_OK, KERN_WC, KERN_POST, KERN_POLL, KERN_TIME, KERN_SIGINT, KERN_FOREIGN };
 
-/* what a step returns */
-enum { KERN_MORE, KERN_DONE, KERN_STOPPED };
+/* what a step returns (KERN_READY: what ibvl_kern_wait returns when the
+ * wait is over and the step goes on) */
+enum { KERN_MORE, KERN_DONE, KERN_STOPPED, KERN_READY };
 
 #define KERN_MAX_SEND 64 /* WRs a kernel's send list may hold */
 #define KERN_MAX_ENDS 64 /* ends ibv.kernels runs at once */
@@ -84,6 +90,7 @@ struct ibvl_kern {
 	volatile char *poll_byte; /* lat_write: the last byte the peer writes */
 	int prepost;              /* post min(#recv_wrs, recv_iters) receives at the start */
 	int event;                /* sleep on the CQs' completion channels when idle */
+	int alone;                /* the only end of its call, busy polling: its step waits in place */
 	uint64_t after;           /* ibv.kernels: the ends (bit i: end i) that must be over first */
 	/* progress */
 	int phase;                /* where the step is (the kernel's own) */
@@ -123,6 +130,14 @@ int ibvl_kern_run1(lua_State *L, const struct ibvl_kern_type *t);
 /* the kernels ibv.kernels knows by their kind (lat.c, bw.c) */
 extern const struct ibvl_kern_type ibvl_kern_lat_send, ibvl_kern_lat_write, ibvl_kern_lat_rtt,
 	ibvl_kern_bw;
+
+/* together.c: the step of k needs *count (which cq's completions raise)
+ * to reach want: alone, polls cq until it does (KERN_READY) or k stops
+ * (KERN_STOPPED: a completion with an error, the time limit, SIGINT); among
+ * several ends, k->wait set to cq: KERN_MORE, for the step to return. */
+int ibvl_kern_wait(struct ibvl_kern *k, struct ibvl_cq *cq, const long long *count, long long want);
+/* The same for the byte at b turning to want (k->wait: none). */
+int ibvl_kern_wait_byte(struct ibvl_kern *k, const volatile char *b, char want);
 
 /* Polls cq and hands each completion to its end among ks[0..n) (by QP
  * number): receives counted and reposted (while received + #recv_wrs <=

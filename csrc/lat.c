@@ -28,16 +28,8 @@
  */
 #include "kernel.h"
 
-/* where a ping-pong step is */
-enum { P_TOP, P_WAIT_PEER, P_POST, P_WAIT_SENT };
-
-/* The step waits on cq (NULL: memory). */
-static int waits(struct ibvl_kern *k, struct ibvl_cq *cq)
-{
-	k->wait[0] = cq;
-	k->wait[1] = NULL;
-	return KERN_MORE;
-}
+/* where a ping-pong step waits (k->phase; P_TOP: it starts an iteration) */
+enum { P_TOP, P_WAIT_PEER, P_WAIT_SENT };
 
 /* Every send WR signaled (the list's own flags come back after the run). */
 static void signal_all(struct ibvl_kern *k)
@@ -52,49 +44,69 @@ static void one_wr(lua_State *L, const struct ibvl_kern *k)
 		ibvl_error(L, "field 'send_wrs': one WR expected, got %d", k->nsend);
 }
 
-/* Posts the next message when one is left: P_WAIT_SENT, or P_TOP. */
-static int post_next(struct ibvl_kern *k, volatile char *mark)
+/* Posts the next message, stamped unless a warmup one (lat_write: its
+ * number modulo 256 into the last byte of the message first): 0, or -1
+ * (stop set). */
+static int post_next(struct ibvl_kern *k)
 {
-	if (k->sent >= k->iters)
-		return P_TOP;
 	if (k->sent >= k->warmup)
 		ibvl_kern_stamp(k);
 	k->sent++;
-	if (mark != NULL)
-		*mark = (char)k->sent;
-	return ibvl_kern_post(k) ? -1 : P_WAIT_SENT;
+	if (k->post_byte != NULL)
+		*k->post_byte = (char)k->sent;
+	return ibvl_kern_post(k);
 }
 
-/* ---- send/recv ping-pong (ib_send_lat) ----------------------------------- */
+/* The peer's message k->wanted arrived: lat_send, a receive completion
+ * (ibvl_kern_wait on the receive CQ); lat_write, the last byte of poll_mr
+ * turning to its number. */
+static int peer_came(struct ibvl_kern *k)
+{
+	int r = KERN_READY;
+	if (k->poll_byte == NULL)
+		return k->received < k->wanted ? ibvl_kern_wait(k, k->rcq, &k->received, k->wanted) : r;
+	if (*k->poll_byte != (char)k->wanted)
+		r = ibvl_kern_wait_byte(k, k->poll_byte, (char)k->wanted);
+	if (r == KERN_READY)
+		k->received = k->wanted;
+	return r;
+}
+
+/* ---- ping-pong: send/recv (ib_send_lat), RDMA write polling memory (ib_write_lat) */
 
 /* Each iteration: wait for the peer's message (not before the initiator's
- * first send), then send one and wait for its completion. */
-static int send_step(struct ibvl_kern *k)
+ * first send), then send one and wait for its completion.  A call that
+ * returned from a wait (several ends) resumes there: the switch jumps back
+ * into the loop. */
+static int pingpong_step(struct ibvl_kern *k)
 {
+	int r;
+	switch (k->phase) {
+	case P_WAIT_PEER:
+		goto wait_peer;
+	case P_WAIT_SENT:
+		goto wait_sent;
+	default:
+		break;
+	}
 	for (;;) {
-		switch (k->phase) {
-		case P_TOP:
-			if (k->sent >= k->iters && k->received >= k->iters)
-				return KERN_DONE;
-			k->phase = P_POST;
-			if (k->received < k->iters && !(k->sent == 0 && k->initiator)) {
-				k->wanted++;
-				k->phase = P_WAIT_PEER;
-			}
-			break;
-		case P_WAIT_PEER:
-			if (k->received < k->wanted)
-				return waits(k, k->rcq);
-			k->phase = P_POST;
-			break;
-		case P_POST:
-			if ((k->phase = post_next(k, NULL)) < 0)
+		if (k->sent >= k->iters && k->received >= k->iters)
+			return KERN_DONE;
+		if (k->received < k->iters && !(k->sent == 0 && k->initiator)) {
+			k->wanted = k->received + 1;
+			k->phase = P_WAIT_PEER;
+		wait_peer:
+			if ((r = peer_came(k)) != KERN_READY)
+				return r;
+		}
+		if (k->sent < k->iters) {
+			if (post_next(k) < 0)
 				return KERN_STOPPED;
-			break;
-		default:
-			if (k->completed < k->sent)
-				return waits(k, k->scq);
-			k->phase = P_TOP;
+			k->phase = P_WAIT_SENT;
+		wait_sent:
+			if (k->completed < k->sent &&
+			    (r = ibvl_kern_wait(k, k->scq, &k->completed, k->sent)) != KERN_READY)
+				return r;
 		}
 	}
 }
@@ -113,43 +125,10 @@ static const char *const send_fields[] = {"qp", "send_cq", "send_wrs", "recv_cq"
 
 const struct ibvl_kern_type ibvl_kern_lat_send = {
 	"ibv.lat_send", "lat_send", send_fields, KERN_SEND | KERN_RECV | KERN_SAMPLES,
-	read_send, signal_all, send_step,
+	read_send, signal_all, pingpong_step,
 };
 
-/* ---- RDMA write ping-pong polling on memory (ib_write_lat) ---------------- */
-
-/* Each iteration: wait for the peer's write (its last byte turning to the
- * iteration's number), then write and wait for the completion. */
-static int write_step(struct ibvl_kern *k)
-{
-	for (;;) {
-		switch (k->phase) {
-		case P_TOP:
-			if (k->sent >= k->iters && k->completed >= k->iters && k->received >= k->iters)
-				return KERN_DONE;
-			k->phase = P_POST;
-			if (k->received < k->iters && !(k->sent == 0 && k->initiator)) {
-				k->wanted = k->received + 1;
-				k->phase = P_WAIT_PEER;
-			}
-			break;
-		case P_WAIT_PEER:
-			if (*k->poll_byte != (char)k->wanted)
-				return waits(k, NULL);
-			k->received = k->wanted;
-			k->phase = P_POST;
-			break;
-		case P_POST:
-			if ((k->phase = post_next(k, k->post_byte)) < 0)
-				return KERN_STOPPED;
-			break;
-		default:
-			if (k->completed < k->sent)
-				return waits(k, k->scq);
-			k->phase = P_TOP;
-		}
-	}
-}
+/* ---- lat_write's fields ---------------------------------------------------- */
 
 /* The MR object in field (required), open. */
 static struct ibv_mr *mr_field(lua_State *L, int idx, const char *field)
@@ -189,19 +168,22 @@ static const char *const write_fields[] = {"qp", "send_cq", "send_wrs", "send_mr
 
 const struct ibvl_kern_type ibvl_kern_lat_write = {
 	"ibv.lat_write", "lat_write", write_fields, KERN_SEND | KERN_SAMPLES,
-	read_write, signal_all, write_step,
+	read_write, signal_all, pingpong_step,
 };
 
 /* ---- round trips of one side (ib_read_lat, ib_atomic_lat) ----------------- */
 
+/* Each iteration: post, wait for the completion. */
 static int rtt_step(struct ibvl_kern *k)
 {
+	int r;
 	for (;;) {
-		if (k->completed < k->sent)
-			return waits(k, k->scq);
+		if (k->completed < k->sent &&
+		    (r = ibvl_kern_wait(k, k->scq, &k->completed, k->sent)) != KERN_READY)
+			return r;
 		if (k->sent >= k->iters)
 			return KERN_DONE;
-		if (post_next(k, NULL) < 0)
+		if (post_next(k) < 0)
 			return KERN_STOPPED;
 	}
 }

@@ -15,8 +15,10 @@
  * and standard deviation (population); min is the smallest, max the sample
  * at sorted index m (the largest when tail is 0); percentile p is the sample
  * at sorted 0-based index ceil(m * p/100) (perftest's rule), the largest
- * when past the end.  The sorted copy is made once after the samples change
- * (no allocation: the buffer holds room for it).
+ * when past the end.  The buffer holds room for a sorted copy, made once
+ * after the samples change: by the kernel as it ends (its ticks sorted by
+ * radix, then turned into seconds), else at the first call that needs it;
+ * the sort borrows a scratch buffer from the C heap and frees it at once.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -55,12 +57,74 @@ double ibvl_clock_scale(struct ibvl_clock *c)
 #endif
 }
 
+#define DIGIT 11 /* bits a radix pass sorts by: round trips in ticks need two or three */
+
+/* Sorts the keys a[0..n) (n <= SAMPLES_MAX; LSD radix, DIGIT bits a pass,
+ * only the digits in which the keys differ) through tmp (room for n); the
+ * result ends in a. */
+static void sort_keys(uint64_t *a, uint64_t *tmp, long long n)
+{
+	uint64_t diff = 0;
+	for (long long i = 1; i < n; i++)
+		diff |= a[i] ^ a[0];
+	uint64_t *from = a, *to = tmp;
+	const uint64_t mask = (1u << DIGIT) - 1;
+	for (int shift = 0; shift < 64; shift += DIGIT) {
+		if (((diff >> shift) & mask) == 0)
+			continue;
+		uint32_t at[1u << DIGIT] = {0};
+		for (long long i = 0; i < n; i++)
+			at[(from[i] >> shift) & mask]++;
+		for (uint32_t d = 0, sum = 0; d <= mask; d++) {
+			uint32_t c = at[d];
+			at[d] = sum;
+			sum += c;
+		}
+		for (long long i = 0; i < n; i++)
+			to[at[(from[i] >> shift) & mask]++] = from[i];
+		uint64_t *t = from;
+		from = to;
+		to = t;
+	}
+	if (from != a)
+		memcpy(a, from, (size_t)n * sizeof *a);
+}
+
+#define TOP (UINT64_C(1) << 63)
+
+/* A double's key: the keys sort as the doubles do (negatives flipped whole,
+ * the others' sign bit set); and back. */
+static uint64_t key_of(double d)
+{
+	uint64_t b;
+	memcpy(&b, &d, sizeof b);
+	return b & TOP ? ~b : b | TOP;
+}
+
+static double double_of(uint64_t k)
+{
+	uint64_t b = k & TOP ? k & ~TOP : ~k;
+	double d;
+	memcpy(&d, &b, sizeof d);
+	return d;
+}
+
 void ibvl_samples_seconds(struct ibvl_samples *s, long long count, double scale)
 {
+	union ibvl_sample *a = s->v + s->n;
+	uint64_t *tmp = count > 1 ? malloc((size_t)count * sizeof *tmp) : NULL;
+	s->count = count;
+	s->sorted = tmp != NULL || count <= 1; /* else sorted() tries again */
+	if (s->sorted) { /* sorted as ticks: scale > 0 keeps the order */
+		for (long long i = 0; i < count; i++)
+			a[i].ticks = s->v[i].ticks;
+		sort_keys(&a[0].ticks, tmp, count);
+		free(tmp);
+		for (long long i = 0; i < count; i++)
+			a[i].seconds = (double)a[i].ticks * scale;
+	}
 	for (long long i = 0; i < count; i++)
 		s->v[i].seconds = (double)s->v[i].ticks * scale;
-	s->count = count;
-	s->sorted = 0;
 }
 
 #define SAMPLES_MAX (1LL << 24) /* 256 MiB with the sorted copy: 16 M iterations */
@@ -98,21 +162,23 @@ static int l_samples(lua_State *L)
 	return 1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-/* The samples sorted: v[n..n+count). */
-static const union ibvl_sample *sorted(struct ibvl_samples *s)
+/* The samples sorted: v[n..n+count) (by their keys, through a buffer of
+ * the C heap: "not enough memory" when it cannot be had). */
+static const union ibvl_sample *sorted(lua_State *L, struct ibvl_samples *s)
 {
 	union ibvl_sample *a = s->v + s->n;
-	if (!s->sorted) {
-		memcpy(a, s->v, (size_t)s->count * sizeof *a);
-		qsort(a, (size_t)s->count, sizeof *a, cmp_double);
-		s->sorted = 1;
-	}
+	if (s->sorted)
+		return a;
+	uint64_t *tmp = malloc((size_t)(s->count > 0 ? s->count : 1) * sizeof *tmp);
+	if (tmp == NULL)
+		luaL_error(L, "not enough memory");
+	for (long long i = 0; i < s->count; i++)
+		a[i].ticks = key_of(s->v[i].seconds);
+	sort_keys(&a[0].ticks, tmp, s->count);
+	free(tmp);
+	for (long long i = 0; i < s->count; i++)
+		a[i].seconds = double_of(a[i].ticks);
+	s->sorted = 1;
 	return a;
 }
 
@@ -167,7 +233,7 @@ static int l_sorted(lua_State *L)
 {
 	struct ibvl_samples *s = ibvl_check_samples(L, 1);
 	long long i = sample_index(L, s, 2);
-	lua_pushnumber(L, sorted(s)[i].seconds);
+	lua_pushnumber(L, sorted(L, s)[i].seconds);
 	return 1;
 }
 
@@ -182,7 +248,7 @@ static int l_percentile(lua_State *L)
 		lua_pushnil(L);
 		return 1;
 	}
-	lua_pushnumber(L, percentile(sorted(s), s->count, s->count - tail, p));
+	lua_pushnumber(L, percentile(sorted(L, s), s->count, s->count - tail, p));
 	return 1;
 }
 
@@ -200,7 +266,7 @@ static int l_stats(lua_State *L)
 	ibvl_set_int(L, "count", (lua_Integer)m);
 	if (n == 0)
 		return 1;
-	const union ibvl_sample *a = sorted(s);
+	const union ibvl_sample *a = sorted(L, s);
 	double sum = 0, sq = 0;
 	for (long long i = 0; i < m; i++)
 		sum += a[i].seconds;
@@ -224,7 +290,7 @@ static int l_histogram(lua_State *L)
 {
 	struct ibvl_samples *s = ibvl_check_samples(L, 1);
 	int bins = (int)ibvl_check_range(L, 2, 1, 1 << 20);
-	const union ibvl_sample *a = s->count > 0 ? sorted(s) : NULL;
+	const union ibvl_sample *a = s->count > 0 ? sorted(L, s) : NULL;
 	double lo = (double)luaL_optnumber(L, 3, a ? a[0].seconds : 0);
 	double hi = (double)luaL_optnumber(L, 4, a ? a[s->count - 1].seconds : 0);
 	if (!(hi >= lo))

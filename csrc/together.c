@@ -209,10 +209,50 @@ static void loop(struct ibvl_kern *ks, int n)
 	}
 }
 
+/* An empty poll of an end alone: SIGINT and (once in 256) the time limit
+ * looked at; whether it stopped. */
+static int idle1(struct ibvl_kern *k, unsigned int *spins)
+{
+	if (interrupted(k, 1))
+		return 1;
+	if ((++*spins & 255) == 0)
+		expire(k, 1);
+	return k->stop != KERN_OK;
+}
+
+int ibvl_kern_wait(struct ibvl_kern *k, struct ibvl_cq *cq, const long long *count, long long want)
+{
+	unsigned int spins = 0;
+	if (!k->alone) {
+		k->wait[0] = cq;
+		k->wait[1] = NULL;
+		return KERN_MORE;
+	}
+	while (*count < want) {
+		if (k->stop != KERN_OK || (poll_cq(k, 1, cq) == 0 && idle1(k, &spins)))
+			return KERN_STOPPED;
+	}
+	return k->stop == KERN_OK ? KERN_READY : KERN_STOPPED;
+}
+
+int ibvl_kern_wait_byte(struct ibvl_kern *k, const volatile char *b, char want)
+{
+	unsigned int spins = 0;
+	if (!k->alone) {
+		k->wait[0] = k->wait[1] = NULL;
+		return KERN_MORE;
+	}
+	while (*b != want)
+		if (idle1(k, &spins))
+			return KERN_STOPPED;
+	return KERN_READY;
+}
+
 /* One end alone, busy polling (ibv.lat_send & co., ibv.kernels with one
- * table): its step called directly, then only the CQs it waits on polled
- * until something comes (a step that waits on memory, or on nothing, is
- * called again at once); SIGINT and the time limit as loop() has them. */
+ * table): its step called directly (a latency step waits in place,
+ * ibvl_kern_wait), then only the CQs it waits on polled until something
+ * comes (a step that waits on memory, or on nothing, is called again at
+ * once); SIGINT and the time limit as loop() has them. */
 static void loop1(struct ibvl_kern *k)
 {
 	struct ibvl_cq *cqs[2];
@@ -247,7 +287,8 @@ static int run(lua_State *L, struct ibvl_kern *ks, int n, int multi, const char 
 	for (int i = 0; i < n; i++)
 		if (ks[i].after == 0)
 			ibvl_kern_start(&ks[i], clock.s0);
-	if (n == 1 && !ks[0].event)
+	ks[0].alone = n == 1 && !ks[0].event;
+	if (ks[0].alone)
 		loop1(&ks[0]);
 	else
 		loop(ks, n);

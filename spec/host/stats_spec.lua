@@ -23,6 +23,23 @@ describe("ibv.samples statistics", function()
     near(t[17], s:get(17)) -- sorting left the order taken alone
   end)
 
+  it("sorts as table.sort does: negatives, both zeros, subnormals, huge values, 5,000 random ones", function()
+    local v = { 3.5, -2, 0.0, -0.0, 5e-324, -5e-324, 1e308, -1e308, 1e-6, 1e-6, 2^53, -(2^53), 0.1 }
+    local seed = 12345
+    for _ = 1, 5000 do
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      v[#v + 1] = (seed / 2147483648 - 0.3) * 10 ^ (seed % 13 - 6)
+    end
+    local r = ibv.samples(v)
+    table.sort(v)
+    for i = 1, #v do
+      assert(v[i] == r:sorted(i), string.format("sorted %d: want %.17g, got %.17g", i, v[i], r:sorted(i)))
+    end
+    local one = ibv.samples{ 4e-6 }
+    assert.equal(4e-6, one:sorted(1))
+    assert.equal(4e-6, one:stats().median)
+  end)
+
   it("gives min, max, median, average, stddev, p99 and p99.9", function()
     local st = s:stats()
     assert.equal(1000, st.count)
