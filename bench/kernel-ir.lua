@@ -27,8 +27,8 @@
 --     write_lat, which also spins on memory: W adds the executions of its
 --     executable's hottest instruction (the check of the spin loop) beyond
 --     one per iteration, priced alike;
---   a latency kernel: its loop's passes that polled nothing (counted by
---     their calls of ibvl_sigint_pending, which only such a pass makes);
+--   a latency kernel: its polls that found nothing and its spins on memory
+--     (counted by their calls of ibvl_sigint_pending, which only those make);
 --   the bandwidth clients: W = P - p n, p the polls a post: 1/64 for both
 --     send_bw clients (a chain of 64 a pass), 0 for ib_write_bw and
 --     write_bw.lua (ibv.bw alone: both poll only when the window is full or
@@ -40,6 +40,10 @@
 -- fits each group alike (the groups add up to the total).  "fit's miss" is
 -- the largest distance of a run from the fitted plane, per iteration of
 -- the shorter run: how well c + a n + b W explains the runs.
+-- The last table also splits each fitted figure into the sort of the samples
+-- (perftest's qsort with its comparison; the kernel's sort_keys, a radix
+-- sort of the ticks as it ends: the inclusive cost of their calls, a plain
+-- marginal) and the rest (the loop, the other statistics).
 local dir, N, BN, REPS, TESTS = arg[1], tonumber(arg[2]), tonumber(arg[3]), tonumber(arg[4]), arg[5]
 
 local GROUPS = { "provider", "module", "program", "interpreter", "libc", "other" }
@@ -53,12 +57,13 @@ local function group(obj)
 end
 
 -- One profile: {total =, self = {group = Ir}, calls = {["obj fn"] = count}, calls_from = {["fn>obj fn"] = count},
--- hot = {[obj] = the highest count of one instruction (what is left out aside)}, left_out = Ir}
+-- incl = {[fn] = Ir of its calls, its callees' included}, hot = {[obj] = the highest count of one
+-- instruction (what is left out aside)}, left_out = Ir}
 local function profile(path)
   local f = io.open(path)
   if not f then return nil end
   local names = { ob = {}, fn = {} }
-  local p = { total = 0, self = {}, calls = {}, calls_from = {}, hot = {} }
+  local p = { total = 0, self = {}, calls = {}, calls_from = {}, hot = {}, incl = {} }
   for _, g in ipairs(GROUPS) do p.self[g] = 0 end
   local ob, fn, cob, cfn, pending = "?", "?", nil, nil, nil
   local addr = 0
@@ -78,6 +83,7 @@ local function profile(path)
         if pending then
           local callee = (cob or ob) .. " " .. (cfn or "?")
           p.calls[callee] = (p.calls[callee] or 0) + pending
+          p.incl[cfn or "?"] = (p.incl[cfn or "?"] or 0) + ir -- a call's line: its inclusive cost
           local key = fn .. ">" .. callee
           p.calls_from[key] = (p.calls_from[key] or 0) + pending
           pending, cob = nil, nil
@@ -241,7 +247,10 @@ print("")
 print("| work | client | Ir/iter (raw) | polls/iter | waits/iter | Ir per wait | Ir/iter, no empty polls | " ..
   "fit's miss | provider | module | program | interpreter | libc | other |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-local excl = {}
+local excl, sort_of = {}, {}
+-- The sort of the samples in a profile: perftest's qsort (libc's, with perftest's comparison), the
+-- kernel's sort_keys (radix on the ticks, as the kernel ends), each with all it calls.
+local function sort_ir(p) return (p.incl["qsort"] or 0) + (p.incl["sort_keys"] or 0) end
 for _, row in ipairs(rows) do
   local runs = row.runs
   local xs, ws, ys, gys = {}, {}, {}, {}
@@ -291,15 +300,27 @@ for _, row in ipairs(rows) do
     local e = a
     if flat then e = raw end
     excl[row.test .. "." .. row.impl] = e
+    local sorts = 0 -- the sort of the samples: no empty polls in it, the plain marginal
+    for i = 1, #runs - 1 do
+      local a1, b1 = runs[i], runs[i + 1]
+      if a1.rep == b1.rep and b1.n == 2 * a1.n then
+        sorts = sorts + (sort_ir(b1.p) - sort_ir(a1.p)) / row.n1 / pairs_n
+      end
+    end
+    sort_of[row.test .. "." .. row.impl] = sorts
     print(string.format("| %s | %s | %s | %s | %s | %s | %s | %s | %s |", row.test,
       row.impl == "c" and "perftest" or "kernel", fmt(raw), fmt(rawp, 2), fmt(raww, 2), fmt(b), fmt(e),
       fmt(miss), table.concat(split, " | ")))
   end
 end
 print("")
-print("| work | perftest Ir/iter | kernel Ir/iter | kernel / perftest |")
-print("|---|---|---|---|")
+print("| work | perftest Ir/iter | kernel Ir/iter | kernel / perftest | perftest: sort / the rest | " ..
+  "kernel: sort / the rest | the rest: kernel / perftest |")
+print("|---|---|---|---|---|---|---|")
 for test in TESTS:gmatch("%S+") do
   local c, l = excl[test .. ".c"], excl[test .. ".lua"]
-  print(string.format("| %s | %s | %s | %s |", test, fmt(c), fmt(l), c and l and fmt(l / c, 3) or "-"))
+  local cs, ls = sort_of[test .. ".c"], sort_of[test .. ".lua"]
+  local cr, lr = c and cs and c - cs, l and ls and l - ls
+  print(string.format("| %s | %s | %s | %s | %s / %s | %s / %s | %s |", test, fmt(c), fmt(l),
+    c and l and fmt(l / c, 3) or "-", fmt(cs), fmt(cr), fmt(ls), fmt(lr), cr and lr and fmt(lr / cr, 3) or "-"))
 end

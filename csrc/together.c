@@ -2,12 +2,13 @@
  * together.c: the loops that run the measurement kernels (kernel.h): one
  * end (ibv.lat_send, lat_write, lat_rtt, bw, or ibv.kernels with one table)
  * in a loop of its own that calls its step and busy polls only the CQs (or
- * the memory) it waits on; several at once (ibv.kernels), or one with
- * event = true, in the general loop, each at its own pace, busy polling the
- * CQs its ends wait on (or, when every running end has event = true,
- * sleeping on their completion channels; the events taken are acknowledged
- * at once, a channel's other CQs' too); each end under its own time limit,
- * all under SIGINT.
+ * the memory) it waits on (a latency step polls them in place, through
+ * ibvl_kern_wait, so its one call runs the whole end); several at once
+ * (ibv.kernels), or one with event = true, in the general loop, each at its
+ * own pace, busy polling the CQs its ends wait on (or, when every running
+ * end has event = true, sleeping on their completion channels; the events
+ * taken are acknowledged at once, a channel's other CQs' too); each end
+ * under its own time limit, all under SIGINT.
  *
  *   local f = ibv.kernels{
  *     {kernel = "lat_send", qp = out_qp, send_cq = cq, recv_cq = cq, send_wrs = ping,
