@@ -356,6 +356,30 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
     assert.equal(0, f[3].foreign + f[4].foreign)
   end)
 
+  it("answer a ping that came before the end started (its completion waited in the end's counts)", function()
+    -- a and b ping-pong (1, 2), then b pings a again (4) as soon as 1 and 2
+    -- are over, while a's answering end (5) waits for a long RDMA write flow
+    -- (3): b's first ping is counted for 5 before 5 starts
+    local c = second_pair()
+    local write = ibv.send_wrs(1)
+    write:set(1, { opcode = "rdma_write", sge = { mr = mr, offset = 32768, length = 64 },
+                   remote_addr = rmr.addr + 32768, rkey = rmr.rkey })
+    local s = ibv.samples(100)
+    local ks = { pingpong_end(env.a, 0, 100, true), pingpong_end(env.b, 1, 100, false),
+                 { kernel = "bw", qp = c, send_cq = env.cq, send_wrs = write, iters = 20000, window = 16,
+                   cq_mod = 8 },
+                 pingpong_end(env.b, 2, 100, true, s), pingpong_end(env.a, 3, 100, false) }
+    ks[4].after, ks[5].after = { 1, 2 }, { 1, 3 }
+    local f = ibv.kernels(ks)
+    for i = 1, 5 do assert.is_nil(f[i].error, i .. ": " .. tostring(f[i].error)) end
+    for _, i in ipairs({ 1, 2, 4, 5 }) do
+      assert.equal(100, f[i].sent)
+      assert.equal(100, f[i].received)
+    end
+    assert.equal(20000, f[3].sent)
+    plausible(f[4], s, 100)
+  end)
+
   it("sleep on the completion channels with event = true: every iteration, and no CPU while nothing comes",
     function()
       local ch = assert(env.ctx:create_comp_channel())
