@@ -64,13 +64,16 @@ $(CONFIG_H): tools/configure
 	@mkdir -p $(dir $@)
 	CC="$(CC)" IBVL_RDMA_CORE="$(RDMA_CORE_VERSION)" tools/configure $@ $(RDMA_CFLAGS) $(PKG_CFLAGS)
 
+# The module's own calls bind inside it (no interposition: no PLT on the
+# kernels' hot paths, and a function of one file may be inlined there); the
+# symbols it exports stay as they are.
 $(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h) $(CONFIG_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) -fPIC $(RDMA_CFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) -fPIC -fno-semantic-interposition $(RDMA_CFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 $(MODULE): $(OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $(OBJS) $(LIBS)
+	$(CC) -shared -Wl,-Bsymbolic-functions -o $@ $(OBJS) $(LIBS)
 
 # ibvlua, the scripting host: the interpreter linked statically (the whole
 # archive, exported with -Wl,-E for system C modules), ibverbs.core and every

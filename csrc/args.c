@@ -94,7 +94,7 @@ int ibvl_tointeger(lua_State *L, int idx, lua_Integer *v)
 static lua_Integer check_int_value(lua_State *L, int idx, const char *field, lua_Integer min,
                                    lua_Integer max)
 {
-	lua_Integer v;
+	lua_Integer v = 0;
 	if (!ibvl_tointeger(L, idx, &v))
 		ibvl_error(L, "field '%s': integer expected, got %s", field, value_desc(L, idx));
 	if (v < min || v > max)
@@ -391,7 +391,7 @@ void ibvl_gid_field(lua_State *L, int idx, const char *field, union ibv_gid *gid
 
 lua_Integer ibvl_check_range(lua_State *L, int arg, lua_Integer min, lua_Integer max)
 {
-	lua_Integer v;
+	lua_Integer v = 0;
 	if (!ibvl_tointeger(L, arg, &v))
 		luaL_argerror(L, arg, lua_pushfstring(L, "integer expected, got %s",
 		                                      value_desc(L, arg)));

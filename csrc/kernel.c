@@ -233,7 +233,9 @@ static struct ibvl_kern *owner(struct ibvl_kern *ks, int n, const struct ibvl_cq
 	return next;
 }
 
-int ibvl_kern_poll(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
+/* ibvl_kern_poll's body: inlined with n = 1 (ibvl_kern_poll1), the search
+ * for the owner folds away. */
+static inline int poll_ends(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
 {
 	struct ibv_wc wc[16];
 	int got = ibvl_cq_poll(cq, 16, wc);
@@ -251,6 +253,16 @@ int ibvl_kern_poll(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
 		on_wc(k, &wc[i], now);
 	}
 	return got;
+}
+
+int ibvl_kern_poll(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
+{
+	return poll_ends(ks, n, cq);
+}
+
+int ibvl_kern_poll1(struct ibvl_kern *k, struct ibvl_cq *cq)
+{
+	return poll_ends(k, 1, cq);
 }
 
 /* nil, msg, errno for why the run stopped; the count pushed. */

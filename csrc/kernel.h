@@ -144,6 +144,8 @@ int ibvl_kern_wait_byte(struct ibvl_kern *k, const volatile char *b, char want);
  * recv_iters, as perftest does), send completions counted as cover WRs each,
  * an error completion stops its end.  The count polled, or -errno. */
 int ibvl_kern_poll(struct ibvl_kern *ks, int n, struct ibvl_cq *cq);
+/* The same for one end (n = 1: no owner to search for). */
+int ibvl_kern_poll1(struct ibvl_kern *k, struct ibvl_cq *cq);
 
 static inline int ibvl_kern_fail(struct ibvl_kern *k, int why, int err)
 {

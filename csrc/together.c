@@ -100,7 +100,7 @@ static void stop_ends(struct ibvl_kern *ks, int n, const struct ibvl_cq *cq, int
  * stops its ends); the count polled. */
 static inline int poll_cq(struct ibvl_kern *ks, int n, struct ibvl_cq *cq)
 {
-	int m = ibvl_kern_poll(ks, n, cq);
+	int m = n == 1 ? ibvl_kern_poll1(ks, cq) : ibvl_kern_poll(ks, n, cq);
 	if (m >= 0)
 		return m;
 	stop_ends(ks, n, cq, KERN_POLL, -m);
