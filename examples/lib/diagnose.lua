@@ -356,14 +356,23 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
   ref = diagnose.retest_reference(retested, ref, plan, opts)
   local again = judge_again(retested, ref, opts)
   -- nil: not retested or not measured; false: passed; else why it is still bad
+  -- (both directions of a pair share their rounds, so their ends' counters: said once)
   local function still_bad(a, b)
     local recs = again[key(a, b)]
     if not recs then return nil end
-    local why = {}
+    local why, said = {}, {}
     for _, p in ipairs(recs) do
       if p.unmeasured then return nil end
       if p.why then
-        why[#why + 1] = string.format("%s -> %s: %s%s", names(p.src), names(p.dst), p.why,
+        local w = p.why
+        local counters = p.counter_errors and "error counters rose: " .. pcount.text(p.counter_errors)
+        local at = counters and w:find(counters, 1, true)
+        if at and said[counters] then
+          w = w:sub(1, at - 1) .. "the same error counters" .. w:sub(at + #counters)
+        elseif at then
+          said[counters] = true
+        end
+        why[#why + 1] = string.format("%s -> %s: %s%s", names(p.src), names(p.dst), w,
           p.samples > 1 and string.format(" (best of %d)", p.samples) or "")
       end
     end
