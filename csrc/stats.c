@@ -109,20 +109,30 @@ static double double_of(uint64_t k)
 	return d;
 }
 
+/* sort_keys through a scratch buffer of the C heap, freed at once; 0 when
+ * it cannot be had. */
+static int sort_scratch(uint64_t *a, long long n)
+{
+	if (n < 2)
+		return 1;
+	uint64_t *tmp = malloc((size_t)n * sizeof *tmp);
+	if (tmp == NULL)
+		return 0;
+	sort_keys(a, tmp, n);
+	free(tmp);
+	return 1;
+}
+
 void ibvl_samples_seconds(struct ibvl_samples *s, long long count, double scale)
 {
 	union ibvl_sample *a = s->v + s->n;
-	uint64_t *tmp = count > 1 ? malloc((size_t)count * sizeof *tmp) : NULL;
+	for (long long i = 0; i < count; i++)
+		a[i].ticks = s->v[i].ticks;
 	s->count = count;
-	s->sorted = tmp != NULL || count <= 1; /* else sorted() tries again */
-	if (s->sorted) { /* sorted as ticks: scale > 0 keeps the order */
-		for (long long i = 0; i < count; i++)
-			a[i].ticks = s->v[i].ticks;
-		sort_keys(&a[0].ticks, tmp, count);
-		free(tmp);
-		for (long long i = 0; i < count; i++)
-			a[i].seconds = (double)a[i].ticks * scale;
-	}
+	/* sorted as ticks (scale > 0 keeps their order); else sorted() tries again */
+	s->sorted = sort_scratch(&a[0].ticks, count);
+	for (long long i = 0; i < count && s->sorted; i++)
+		a[i].seconds = (double)a[i].ticks * scale;
 	for (long long i = 0; i < count; i++)
 		s->v[i].seconds = (double)s->v[i].ticks * scale;
 }
@@ -169,13 +179,10 @@ static const union ibvl_sample *sorted(lua_State *L, struct ibvl_samples *s)
 	union ibvl_sample *a = s->v + s->n;
 	if (s->sorted)
 		return a;
-	uint64_t *tmp = malloc((size_t)(s->count > 0 ? s->count : 1) * sizeof *tmp);
-	if (tmp == NULL)
-		luaL_error(L, "not enough memory");
 	for (long long i = 0; i < s->count; i++)
 		a[i].ticks = key_of(s->v[i].seconds);
-	sort_keys(&a[0].ticks, tmp, s->count);
-	free(tmp);
+	if (!sort_scratch(&a[0].ticks, s->count))
+		luaL_error(L, "not enough memory");
 	for (long long i = 0; i < s->count; i++)
 		a[i].seconds = double_of(a[i].ticks);
 	s->sorted = 1;

@@ -7,7 +7,7 @@ package.path = "examples/lib/?.lua;" .. package.path
 local drains = require "drains"
 local fs = require "fabric_support"
 
-local slurp, write = require("fabric_support").slurp, require("fabric_support").write
+local slurp, write = fs.slurp, fs.write
 
 describe("examples/fabric_matrix.lua --drain", function()
   local dir
