@@ -29,7 +29,7 @@
  * and raises "ibv.kernels: interrupted".  Completions go to their end by QP
  * number, so ends may share a CQ that reports it (every plain CQ does); a
  * QP belongs to one end, or to ends that follow one another (after,
- * directly or through others).
+ * directly or through others); a samples buffer to one end only.
  */
 #include <errno.h>
 #include <math.h>
@@ -261,14 +261,9 @@ static void loop1(struct ibvl_kern *k)
 	while (k->stop == KERN_OK && k->type->step(k) == KERN_MORE) {
 		int ncq = waits_of(k, cqs);
 		while (k->stop == KERN_OK &&
-		       (ncq == 1 ? poll_cq(k, 1, cqs[0]) : poll_cqs(k, 1, cqs, ncq)) == 0) {
-			if (interrupted(k, 1))
-				return;
-			if ((++spins & 255) == 0)
-				expire(k, 1);
-			if (ncq == 0)
+		       (ncq == 1 ? poll_cq(k, 1, cqs[0]) : poll_cqs(k, 1, cqs, ncq)) == 0)
+			if (idle1(k, &spins) || ncq == 0)
 				break;
-		}
 	}
 	k->over = 1;
 }
@@ -339,7 +334,8 @@ static const struct ibvl_kern_type *kind(lua_State *L, int idx)
 }
 
 /* No QP in two ends, unless one follows the other (after, directly or
- * through others); a CQ that does not report qp_num serves one end only. */
+ * through others); no samples buffer in two ends; a CQ that does not report
+ * qp_num serves one end only. */
 static void check_shared(lua_State *L, const struct ibvl_kern *ks, int n)
 {
 	uint64_t follows[KERN_MAX_ENDS]; /* bit j of follows[i]: end i starts after end j is over */
@@ -354,6 +350,9 @@ static void check_shared(lua_State *L, const struct ibvl_kern *ks, int n)
 			if ((a->qpn == b->qpn || a->qpn == b->rqpn || a->rqpn == b->qpn ||
 			     a->rqpn == b->rqpn) && !(follows[i] & (UINT64_C(1) << j)))
 				ibvl_error(L, "kernel %d: a QP of kernel %d's too (each QP belongs to one)",
+				           i + 1, j + 1);
+			if (a->samples != NULL && a->samples == b->samples) /* each turns its own to seconds */
+				ibvl_error(L, "kernel %d: field 'samples': kernel %d's too (each end needs its own)",
 				           i + 1, j + 1);
 			const struct ibvl_cq *cq[4] = {a->scq, a->rcq, b->scq, b->rcq};
 			for (int x = 0; x < 2; x++)

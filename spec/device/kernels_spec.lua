@@ -544,6 +544,8 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
     local l = ibv.send_wrs(1)
     l:set(1, { opcode = "rdma_read", sge = { mr = mr, length = 8 }, remote_addr = rmr.addr, rkey = rmr.rkey })
     local ok_end = { kernel = "lat_rtt", qp = env.a, send_cq = env.cq, send_wrs = l, iters = 5 }
+    local s = ibv.samples(10)
+    local sampled = { kernel = "lat_rtt", qp = env.a, send_cq = env.cq, send_wrs = l, iters = 5, samples = s }
     local cases = {
       { {}, "1 to 64 kernel tables expected, got 0" },
       { { 5 }, "kernel 1: table expected, got number" },
@@ -562,6 +564,9 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
         "kernel 1: field 'after': the first kernel has none before it" },
       { { ok_end, { kernel = "bw", qp = env.b, recv_qp = env.a, recv_cq = env.cq, recv_wrs = ibv.recv_wrs(1),
           iters = 1 } }, "kernel 2: a QP of kernel 1's too" },
+      -- one buffer for two ends, even one after the other: both would write it, and turn it to seconds twice
+      { { sampled, { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, samples = s,
+          after = 1 } }, "kernel 2: field 'samples': kernel 1's too (each end needs its own)" },
     }
     for _, c in ipairs(cases) do
       assert.error_matches(function() ibv.kernels(c[1]) end, c[2], nil, true)
