@@ -89,7 +89,8 @@ local o = cli.run(arg, {
   { nil, "retest-width", arg = "n", type = "int", min = 1,
     help = "pairs measured at once in a retest round (default: a quarter of the ranks, at least 1)" },
   { nil, "qp-timeout", arg = "n", type = "int", default = 14, min = 1, max = 31,
-    help = "the RC QPs' ack timeout exponent: 4.096 us x 2^n (default 14: 67 ms); raise it on links that queue long" },
+    help = "the RC QPs' ack timeout exponent: 4.096 us x 2^n (default 14: 67 ms); raise it on links that queue "
+      .. "long, keeping two of it within a bandwidth phase (half of -t): a lost frame costs one" },
   { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
   { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
     help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
@@ -182,6 +183,13 @@ if not f then
   os.exit(2)
 end
 local N, ME = f.size, f.rank
+-- a lost frame costs a pair one ack timeout: past half a bandwidth phase, one loss ends a healthy pair's phase
+local ACK_S = 4.096e-6 * 2 ^ o.qp_timeout
+if ME == 0 and 2 * ACK_S > o.timeout / 2 then
+  say("fabric_matrix: warning: --qp-timeout %d (acks given %.3g s) leaves a bandwidth phase (-t %g / 2) room for "
+    .. "less than two ack timeouts: one lost frame can end a healthy pair's phase with an error", o.qp_timeout,
+    ACK_S, o.timeout)
+end
 -- Rounds per exchange: one (a barrier per round) on small fabrics; past 64
 -- ranks, rank 0's share of a round is cut by running several rounds between
 -- exchanges, each pair starting when both of its ends reach it.

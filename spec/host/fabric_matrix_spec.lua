@@ -116,6 +116,17 @@ dofile("examples/fabric_matrix.lua")]])
     assert.same({}, j.verdicts)
     assert.matches("control plane: 6 exchanges", out)
   end)
+
+  it("warns on rank 0 when -t leaves a bandwidth phase less than two ack timeouts, and only then", function()
+    local out, rc = matrix_ranks(2, "--dry-run -t 5 --qp-timeout 19")
+    assert.same({ [0] = 0, 0 }, rc, out)
+    local _, n = out:gsub("fabric_matrix: warning: %-%-qp%-timeout 19 %(acks given 2%.15 s%) leaves a bandwidth "
+      .. "phase %(%-t 5 / 2%) room for less than two ack timeouts", "")
+    assert.equal(1, n, out)
+    out, rc = matrix_ranks(2, "--dry-run -t 5 --qp-timeout 17")
+    assert.same({ [0] = 0, 0 }, rc, out)
+    assert.is_nil(out:find("warning", 1, true), out)
+  end)
 end)
 
 describe("examples/fabric_matrix.lua in blocks of rounds over the relay tree", function()
