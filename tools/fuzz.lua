@@ -7,17 +7,17 @@
 -- Each (interpreter, seed) runs in its own child process under a timeout, so
 -- a crash is a signal or a sanitizer report and a hang is a timeout, never
 -- the end of the fuzzer.  A child makes random method calls with random, often
--- bad, arguments on every object type (spec/fuzz/gen.lua), logging each call as
--- a line of Lua before it runs it.  For each failing run the driver writes a
--- reproducer (the crashing call, the calls that made the objects it uses, and
--- the last --tail calls before it; then greedily shortened with up to
--- --minimize reruns) to --out.  Per run it prints the seed, calls made, Lua
--- errors raised, nil returns and crashes; at the end "fuzz: N runs, ...,
--- N failed"; it exits 1 when a run failed.
+-- bad, arguments on every object type (spec/fuzz/gen.lua and its parts
+-- spec/fuzz/gen_*.lua), logging each call as a line of Lua before it runs it.
+-- For each failing run the driver writes a reproducer (the crashing call, the
+-- calls that made the objects it uses, and the last --tail calls before it;
+-- then greedily shortened with up to --minimize reruns) to --out.  Per run it
+-- prints the seed, calls made, Lua errors raised, nil returns and crashes; at
+-- the end "fuzz: N runs, ..., N failed"; it exits 1 when a run failed.
 --
 -- --skip 'pat;pat' leaves out generated calls matching a Lua pattern (to set a
 -- known crash aside and look for others).  --attacks a,b keeps only those
--- attack classes (spec/fuzz/gen.lua's gen.attacks: finalizer_timing,
+-- attack classes (gen.attacks, from spec/fuzz/gen_attacks.lua: finalizer_timing,
 -- weak_tables, shifting_fields, replaced_gc, shared_cq, ffi_edits,
 -- batch_held_lists, plain_collection; "none": only random calls and
 -- scenarios); --attack-rate P makes P% of the steps attacks (default 18).
