@@ -131,8 +131,9 @@ void ibvl_samples_seconds(struct ibvl_samples *s, long long count, double scale)
 	s->count = count;
 	/* sorted as ticks (scale > 0 keeps their order); else sorted() tries again */
 	s->sorted = sort_scratch(&a[0].ticks, count);
-	for (long long i = 0; i < count && s->sorted; i++)
-		a[i].seconds = (double)a[i].ticks * scale;
+	if (s->sorted)
+		for (long long i = 0; i < count; i++)
+			a[i].seconds = (double)a[i].ticks * scale;
 	for (long long i = 0; i < count; i++)
 		s->v[i].seconds = (double)s->v[i].ticks * scale;
 }

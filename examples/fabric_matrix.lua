@@ -184,8 +184,8 @@ if not f then
 end
 local N, ME = f.size, f.rank
 -- a lost frame costs a pair one ack timeout: past half a bandwidth phase, one loss ends a healthy pair's phase
-local ACK_S = 4.096e-6 * 2 ^ o.qp_timeout
-if ME == 0 and 2 * ACK_S > o.timeout / 2 then
+local ACK_S = traffic.ack_seconds(o.qp_timeout)
+if ME == 0 and 2 * ACK_S > traffic.bw_phase_limit(o) then
   say("fabric_matrix: warning: --qp-timeout %d (acks given %.3g s) leaves a bandwidth phase (-t %g / 2) room for "
     .. "less than two ack timeouts: one lost frame can end a healthy pair's phase with an error", o.qp_timeout,
     ACK_S, o.timeout)

@@ -26,6 +26,14 @@ local ACCESS = { "local_write", "remote_write" }
 traffic.PHASE = { lat = "lat", rx = "rx", write = "write", send = "send" }
 local P = traffic.PHASE
 
+--- The time limit of each bandwidth phase of an out end (its writes, then
+-- its sends): half of --timeout, so that both fit in the round's share.
+function traffic.bw_phase_limit(o) return o.timeout / 2 end
+
+--- The RC ack timeout of --qp-timeout n, in seconds (4.096 us x 2^n): what a
+-- lost frame costs its pair.
+function traffic.ack_seconds(n) return 4.096e-6 * 2 ^ n end
+
 --- The sizes the options give: messages per bandwidth kind (whole chains),
 -- the ring's receives, a rail's CQ entries.
 function traffic.sizes(o)
@@ -167,8 +175,8 @@ function T:bw_kernels(e, after, at)
   rail.out_buf:write(0, pattern_bytes(self.me, e.peer, o.bw_size))
   local function bw(phase, opcode, remote, follows)
     return { kernel = "bw", qp = e.qp, send_cq = rail.cq, send_wrs = chain(ibv, opcode, rail, o.bw_size, e, remote),
-      iters = self.bw_iters, window = WINDOW * CHAIN, cq_mod = CHAIN, timeout = o.timeout / 2, after = follows,
-      event = self.event, phase = phase }
+      iters = self.bw_iters, window = WINDOW * CHAIN, cq_mod = CHAIN, timeout = traffic.bw_phase_limit(o),
+      after = follows, event = self.event, phase = phase }
   end
   return { bw(P.write, "rdma_write", true, after), bw(P.send, "send", false, at) }
 end
