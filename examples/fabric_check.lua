@@ -10,7 +10,16 @@
 -- counted in the report); rank 0 reports and names the ranks (hosts) at fault
 -- and their pairs.
 -- A port that is not active is listed (state, link layer) and fails the node
--- only when the run needs it: named with -d or -i, or no active port left.
+-- only when the run needs it: named with -d or -i, or no active port left
+-- ("port is down; no active port on this node").  A node where nothing was
+-- checked fails ("nothing was checked: ..."): 0 checks are never a pass.
+-- --expect FILE (docs/expect.md): exactly the ports it names for this host
+-- (within -d and -i) must be active, with its values; a host that no host
+-- list of the file names (in full or by its short form) is an error, exit 2,
+-- as is a file that cannot be read or has a wrong key, value or counter name
+-- (as in --counter-thresholds).  Exit 2 comes before any scontrol call:
+-- --drain drains nothing (the operator's error must not drain a cluster) and
+-- --undrain-ok resumes nothing (a host the file does not name never passes).
 -- Exit status, per rank: 0 when this node has no fault, 1 when it has one (a
 -- local check failed, or it is named in rank 0's report: its own fault, or an
 -- end of a broken pair whose other end has no fault of its own), 2 when the

@@ -5,7 +5,7 @@
 --
 --   local expect = require "expect"
 --   local spec, err = expect.load("golden.json")        -- err names the file and the line or key
---   local entries, herr = expect.for_host(spec, "node07") -- every entry of the sections naming node07 (nil, why: none does)
+--   local entries, herr = expect.for_host(spec, "node07") -- the sections naming node07's entries (nil, why: none)
 --   local wrong = expect.compare(entry, found)          -- {"active_mtu: expected 4096, found 1024", ...}
 --   local results = expect.survey(ibv, entries, gid_of) -- the named ports as fabric_check.lua's results
 --   expect.judge(results, entries, "golden.json", pc.read) -- each port's check "expect"

@@ -248,6 +248,33 @@ describe("fabric_check.lua --expect", function()
     end
   end)
 
+  it("fabric_matrix.lua: a rank whose host no host list names stops every rank with exit 2 at the "
+    .. "rendezvous", function()
+    local p = file(".json", '{"hosts": {"node[1-2]": {"ports": [{"device": "rxe0", "port": 1}]}}, '
+      .. '"pairs": {"max_lat_us": 5}}')
+    local started = os.time()
+    local _, rc, texts = fs.job("examples/fabric_matrix.lua", 3, "--dry-run --expect " .. p,
+      function(r) return "SLURMD_NODENAME=" .. (r == 2 and "node9" or "node" .. (r + 1)) .. " " end)
+    assert.same({ [0] = 2, 2, 2 }, rc)
+    assert.is_true(os.time() - started < 20) -- not the rendezvous' time limit (--timeout + 15 s)
+    local line = "fabric_matrix.lua: --expect " .. p .. ": host node9 is in no host list (node[1-2])\n"
+    assert.equal(line, texts[2]:sub(1, #line))
+    for r = 0, 2 do
+      assert.matches("the ranks do not run the same script version and options: rank 0 %(node1%) and rank 1 "
+        .. "%(node2%): '[^']-'; rank 2 %(node9%): '[^']- host_named=false'", texts[r])
+    end
+    -- every rank's host unnamed: they agree, and stop all the same
+    _, rc, texts = fs.job("examples/fabric_matrix.lua", 2, "--dry-run --expect " .. p, "SLURMD_NODENAME=node7 ")
+    assert.same({ [0] = 2, 2 }, rc)
+    for r = 0, 1 do
+      assert.equal("fabric_matrix.lua: --expect " .. p .. ": host node7 is in no host list (node[1-2])\n", texts[r])
+    end
+    -- a file of pairs alone names no host and needs none
+    local pairs_only = file(".json", '{"pairs": {"max_lat_us": 5}}')
+    _, rc = fs.job("examples/fabric_matrix.lua", 2, "--dry-run --expect " .. pairs_only, "SLURMD_NODENAME=node7 ")
+    assert.same({ [0] = 0, 0 }, rc)
+  end)
+
   it("fabric_matrix.lua reads and checks the file too: exit 2 before the rendezvous", function()
     local p = file(".json", ISSUE:gsub("1024", "1000"))
     local h = io.popen("LUA_PATH='lua/?.lua;;' LUA_CPATH='" .. fs.CPATH .. "' IBV_FABRIC_RANK=1 IBV_FABRIC_SIZE=2 "
