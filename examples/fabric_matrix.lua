@@ -27,7 +27,8 @@
 -- (a node, flap or unreachable verdict on it, an end of a link verdict, an end of a
 -- flagged pair not retested whose other end has no verdict; also a rank that
 -- lost rank 0 mid-run), 2 when the run could not be made (bad options or
--- --expect file, no rendezvous or ranks that disagree, a bad pairs file, rank
+-- --expect file, a rank whose host its host lists name not: every rank, at
+-- the rendezvous; no rendezvous or ranks that disagree, a bad pairs file, rank
 -- 0's output files not written); --exit-any: 1 on every rank when any verdict.
 -- Slurm: --drain (rank 0, after the report) drains every node a verdict names
 -- with a reason "ibverbs: <verdict>" and resumes the nodes that passed whose

@@ -163,6 +163,15 @@ describe("on rxe0, fabric_check.lua never passes a node where nothing was checke
     assert.equal(1, rc, out)
     assert.matches("port_state%s+FAIL%s+[%d.]+ ms  port is down; no active port on this node", out)
     assert.matches("FAIL\n$", out)
+    out, rc = run("-i 1") -- a port named with -i is needed
+    assert.equal(1, rc, out)
+    assert.matches("port_state%s+FAIL%s+[%d.]+ ms  port is down", out)
+    -- the file names the down port: it must be active
+    local down = expect_file('{"hosts": {"*": ' .. RXE0 .. '}}')
+    out, rc = run("--expect " .. down)
+    assert.equal(1, rc, out)
+    assert.matches("expect%s+FAIL%s+[%d.]+ ms  rxe0 port 1 %(.-%): state: expected active, found down", out)
+    os.remove(down)
     -- -d names rxe0, the file names a port of another device only: no port is checked, and that is a failure
     local other = expect_file('{"hosts": {"*": {"ports": [{"device": "rxe7", "port": 1}]}}}')
     out, rc = run("-d rxe0 --expect " .. other)
