@@ -89,7 +89,7 @@ end
 local THRESHOLDS = o.counter_thresholds and
   usable("option '--counter-thresholds': ", pc.parse_thresholds(o.counter_thresholds)) or pc.THRESHOLDS
 local HOST = require("ibverbs.fabric.launcher").hostname()
-local EXPECTED, NOT_NAMED -- this host's port entries (-d, -i: theirs); why the file names it not (exit 2)
+local EXPECTED, NOT_NAMED -- this host's port entries (within -d, -i); why the file does not name it (exit 2)
 if o.expect then
   local why
   EXPECTED, why = expectations.for_host(usable("--expect ", expectations.load(o.expect)), HOST)

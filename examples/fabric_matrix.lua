@@ -27,7 +27,7 @@
 -- (a node, flap or unreachable verdict on it, an end of a link verdict, an end of a
 -- flagged pair not retested whose other end has no verdict; also a rank that
 -- lost rank 0 mid-run), 2 when the run could not be made (bad options or
--- --expect file, a rank whose host its host lists name not: every rank, at
+-- --expect file, a rank whose host none of its host lists names: every rank, at
 -- the rendezvous; no rendezvous or ranks that disagree, a bad pairs file, rank
 -- 0's output files not written); --exit-any: 1 on every rank when any verdict.
 -- Slurm: --drain (rank 0, after the report) drains every node a verdict names
@@ -162,7 +162,7 @@ end
 local expectations = require "expect"
 local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
 local LIMITS -- every pair's absolute limits (the file's pairs section), or nil
-local NOT_NAMED -- why the file's host lists name this host not: exit 2 on every rank, at the rendezvous
+local NOT_NAMED -- why no host list of the file names this host: exit 2 on every rank, at the rendezvous
 if o.expect then
   local spec, err = expectations.load(o.expect)
   if not spec then
@@ -180,7 +180,7 @@ end
 -- ------------------------------------------------------------------ the group and its limits
 
 -- every rank runs this version with these options, or the rendezvous names the ones that differ
--- (and whether --expect names its host: a rank it names not fails the rendezvous of all)
+-- (and whether --expect names its host: a rank it does not name fails the rendezvous of all)
 local AGREE = cli.agreement("fabric_matrix.lua 2", o, { rank = true, size = true, root = true, fabric_port = true,
   json = true, json_lines = true, plot = true, exit_any = true }) .. (NOT_NAMED and " host_named=false" or "")
 local f, ferr = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
