@@ -10,7 +10,16 @@
 -- counted in the report); rank 0 reports and names the ranks (hosts) at fault
 -- and their pairs.
 -- A port that is not active is listed (state, link layer) and fails the node
--- only when the run needs it: named with -d or -i, or no active port left.
+-- only when the run needs it: named with -d or -i, or no active port left
+-- ("port is down; no active port on this node").  A node where nothing was
+-- checked fails ("nothing was checked: ..."): 0 checks are never a pass.
+-- --expect FILE (docs/expect.md): exactly the ports it names for this host
+-- (within -d and -i) must be active, with its values; a host that no host
+-- list of the file names (in full or by its short form) is an error, exit 2,
+-- as is a file that cannot be read or has a wrong key, value or counter name
+-- (as in --counter-thresholds).  Exit 2 comes before any scontrol call:
+-- --drain drains nothing (the operator's error must not drain a cluster) and
+-- --undrain-ok resumes nothing (a host the file does not name never passes).
 -- Exit status, per rank: 0 when this node has no fault, 1 when it has one (a
 -- local check failed, or it is named in rank 0's report: its own fault, or an
 -- end of a broken pair whose other end has no fault of its own), 2 when the
@@ -80,14 +89,31 @@ end
 local THRESHOLDS = o.counter_thresholds and
   usable("option '--counter-thresholds': ", pc.parse_thresholds(o.counter_thresholds)) or pc.THRESHOLDS
 local HOST = require("ibverbs.fabric.launcher").hostname()
-local EXPECTED = o.expect and -- this host's port entries
-  expectations.for_host(usable("--expect ", expectations.load(o.expect)), HOST)
+local EXPECTED, NOT_NAMED -- this host's port entries (within -d, -i); why the file does not name it (exit 2)
+if o.expect then
+  local why
+  EXPECTED, why = expectations.for_host(usable("--expect ", expectations.load(o.expect)), HOST)
+  NOT_NAMED = why and ("--expect " .. o.expect .. ": " .. why)
+  for i = #(EXPECTED or {}), 1, -1 do
+    local e = EXPECTED[i]
+    if (o.ib_dev and e.device ~= o.ib_dev) or (o.ib_port and e.port ~= o.ib_port) then table.remove(EXPECTED, i) end
+  end
+end
 local slurm = (o.drain or o.undrain_ok) and require "ibverbs.fabric.slurm"
 local NODE = slurm and slurm.node_name() -- this node's Slurm name, checked before anything runs
 if slurm then
   usable("option '--drain'/'--undrain-ok': ", slurm.check_node(NODE))
   if o.exit_any then usable("option '--drain'/'--undrain-ok': ", nil, "does not go with '--exit-any' (whose "
     .. "status says nothing about this node)") end
+end
+-- what every rank must give alike: this version, the options, whether --expect names the rank's host
+local AGREE = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
+  json = true, exit_any = true }) .. (o.expect and (" host_named=" .. tostring(not NOT_NAMED)) or "")
+if NOT_NAMED then -- exit 2, no node drained or resumed; under a launcher, every rank stops at the rendezvous
+  io.stderr:write("fabric_check.lua: ", NOT_NAMED, "\n")
+  local wide = require "fabric_wide"
+  if not o.slurm_health and wide.wanted(o) then wide.refuse(o, AGREE) end
+  os.exit(2)
 end
 
 -- Whether the run needs port of device: named in --expect, else named with -d or -i.
@@ -206,9 +232,10 @@ end
 
 -- ------------------------------------------------------------------ ports
 
--- A port's checks when it is not active: every one failed, "not run".
-local function inactive_checks(r)
-  r.checks[1] = { name = "port_state", pass = false, ms = 0, detail = "port is " .. tostring(r.state) }
+-- A port's checks when it is not active: every one failed, "not run" (why: more to say).
+local function inactive_checks(r, why)
+  r.checks[1] = { name = "port_state", pass = false, ms = 0,
+    detail = "port is " .. tostring(r.state) .. (why and ("; " .. why) or "") }
   for _, t in ipairs(tests) do
     r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0, detail = "not run: port is " .. tostring(r.state) }
   end
@@ -381,7 +408,7 @@ end
 if #results == 0 and (no_devices or not EXPECTED or #EXPECTED == 0) then
   results[1] = { name = o.ib_dev or "(none)", error = no_devices or "no such RDMA device", ports = {} }
 end
-if EXPECTED then expectations.judge(results, EXPECTED, o.expect) end
+if EXPECTED then expectations.judge(results, EXPECTED, o.expect, pc.read) end
 -- no active port left for the run: the idle ports are needed after all (with
 -- --expect, exactly the ports it names are)
 local active = false
@@ -390,7 +417,7 @@ for _, dev in ipairs(results) do
 end
 for _, dev in ipairs(results) do
   for _, p in ipairs(dev.ports) do
-    if p.idle and not active and not EXPECTED then p.idle = nil; inactive_checks(p) end
+    if p.idle and not active and not EXPECTED then p.idle = nil; inactive_checks(p, "no active port on this node") end
   end
 end
 -- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
@@ -406,6 +433,11 @@ for _, dev in ipairs(results) do
       if not c.pass then failed = failed + 1 end
     end
   end
+end
+if total == 0 and failed == 0 then -- nothing checked is no pass
+  results[#results + 1] = { name = "(node)", ports = {}, error = "nothing was checked: no port is active or needed"
+    .. (EXPECTED and " (--expect names no port of -d/-i's)" or "") }
+  failed = 1
 end
 
 -- Why this node is at fault, briefly (a Slurm drain reason): its failed
@@ -448,9 +480,7 @@ end
 
 -- one rank of many: the fabric as a whole (rank 0 reports)
 if not alone then
-  local agree = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
-    json = true, exit_any = true })
-  finish(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = agree,
+  finish(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = AGREE,
     after_traffic = function() return counter_findings(results) end }))
 end
 if o.json then

@@ -83,6 +83,119 @@ describe("examples/fabric_check.lua on this host (no RDMA driver)", function()
     assert.matches("rc=2\n$", out)
   end)
 
+  describe("bad --expect or --counter-thresholds input: exit 2, one line, no scontrol call", function()
+    local dir
+    before_each(function()
+      dir = os.tmpname()
+      os.remove(dir)
+      assert(os.execute("mkdir " .. dir))
+    end)
+    after_each(function() os.execute("rm -rf " .. dir) end)
+
+    local function write(name, body)
+      local fh = assert(io.open(dir .. "/" .. name, "w"))
+      fh:write(body)
+      fh:close()
+      return dir .. "/" .. name
+    end
+    -- fabric_check.lua --drain --undrain-ok as node (SLURMD_NODENAME) with args: its output, and the
+    -- fake scontrol's log (every call it got)
+    local function refused(node, args)
+      local out = alone_env("SLURMD_NODENAME=" .. node .. " FAKE_SCONTROL_DIR=" .. dir
+        .. " IBVL_SCONTROL=spec/fake-scontrol ", "--drain --undrain-ok " .. args)
+      local fh = io.open(dir .. "/log")
+      local log = fh and fh:read("a") or ""
+      if fh then fh:close() end
+      return out, log
+    end
+    local PORTS = '{"ports": [{"device": "rxe0", "port": 1}]}'
+
+    it("a host that no host list names, drained, resumed or passed never", function()
+      local g = write("golden.json", '{"hosts": {"node[1-4]": ' .. PORTS .. ', "gpu[01-16]": ' .. PORTS .. '}}')
+      local out, log = refused("node9.cluster.local", "--expect " .. g)
+      assert.equal("fabric_check.lua: --expect " .. g .. ": host node9.cluster.local is in no host list "
+        .. "(gpu[01-16], node[1-4])\nrc=2\n", out)
+      assert.equal("", log)
+    end)
+
+    it("a file of pairs alone names no host for fabric_check.lua", function()
+      local g = write("pairs.json", '{"pairs": {"max_lat_us": 3}}')
+      local out, log = refused("node1", "--expect " .. g)
+      assert.equal("fabric_check.lua: --expect " .. g .. ": host node1 is in no host list (the file has pairs "
+        .. "only)\nrc=2\n", out)
+      assert.equal("", log)
+    end)
+
+    it("ports as an object, an empty list", function()
+      for _, ports in ipairs({ '{"a": {"device": "rxe0", "port": 1}}', "[]" }) do
+        local g = write("g.json", '{"hosts": {"node[1-4]": {"ports": ' .. ports .. '}}}')
+        local out, log = refused("node1", "--expect " .. g)
+        assert.equal("fabric_check.lua: --expect " .. g .. ': hosts["node[1-4]"].ports: a non-empty list of port '
+          .. "entries expected\nrc=2\n", out)
+        assert.equal("", log)
+      end
+    end)
+
+    it("a Lua file without a return", function()
+      local g = write("g.lua", 'hosts = { ["*"] = ' .. PORTS:gsub('"(%w+)":', "%1 ="):gsub("%[", "{"):gsub("%]", "}")
+        .. " }\n")
+      local out, log = refused("node1", "--expect " .. g)
+      assert.equal("fabric_check.lua: --expect " .. g .. ": a Lua expect file must return a table, got nil\nrc=2\n",
+        out)
+      assert.equal("", log)
+    end)
+
+    it("an unknown counter in the file's counters", function()
+      local g = write("g.json", '{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, "counters": '
+        .. '{"symbol_errors": 0}}]}}}')
+      local out, log = refused("node1", "--expect " .. g)
+      assert.equal("fabric_check.lua: --expect " .. g .. ': hosts["*"].ports[1].counters: unknown counter '
+        .. "'symbol_errors' (nearest: symbol_error, port_rcv_errors, req_cqe_error)\nrc=2\n", out)
+      assert.equal("", log)
+    end)
+
+    it("an unknown counter in --counter-thresholds (all=n stays)", function()
+      local out, log = refused("node1", "--counter-thresholds link_downed=1,symbol_errors=3")
+      assert.equal("fabric_check.lua: option '--counter-thresholds': unknown counter 'symbol_errors' (nearest: "
+        .. "symbol_error, port_rcv_errors, req_cqe_error)\nrc=2\n", out)
+      assert.equal("", log)
+      out = alone("--counter-thresholds all=3,hw_link_downed=0")
+      assert.matches("rc=1\n$", out) -- (no driver: at fault, but the option was taken)
+    end)
+  end)
+
+  it("--expect: a host named in short form or in full, or after a blank in a host list, is checked", function()
+    local path = os.tmpname()
+    for _, case in ipairs({ { "node3.cluster.local", "node[1-4]" }, { "node3", "node3.cluster.local" },
+      { "node7", "node[1-4], node7" } }) do
+      local fh = assert(io.open(path, "w"))
+      fh:write('{"hosts": {"' .. case[2] .. '": {"ports": [{"device": "rxe0", "port": 1}]}}}')
+      fh:close()
+      local out = alone_env("SLURMD_NODENAME=" .. case[1] .. " ", "--expect " .. path)
+      assert.not_matches("no host list", out, case[1])
+      assert.matches("expect%s+FAIL%s+[%d.]+ ms  rxe0 port 1 %(.-%): not present on this host", out, case[1])
+      assert.matches("rc=1\n$", out, case[1]) -- (no driver here)
+    end
+    os.remove(path)
+  end)
+
+  it("--expect: a rank whose host no host list names stops every rank with exit 2, without waiting", function()
+    local path = os.tmpname()
+    local fh = assert(io.open(path, "w"))
+    fh:write('{"hosts": {"node[1-2]": {"ports": [{"device": "rxe0", "port": 1}]}}}')
+    fh:close()
+    local started = os.time()
+    local _, rcs, texts = fs.job("examples/fabric_check.lua", 2, "--expect " .. path .. " --fabric-timeout 30",
+      function(r) return "SLURMD_NODENAME=" .. (r == 1 and "node9" or "node1") .. " " end)
+    assert.same({ [0] = 2, [1] = 2 }, rcs)
+    assert.is_true(os.time() - started < 20) -- not rank 0's rendezvous timeout
+    assert.matches("^fabric_check%.lua: %-%-expect " .. path:gsub("%p", "%%%0") .. ": host node9 is in no host list "
+      .. "%(node%[1%-2%]%)\n", texts[1])
+    assert.matches("the ranks do not run the same script version and options: rank 0 %(node1%): '[^']- "
+      .. "host_named=true'; rank 1 %(node9%): '[^']- host_named=false'", texts[0])
+    os.remove(path)
+  end)
+
   it("--flap-state: exits 2 for a file that is not a flap state, naming it", function()
     local path = os.tmpname()
     local f = assert(io.open(path, "w"))
