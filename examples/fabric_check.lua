@@ -29,9 +29,12 @@
 -- its state changed, or the device sent a port event) fails with a check
 -- "flapped" naming the node, device, port and what was seen.
 -- Slurm: --drain drains this node when it is at fault, with a reason
--- "ibverbs: ..." (never touching a node someone else drained);
--- --undrain-ok resumes it when it passes and its drain reason starts with
--- "ibverbs:" (fabric_check or fabric_matrix drained it);
+-- "ibverbs fabric_check [<the ports it checked>]: ..." (" wide" after the
+-- ports when only the run across nodes found the fault); --undrain-ok
+-- resumes it when it passes, fabric_check drained it, and this run checked
+-- every port of that scope again (a wide one: across nodes, not
+-- --slurm-health).  A node DOWN, FAIL, MAINT, ... or drained by anyone else
+-- (fabric_matrix included) is left alone, and said so.
 -- --slurm-health checks this node alone, for Slurm's HealthCheckProgram.
 local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
@@ -69,9 +72,10 @@ local o = cli.run(arg, {
     help = "the largest rise of an error counter over the run (all=n: every one; defaults: docs/bringup.md)" },
   { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
     .. "docs/expect.md): exactly the ports it names must be active, with its values" },
-  { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'ibverbs: ...'; "
-    .. "a node someone else drained is left alone)" },
-  { nil, "undrain-ok", help = "when this node passes, resume it in Slurm if its drain reason starts with 'ibverbs:'" },
+  { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'ibverbs fabric_check "
+    .. "[<ports checked>]: ...'; a node DOWN, FAIL, MAINT, ... or drained by anyone else is left alone)" },
+  { nil, "undrain-ok", help = "when this node passes, resume it in Slurm if fabric_check drained it and this run "
+    .. "checked every port of the drain's scope again" },
   { nil, "flap-state", arg = "file", help = "keep each port's link_downed in <file>: a rise since the run that "
     .. "wrote it is a flap too (for --slurm-health)" },
   { nil, "slurm-health", help = "this node alone, never with other ranks (Slurm's HealthCheckProgram; "
@@ -463,12 +467,30 @@ local function short_reason()
     (#flapped > 2 and string.format(" (+%d more)", #flapped - 2) or "")
 end
 
+-- What this run checked, for a Slurm drain's scope: each port whose checks
+-- ran (not idle, not left out by -d, -i or --expect) as "dev:port", and each
+-- device that failed before it had one (slurm.scope_text leaves "(none)" out).
+local function checked_ports()
+  local list = {}
+  for _, dev in ipairs(results) do
+    local any = false
+    for _, p in ipairs(dev.ports) do
+      if not p.idle and #p.checks > 0 then list[#list + 1], any = dev.name .. ":" .. p.port, true end
+    end
+    if dev.error and not any then list[#list + 1] = dev.name end
+  end
+  return list
+end
+
 -- The exit status, after Slurm was told (--drain, --undrain-ok): a failed
--- scontrol call is printed, the status stays the verdict's.
+-- scontrol call is printed, the status stays the verdict's.  The drain's
+-- scope is what this run checked; "wide" when only the run across nodes
+-- found the fault (every local check passed: failed counts them alone).
 local function finish(status)
   if slurm and status ~= 2 then
     local line, err = slurm.act(NODE, status == 1, status == 1 and short_reason(),
-      { drain = o.drain, undrain = o.undrain_ok })
+      { drain = o.drain, undrain = o.undrain_ok, tool = "fabric_check", ports = checked_ports(),
+        wide = not alone and failed == 0, multi_rank = not alone })
     if line then -- (after --json's one object: on stderr)
       (o.json and io.stderr or io.stdout):write(line, "\n")
     elseif err then

@@ -31,8 +31,10 @@
 -- the rendezvous; no rendezvous or ranks that disagree, a bad pairs file, rank
 -- 0's output files not written); --exit-any: 1 on every rank when any verdict.
 -- Slurm: --drain (rank 0, after the report) drains every node a verdict names
--- with a reason "ibverbs: <verdict>" and resumes the nodes that passed whose
--- reason starts with "ibverbs:"; a node drained for another reason is left alone.
+-- with a reason "ibverbs fabric_matrix [<its rails in the run>]: <verdict>" and
+-- resumes a node that passed when fabric_matrix drained it and the node
+-- measured pairs on every rail of that scope; a node DOWN, FAIL, MAINT, ... or
+-- drained by anyone else (fabric_check included) is left alone.
 --   srun -N 64 --ntasks-per-node=1 lua5.4 examples/fabric_matrix.lua -d all --json m.json --json-lines m.jsonl
 --   tools/rxe-vm --nodes 4 lua5.4 examples/fabric_matrix.lua --pattern shift
 --   lua5.4 examples/fabric_matrix.lua --dry-run ...   # the control plane alone: no device, no traffic
@@ -110,9 +112,9 @@ local o = cli.run(arg, {
     .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
   { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
     .. "ends over its round (all=n: every one; defaults: docs/bringup.md); more flags the pair" },
-  { nil, "drain", help = "rank 0 drains in Slurm every node a verdict names (reason 'ibverbs: <verdict>') and "
-    .. "resumes the nodes that passed whose reason starts with 'ibverbs:'; a node drained for another reason is "
-    .. "left alone" },
+  { nil, "drain", help = "rank 0 drains in Slurm every node a verdict names (reason 'ibverbs fabric_matrix "
+    .. "[<rails>]: <verdict>') and resumes a node that passed when fabric_matrix drained it and it measured every "
+    .. "rail of that scope again; a node DOWN, FAIL, MAINT, ... or drained by anyone else is left alone" },
 })
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
@@ -428,6 +430,7 @@ f:close()
 -- --drain: Slurm told after the report (a failed scontrol call is said; the status stays the verdict's)
 if ME == 0 and o.drain and status ~= 2 then
   local drains = require "drains"
-  drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end)
+  drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end,
+    plan.names)
 end
 os.exit(status)
