@@ -28,9 +28,8 @@ local function fresh()
 end
 local function log() return slurp(dir .. "/log") or "" end
 
--- The scopes and runs of the cases: what fabric_check checked (CHECK), what fabric_matrix measured (MATRIX).
+-- The scope of the cases' drains: what fabric_check checked (CHECK); a run of tool that checked checked.
 local CHECK = { tool = "fabric_check", ports = { "rxe0:1" } }
-local MATRIX = { tool = "fabric_matrix", ports = { "rxe0:1" } }
 local function run(tool, checked, multi_rank) return { tool = tool, checked = checked, multi_rank = multi_rank } end
 local R_CHECK = "ibverbs fabric_check [rxe0:1]: "
 
@@ -239,7 +238,8 @@ local function cases(label)
       end
       local lines, errs = slurm.settle("fabric_matrix", {
         node3 = { why = "link node3 <-> node4 rxe0:1: $(id) `x`", ports = { "rxe0:1" } },
-        node4 = { why = "node rxe0:1: y", ports = { "rxe0:1" } }, node7 = { why = "node rxe0:1: z", ports = { "rxe0:1" } },
+        node4 = { why = "node rxe0:1: y", ports = { "rxe0:1" } },
+        node7 = { why = "node rxe0:1: z", ports = { "rxe0:1" } },
         node8 = { why = "node mlx5_0:1: new", ports = { "mlx5_0:1" } },
       }, { node1 = { "rxe0:1" }, node2 = { "rxe0:1" }, node5 = { "mlx5_0:1", "rxe0:1" }, node6 = { "rxe0:1" } })
       assert.same({}, errs)
