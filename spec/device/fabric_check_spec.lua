@@ -372,8 +372,8 @@ describe("on rxe0, fabric_check.lua --drain and --undrain-ok (a fake scontrol: s
     assert.equal("down", wait_port("down"))
     out, rc = support.run(env .. "timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok"))
     assert.equal(1, rc, out)
-    assert.matches("slurm: node9 drained: ibverbs: rxe0:1 port_state: port is down; no active port on this node\n",
-      out)
+    assert.matches("slurm: node9 drained: ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down; no active "
+      .. "port on this node\n", out)
     assert.equal("IDLE+DRAIN\n", support.slurp(dir .. "/node9.state"))
     assert.is_true(sh("ip link set d0 up"))
     local ctx = support.open()
@@ -381,8 +381,8 @@ describe("on rxe0, fabric_check.lua --drain and --undrain-ok (a fake scontrol: s
     ctx:close()
     out, rc = support.run(env .. "timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok"))
     assert.equal(0, rc, out)
-    assert.matches("slurm: node9 resumed %(was: ibverbs: rxe0:1 port_state: port is down; no active port on this "
-      .. "node%)\n", out)
+    assert.matches("slurm: node9 resumed %(was: ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down; no "
+      .. "active port on this node%)\n", out)
     assert.equal("IDLE\n", support.slurp(dir .. "/node9.state"))
     assert.matches("%[update%]%[NodeName=node9%]%[State=RESUME%]\n$", support.slurp(dir .. "/log"))
   end)
