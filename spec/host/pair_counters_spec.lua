@@ -77,6 +77,7 @@ describe("examples/lib/pair_counters.lua", function()
     assert.same({ { name = "rcvd_seq_err", delta = 37, threshold = 10 } }, exceeded)
     assert.same({}, faults)
     assert.is_nil(packets) -- rxe0 here counts sent_pkts, no rcvd_pkts: no packet count
+    local _
     _, _, unknown, _, faults = pcount.parse(l[2])
     assert.matches("^saturated at 65535", unknown.symbol_error)
     assert.same({ { name = "symbol_error", why = unknown.symbol_error } }, faults)
