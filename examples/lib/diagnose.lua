@@ -8,9 +8,11 @@
 --
 -- A pair (one direction) is flagged when it failed, its data check failed,
 -- its latency is above lat_factor x the fabric's reference latency, a
--- bandwidth is below bw_fraction x the reference bandwidth, or an error
--- counter on one of its ends' ports rose past its threshold during its round
--- (p.counter_errors: examples/lib/pair_counters.lua), whatever its figures.
+-- bandwidth is below bw_fraction x the reference bandwidth, a physical or
+-- port error counter on one of its ends' ports rose past its threshold
+-- during its round (p.counter_errors: examples/lib/pair_counters.lua), or a
+-- transport counter's rise per packet stands out from the fabric's rate of
+-- it (p.rates, ref.rates: examples/lib/counter_judge.lua), whatever its figures.
 -- The reference (opts.reference) is the fabric's own figures: "best" (the lowest latency,
 -- the highest bandwidth: ClusterKit's rule, with 2.1 and 0.93, the defaults),
 -- "median", or "pQ" (Q from 50 to 100): bandwidth against its Qth
@@ -21,7 +23,12 @@
 --
 -- Flags are symptoms: every flagged pair is measured again, and every rank of
 -- a flagged pair against a partner whose pair with it was not flagged (the
--- one with fewest flagged pairs).  Each retest pair is measured opts.retests
+-- one with fewest flagged pairs); but of a rank all of whose pairs were
+-- flagged (a node at fault is bad with everyone), NODE_RETEST_PAIRS (two) of
+-- them alone, with the partners likeliest to pass: its other pairs, each a
+-- round at the slow node's pace K times, are not measured again
+-- (plan.unretested; a node verdict covers them, else they are transient when
+-- it passed with another partner, or link verdicts from the first pass).  Each retest pair is measured opts.retests
 -- times (K, default 1) in K passes, and judged by its best figures (the
 -- lowest latency, the highest bandwidths of the K): a bad node or link is bad
 -- every time, a noisy sample (a lost packet waiting out the RC ack timeout, a
@@ -37,10 +44,11 @@
 -- retest's own controls where they did worse: the retested pairs not
 -- flagged in the first pass (each suspect with its partner), measured in the
 -- same pass, at the same time.  Their reference (opts.reference over their
--- best figures) stands in for a metric when it is the less demanding, so a
--- load that comes with the retest slows the controls too and names nothing;
--- a fault stays bad against them.  The controls can only excuse: with none,
--- or when they did better, the first pass's reference judges.
+-- best figures, and their transport counters' rates) stands in for a metric
+-- when it is the less demanding, so a load that comes with the retest slows
+-- the controls too and names nothing; a fault stays bad against them.  The
+-- controls can only excuse: with none, or when they did better, the first
+-- pass's reference judges.
 local measures = require "measures"
 local pcount = require "pair_counters"
 local judge = require "counter_judge"
