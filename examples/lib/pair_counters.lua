@@ -31,7 +31,9 @@ local pc = require "ibverbs.port_counters"
 local pcount = {}
 
 --- The error counters judged per pair and round, and the largest rise
--- allowed on each end's port (fabric_matrix.lua's defaults): those of
+-- allowed on each end's port (fabric_matrix.lua's defaults; a transport
+-- counter's rise past it is the least evidence, its rate per packet then
+-- judges: counter_judge.lua): those of
 -- ibverbs.port_counters (pc.THRESHOLDS) but rxe's duplicate_request, which
 -- counts the packets a retransmission repeats: one RC timeout (counted once,
 -- by the sender's completer_retry_err) resends up to a whole window of
