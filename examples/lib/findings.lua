@@ -166,8 +166,13 @@ end
 -- load_note), for the first pass (ref) and the retest (rref), and the ends
 -- whose packets were unknown (their transport counters not judged).
 local function counter_notes(notes, f, name, l, ref, rref, opts)
-  for _, x in ipairs({ { ref, "first pass" }, { rref, "retest" } }) do
-    local line = x[1] and judge.load_note(x[1].rates, opts, opts.judged, name .. ", " .. x[2])
+  local retest -- the retest's rates that its controls set (the others are the first pass's, said already)
+  if rref and rref.rates then
+    retest = { values = {}, lo = rref.rates.lo, names = rref.rates.names }
+    for k in pairs(rref.rates.names or {}) do retest.values[k] = rref.rates.values[k] end
+  end
+  for _, x in ipairs({ { ref and ref.rates, "first pass" }, { retest, "retest" } }) do
+    local line = x[1] and judge.load_note(x[1], opts, opts.judged, name .. ", " .. x[2])
     if line then notes[#notes + 1] = line end
   end
   local unknown, seen = {}, {}
