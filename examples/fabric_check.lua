@@ -113,6 +113,16 @@ if slurm then
   if o.exit_any then usable("option '--drain'/'--undrain-ok': ", nil, "does not go with '--exit-any' (whose "
     .. "status says nothing about this node)") end
 end
+-- the health check on a node that runs a job (Slurm says ALLOCATED, MIXED or
+-- COMPLETING: HealthCheckNodeState=ANY) is busy, as with --busy: its ports
+-- carry the job's traffic, so the transport counters are not judged
+local BUSY = o.busy and "the node is busy (--busy): its port carries other traffic than the check's" or nil
+if slurm and o.slurm_health and not BUSY then
+  local st = slurm.node_state(NODE)
+  if st and slurm.busy(st) then
+    BUSY = "Slurm runs work on " .. NODE .. " (" .. st.state .. "): its port carries other traffic than the check's"
+  end
+end
 -- what every rank must give alike: this version, the options, whether --expect names the rank's host
 local AGREE = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
   json = true, exit_any = true, busy = true }) .. (o.expect and (" host_named=" .. tostring(not NOT_NAMED)) or "")
@@ -350,7 +360,7 @@ local function counter_findings(devs, size)
         local after, lost = pc.read(dev.name, p.port)
         local own = cc.own_packets(LOOPBACK, p == run_port and (size or 1) - 1 or 0, o.ud_count)
         local c, failed = cc.judge(p.before, after, after and { p.lost, lost } or { lost }, thresholds_of(dev.name,
-          p.port), { own = own, busy = o.busy, lid = p.lid, port = p.port })
+          p.port), { own = own, busy = BUSY, lid = p.lid, port = p.port })
         p.counters = c
         if after then p.link_downed = after.link_downed or after.hw_link_downed end
         if #failed > 0 then

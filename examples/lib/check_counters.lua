@@ -45,7 +45,10 @@ end
 
 -- Why the transport counters are not judged (c: the port's deltas and packets), or nil.
 local function not_judged(c, how)
-  if how.busy then return "the node is busy (--busy): its port carries other traffic than the check's" end
+  if how.busy then
+    return type(how.busy) == "string" and how.busy or "the node is busy (--busy): its port carries other traffic "
+      .. "than the check's"
+  end
   if not c.packets then
     return "the port's packet count is unknown (" .. (c.packets_why or "no packet counters") .. ")"
   end
@@ -67,8 +70,8 @@ end
 --- One port's counters judged: before, after (pc.read's first values; after
 -- nil: the second reading failed, lost then carries why), lost (a list of
 -- pc.read's second values), limits (name -> threshold), how = {own = the
--- check's packets on this port (own_packets), busy = true when the node runs
--- a job, lid =, port =}.  Returns the port's counters ({deltas =, unknown =,
+-- check's packets on this port (own_packets), busy = true or the reason
+-- (text) when the node runs a job, lid =, port =}.  Returns the port's counters ({deltas =, unknown =,
 -- exceeded =, faults =, packets =, own =, transport = "judged" or "not
 -- judged: why", note = the text line when not judged}) and the failed
 -- check's details (a list of text, empty when the counters pass).
