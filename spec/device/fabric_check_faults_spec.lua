@@ -28,11 +28,13 @@ local function bind(name, text)
   return path
 end
 
--- A shell loop in the background adding step to the number in file every 20 ms.
+-- A shell loop in the background adding step to the number in file every 20
+-- ms: written in place (the bind mount holds the file's inode), 20 digits
+-- wide and never truncated, so a reading never finds it empty.
 local function rising(path, step)
   local pidfile = os.tmpname()
-  sh(string.format("sh -c 'echo $$ > %s; while :; do n=$(cat %s); echo $((n + %d)) > %s.t && mv %s.t %s; "
-    .. "sleep 0.02; done' >/dev/null 2>&1 &", pidfile, path, step, path, path, path))
+  sh(string.format("sh -c 'echo $$ > %s; n=0; while :; do n=$((n + %d)); printf \"%%020d\\n\" $n | "
+    .. "dd of=%s conv=notrunc status=none; sleep 0.02; done' >/dev/null 2>&1 &", pidfile, step, path))
   undo[#undo + 1] = function() sh("kill $(cat " .. pidfile .. ") 2>/dev/null; rm -f " .. pidfile) end
 end
 
@@ -47,18 +49,19 @@ local function expect_file(body, ext)
 end
 
 local function run(args, env)
-  local cmd = "env SLURMD_NODENAME=node9 FAKE_SCONTROL_DIR=" .. dir .. " IBVL_SCONTROL=spec/fake-scontrol "
-    .. (env or "") .. " timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok " .. args)
+  local cmd = "env " .. (env or ("SLURMD_NODENAME=" .. SHORT)) .. " FAKE_SCONTROL_DIR=" .. dir
+    .. " IBVL_SCONTROL=spec/fake-scontrol timeout 60 "
+    .. support.example("fabric_check.lua", "--drain --undrain-ok " .. args)
   return support.run(cmd)
 end
 
--- What Slurm shows of node9 after the run: "untouched" (no scontrol call),
+-- What Slurm shows of this node after the run: "untouched" (no scontrol call),
 -- "idle" or "drained" (with its reason).
 local function slurm_after()
   local log = support.slurp(dir .. "/log")
   if not log or log == "" then return "untouched" end
-  local state = (support.slurp(dir .. "/node9.state") or "IDLE\n"):gsub("%s+$", "")
-  if state:find("DRAIN") then return "drained", support.slurp(dir .. "/node9.reason") end
+  local state = (support.slurp(dir .. "/" .. SHORT .. ".state") or "IDLE\n"):gsub("%s+$", "")
+  if state:find("DRAIN") then return "drained", support.slurp(dir .. "/" .. SHORT .. ".reason") end
   return "idle"
 end
 
@@ -99,12 +102,15 @@ row{ fault = "this host missing from the --expect file",
   args = function(t) return "--expect " .. t.file end, rc = 2,
   says = { "is in no host list %(gpu%[01%-16%]%)" }, slurm = "untouched" }
 
-row{ fault = "a full domain name (the file names " .. SHORT .. ".cluster.example, the host is " .. HOST .. ")",
+row{ fault = "a full domain name (the host named " .. SHORT .. ".cluster.example, the file naming " .. SHORT .. ")",
   rules_out = "a node missed (and so passed or refused) for the form of its name",
   setup = function(t)
-    t.file = expect_file('{"hosts": {"' .. SHORT .. '.cluster.example": {"ports": [{"device": "rxe0", "port": 1, '
+    assert.is_true(sh("hostname " .. SHORT .. ".cluster.example"))
+    undo[#undo + 1] = function() sh("hostname " .. HOST) end
+    t.file = expect_file('{"hosts": {"' .. SHORT .. '": {"ports": [{"device": "rxe0", "port": 1, '
       .. '"active_mtu": 4096}]}}}')
   end,
+  env = "-u SLURMD_NODENAME", -- the Slurm node: the host name up to its first dot
   args = function(t) return "--expect " .. t.file end, rc = 1,
   says = { "active_mtu: expected 4096, found 1024" }, slurm = "drained" }
 
@@ -190,11 +196,11 @@ describe("fabric_check.lua's fault campaign on rxe0, as the Slurm health check (
   end)
 
   for _, r in ipairs(ROWS) do
-    it(r.fault .. ": exit " .. r.rc .. ", node9 " .. r.slurm .. " (rules out " .. r.rules_out .. ")", function()
+    it(r.fault .. ": exit " .. r.rc .. ", the node " .. r.slurm .. " (rules out " .. r.rules_out .. ")", function()
       local t = {}
       r.setup(t)
       local args = type(r.args) == "function" and r.args(t) or r.args
-      local out, rc = run(args)
+      local out, rc = run(args, r.env)
       assert.equal(r.rc, rc, out)
       for _, pat in ipairs(r.says) do assert.matches(pat, out) end
       local state, reason = slurm_after()
