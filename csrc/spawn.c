@@ -142,6 +142,8 @@ static int close_inherited(posix_spawn_file_actions_t *fa)
 		int flags = fcntl((int)fd, F_GETFD);
 		if (flags >= 0 && !(flags & FD_CLOEXEC))
 			rc = posix_spawn_file_actions_addclose(fa, (int)fd);
+		if (rc == EBADF)
+			rc = 0; /* above RLIMIT_NOFILE lowered since: glibc refuses to name it */
 	}
 	closedir(d);
 	return rc;
