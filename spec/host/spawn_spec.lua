@@ -7,14 +7,19 @@
 local ibv = require "ibverbs"
 local support = require "support"
 
--- this process's open fds, by number (the shell's parent is this process)
+-- this process's open fds, by number (the shell's parent is this process),
+-- and what they are; the pipe of the listing itself left out (popen closes
+-- its other end here after the shell started: it may be listed or not)
 local function my_fds()
-  local fds = {}
-  for _, name in ipairs(support.lines_of("ls /proc/$PPID/fd")) do
-    fds[#fds + 1] = tonumber(name)
+  local lines = support.lines_of("ls -l /proc/$PPID/fd; readlink /proc/$$/fd/1")
+  local own = table.remove(lines)
+  local fds, what = {}, {}
+  for _, line in ipairs(lines) do
+    local fd, target = line:match(" (%d+) %-> (.*)$")
+    if fd and target ~= own then fds[#fds + 1], what[#what + 1] = tonumber(fd), fd .. " -> " .. target end
   end
   table.sort(fds)
-  return fds
+  return fds, table.concat(what, "\n")
 end
 
 local function sh(script, opts) return ibv.spawn({ "sh", "-c", script }, opts) end
@@ -159,7 +164,7 @@ describe("ibv.spawn", function()
 
   it("leaves no fd open here after it returns, whatever happened", function()
     collectgarbage()
-    local before = my_fds()
+    local before, listing = my_fds()
     for _ = 1, 3 do
       assert(sh("echo x; echo y >&2"))
       assert(ibv.spawn({ "cat" }, { stdin = "z" }))
@@ -169,7 +174,8 @@ describe("ibv.spawn", function()
       assert(ibv.spawn({ "true" }, { stdin = string.rep("y", 1024 * 1024) }))
     end
     collectgarbage()
-    assert.same(before, my_fds())
+    local after, now = my_fds()
+    assert.same(before, after, "before:\n" .. listing .. "\nafter:\n" .. now)
   end)
 
   it("ends on SIGINT with a catchable error once the program is killed and reaped", function()
