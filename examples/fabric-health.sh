@@ -4,9 +4,14 @@
 # counters, --expect when FABRIC_EXPECT names a file; no peers, no launcher),
 # and a link that went down since its last run (--flap-state: each port's
 # link_downed kept in FLAP_STATE).
-# It drains the node with a reason "ibverbs: ..." when the node is at
-# fault, and resumes it when it passes again and its reason starts with "ibverbs:";
-# a node drained with any other reason is left alone.  In slurm.conf:
+# It drains the node when it is at fault, with a reason naming the tool and
+# the ports it checked ("ibverbs fabric_check [rxe0:1]: rxe0:1 port_state:
+# port is down"), and resumes it when it passes again only if fabric_check
+# drained it and this run checked every port of that scope again, never a
+# "wide" drain (a fault only a run across nodes sees).  A node DOWN, FAIL,
+# MAINT, ... or drained by anyone else (fabric_matrix, an admin, an earlier
+# version's "ibverbs: ...") is left alone, and said so (docs/bringup.md,
+# "Slurm drains").  In slurm.conf:
 #
 #   HealthCheckProgram=/etc/slurm/fabric-health.sh
 #   HealthCheckInterval=300

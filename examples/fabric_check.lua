@@ -10,7 +10,16 @@
 -- counted in the report); rank 0 reports and names the ranks (hosts) at fault
 -- and their pairs.
 -- A port that is not active is listed (state, link layer) and fails the node
--- only when the run needs it: named with -d or -i, or no active port left.
+-- only when the run needs it: named with -d or -i, or no active port left
+-- ("port is down; no active port on this node").  A node where nothing was
+-- checked fails ("nothing was checked: ..."): 0 checks are never a pass.
+-- --expect FILE (docs/expect.md): exactly the ports it names for this host
+-- (within -d and -i) must be active, with its values; a host that no host
+-- list of the file names (in full or by its short form) is an error, exit 2,
+-- as is a file that cannot be read or has a wrong key, value or counter name
+-- (as in --counter-thresholds).  Exit 2 comes before any scontrol call:
+-- --drain drains nothing (the operator's error must not drain a cluster) and
+-- --undrain-ok resumes nothing (a host the file does not name never passes).
 -- Exit status, per rank: 0 when this node has no fault, 1 when it has one (a
 -- local check failed, or it is named in rank 0's report: its own fault, or an
 -- end of a broken pair whose other end has no fault of its own), 2 when the
@@ -20,9 +29,12 @@
 -- its state changed, or the device sent a port event) fails with a check
 -- "flapped" naming the node, device, port and what was seen.
 -- Slurm: --drain drains this node when it is at fault, with a reason
--- "ibverbs: ..." (never touching a node someone else drained);
--- --undrain-ok resumes it when it passes and its drain reason starts with
--- "ibverbs:" (fabric_check or fabric_matrix drained it);
+-- "ibverbs fabric_check [<the ports it checked>]: ..." (" wide" after the
+-- ports when only the run across nodes found the fault); --undrain-ok
+-- resumes it when it passes, fabric_check drained it, and this run checked
+-- every port of that scope again (a wide one: across nodes, not
+-- --slurm-health).  A node DOWN, FAIL, MAINT, ... or drained by anyone else
+-- (fabric_matrix included) is left alone, and said so.
 -- --slurm-health checks this node alone, for Slurm's HealthCheckProgram.
 local ibv = require "ibverbs"
 package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
@@ -60,9 +72,10 @@ local o = cli.run(arg, {
     help = "the largest rise of an error counter over the run (all=n: every one; defaults: docs/bringup.md)" },
   { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
     .. "docs/expect.md): exactly the ports it names must be active, with its values" },
-  { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'ibverbs: ...'; "
-    .. "a node someone else drained is left alone)" },
-  { nil, "undrain-ok", help = "when this node passes, resume it in Slurm if its drain reason starts with 'ibverbs:'" },
+  { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'ibverbs fabric_check "
+    .. "[<ports checked>]: ...'; a node DOWN, FAIL, MAINT, ... or drained by anyone else is left alone)" },
+  { nil, "undrain-ok", help = "when this node passes, resume it in Slurm if fabric_check drained it and this run "
+    .. "checked every port of the drain's scope again" },
   { nil, "flap-state", arg = "file", help = "keep each port's link_downed in <file>: a rise since the run that "
     .. "wrote it is a flap too (for --slurm-health)" },
   { nil, "slurm-health", help = "this node alone, never with other ranks (Slurm's HealthCheckProgram; "
@@ -80,14 +93,31 @@ end
 local THRESHOLDS = o.counter_thresholds and
   usable("option '--counter-thresholds': ", pc.parse_thresholds(o.counter_thresholds)) or pc.THRESHOLDS
 local HOST = require("ibverbs.fabric.launcher").hostname()
-local EXPECTED = o.expect and -- this host's port entries
-  expectations.for_host(usable("--expect ", expectations.load(o.expect)), HOST)
+local EXPECTED, NOT_NAMED -- this host's port entries (within -d, -i); why the file does not name it (exit 2)
+if o.expect then
+  local why
+  EXPECTED, why = expectations.for_host(usable("--expect ", expectations.load(o.expect)), HOST)
+  NOT_NAMED = why and ("--expect " .. o.expect .. ": " .. why)
+  for i = #(EXPECTED or {}), 1, -1 do
+    local e = EXPECTED[i]
+    if (o.ib_dev and e.device ~= o.ib_dev) or (o.ib_port and e.port ~= o.ib_port) then table.remove(EXPECTED, i) end
+  end
+end
 local slurm = (o.drain or o.undrain_ok) and require "ibverbs.fabric.slurm"
 local NODE = slurm and slurm.node_name() -- this node's Slurm name, checked before anything runs
 if slurm then
   usable("option '--drain'/'--undrain-ok': ", slurm.check_node(NODE))
   if o.exit_any then usable("option '--drain'/'--undrain-ok': ", nil, "does not go with '--exit-any' (whose "
     .. "status says nothing about this node)") end
+end
+-- what every rank must give alike: this version, the options, whether --expect names the rank's host
+local AGREE = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
+  json = true, exit_any = true }) .. (o.expect and (" host_named=" .. tostring(not NOT_NAMED)) or "")
+if NOT_NAMED then -- exit 2, no node drained or resumed; under a launcher, every rank stops at the rendezvous
+  io.stderr:write("fabric_check.lua: ", NOT_NAMED, "\n")
+  local wide = require "fabric_wide"
+  if not o.slurm_health and wide.wanted(o) then wide.refuse(o, AGREE) end
+  os.exit(2)
 end
 
 -- Whether the run needs port of device: named in --expect, else named with -d or -i.
@@ -206,9 +236,10 @@ end
 
 -- ------------------------------------------------------------------ ports
 
--- A port's checks when it is not active: every one failed, "not run".
-local function inactive_checks(r)
-  r.checks[1] = { name = "port_state", pass = false, ms = 0, detail = "port is " .. tostring(r.state) }
+-- A port's checks when it is not active: every one failed, "not run" (why: more to say).
+local function inactive_checks(r, why)
+  r.checks[1] = { name = "port_state", pass = false, ms = 0,
+    detail = "port is " .. tostring(r.state) .. (why and ("; " .. why) or "") }
   for _, t in ipairs(tests) do
     r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0, detail = "not run: port is " .. tostring(r.state) }
   end
@@ -381,7 +412,7 @@ end
 if #results == 0 and (no_devices or not EXPECTED or #EXPECTED == 0) then
   results[1] = { name = o.ib_dev or "(none)", error = no_devices or "no such RDMA device", ports = {} }
 end
-if EXPECTED then expectations.judge(results, EXPECTED, o.expect) end
+if EXPECTED then expectations.judge(results, EXPECTED, o.expect, pc.read) end
 -- no active port left for the run: the idle ports are needed after all (with
 -- --expect, exactly the ports it names are)
 local active = false
@@ -390,7 +421,7 @@ for _, dev in ipairs(results) do
 end
 for _, dev in ipairs(results) do
   for _, p in ipairs(dev.ports) do
-    if p.idle and not active and not EXPECTED then p.idle = nil; inactive_checks(p) end
+    if p.idle and not active and not EXPECTED then p.idle = nil; inactive_checks(p, "no active port on this node") end
   end
 end
 -- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
@@ -406,6 +437,11 @@ for _, dev in ipairs(results) do
       if not c.pass then failed = failed + 1 end
     end
   end
+end
+if total == 0 and failed == 0 then -- nothing checked is no pass
+  results[#results + 1] = { name = "(node)", ports = {}, error = "nothing was checked: no port is active or needed"
+    .. (EXPECTED and " (--expect names no port of -d/-i's)" or "") }
+  failed = 1
 end
 
 -- Why this node is at fault, briefly (a Slurm drain reason): its failed
@@ -431,12 +467,30 @@ local function short_reason()
     (#flapped > 2 and string.format(" (+%d more)", #flapped - 2) or "")
 end
 
+-- What this run checked, for a Slurm drain's scope: each port whose checks
+-- ran (not idle, not left out by -d, -i or --expect) as "dev:port", and each
+-- device that failed before it had one (slurm.scope_text leaves "(none)" out).
+local function checked_ports()
+  local list = {}
+  for _, dev in ipairs(results) do
+    local any = false
+    for _, p in ipairs(dev.ports) do
+      if not p.idle and #p.checks > 0 then list[#list + 1], any = dev.name .. ":" .. p.port, true end
+    end
+    if dev.error and not any then list[#list + 1] = dev.name end
+  end
+  return list
+end
+
 -- The exit status, after Slurm was told (--drain, --undrain-ok): a failed
--- scontrol call is printed, the status stays the verdict's.
+-- scontrol call is printed, the status stays the verdict's.  The drain's
+-- scope is what this run checked; "wide" when only the run across nodes
+-- found the fault (every local check passed: failed counts them alone).
 local function finish(status)
   if slurm and status ~= 2 then
     local line, err = slurm.act(NODE, status == 1, status == 1 and short_reason(),
-      { drain = o.drain, undrain = o.undrain_ok })
+      { drain = o.drain, undrain = o.undrain_ok, tool = "fabric_check", ports = checked_ports(),
+        wide = not alone and failed == 0, multi_rank = not alone })
     if line then -- (after --json's one object: on stderr)
       (o.json and io.stderr or io.stdout):write(line, "\n")
     elseif err then
@@ -448,9 +502,7 @@ end
 
 -- one rank of many: the fabric as a whole (rank 0 reports)
 if not alone then
-  local agree = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
-    json = true, exit_any = true })
-  finish(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = agree,
+  finish(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = AGREE,
     after_traffic = function() return counter_findings(results) end }))
 end
 if o.json then

@@ -27,11 +27,14 @@
 -- (a node, flap or unreachable verdict on it, an end of a link verdict, an end of a
 -- flagged pair not retested whose other end has no verdict; also a rank that
 -- lost rank 0 mid-run), 2 when the run could not be made (bad options or
--- --expect file, no rendezvous or ranks that disagree, a bad pairs file, rank
+-- --expect file, a rank whose host none of its host lists names: every rank, at
+-- the rendezvous; no rendezvous or ranks that disagree, a bad pairs file, rank
 -- 0's output files not written); --exit-any: 1 on every rank when any verdict.
 -- Slurm: --drain (rank 0, after the report) drains every node a verdict names
--- with a reason "ibverbs: <verdict>" and resumes the nodes that passed whose
--- reason starts with "ibverbs:"; a node drained for another reason is left alone.
+-- with a reason "ibverbs fabric_matrix [<its rails in the run>]: <verdict>" and
+-- resumes a node that passed when fabric_matrix drained it and the node
+-- measured pairs on every rail of that scope; a node DOWN, FAIL, MAINT, ... or
+-- drained by anyone else (fabric_check included) is left alone.
 --   srun -N 64 --ntasks-per-node=1 lua5.4 examples/fabric_matrix.lua -d all --json m.json --json-lines m.jsonl
 --   tools/rxe-vm --nodes 4 lua5.4 examples/fabric_matrix.lua --pattern shift
 --   lua5.4 examples/fabric_matrix.lua --dry-run ...   # the control plane alone: no device, no traffic
@@ -109,9 +112,9 @@ local o = cli.run(arg, {
     .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
   { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
     .. "ends over its round (all=n: every one; defaults: docs/bringup.md); more flags the pair" },
-  { nil, "drain", help = "rank 0 drains in Slurm every node a verdict names (reason 'ibverbs: <verdict>') and "
-    .. "resumes the nodes that passed whose reason starts with 'ibverbs:'; a node drained for another reason is "
-    .. "left alone" },
+  { nil, "drain", help = "rank 0 drains in Slurm every node a verdict names (reason 'ibverbs fabric_matrix "
+    .. "[<rails>]: <verdict>') and resumes a node that passed when fabric_matrix drained it and it measured every "
+    .. "rail of that scope again; a node DOWN, FAIL, MAINT, ... or drained by anyone else is left alone" },
 })
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
@@ -161,25 +164,32 @@ end
 local expectations = require "expect"
 local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
 local LIMITS -- every pair's absolute limits (the file's pairs section), or nil
+local NOT_NAMED -- why no host list of the file names this host: exit 2 on every rank, at the rendezvous
 if o.expect then
   local spec, err = expectations.load(o.expect)
   if not spec then
     say("fabric_matrix.lua: --expect %s", err)
     os.exit(2)
   end
-  EXPECTED = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
+  if spec.hosts then -- (a file of pairs alone names no host)
+    EXPECTED, err = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
+    NOT_NAMED = err and string.format("fabric_matrix.lua: --expect %s: %s", o.expect, err)
+    if NOT_NAMED then say("%s", NOT_NAMED) end
+  end
   LIMITS = expectations.pair_limits(spec)
 end
 
 -- ------------------------------------------------------------------ the group and its limits
 
 -- every rank runs this version with these options, or the rendezvous names the ones that differ
+-- (and whether --expect names its host: a rank it does not name fails the rendezvous of all)
 local AGREE = cli.agreement("fabric_matrix.lua 2", o, { rank = true, size = true, root = true, fabric_port = true,
-  json = true, json_lines = true, plot = true, exit_any = true })
+  json = true, json_lines = true, plot = true, exit_any = true }) .. (NOT_NAMED and " host_named=false" or "")
 local f, ferr = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
   timeout = o.timeout + 15, tolerant = true, agree = AGREE }
-if not f then
-  say("fabric_matrix: %s", ferr)
+if not f or NOT_NAMED then -- (every rank's host unnamed: they agree, and stop here all the same)
+  if not f then say("fabric_matrix: %s", ferr) end
+  if f then f:close() end
   os.exit(2)
 end
 local N, ME = f.size, f.rank
@@ -258,7 +268,7 @@ local function mismatches()
   local found = expectations.survey(ibv, EXPECTED, function(ctx, port, link_layer)
     return rails_mod.pick_gid(ctx, port, link_layer, o.gid_idx)
   end)
-  expectations.judge(found, EXPECTED, o.expect)
+  expectations.judge(found, EXPECTED, o.expect, pc.read)
   local out = {}
   for _, dev in ipairs(found) do
     for _, p in ipairs(dev.ports) do
@@ -420,6 +430,7 @@ f:close()
 -- --drain: Slurm told after the report (a failed scontrol call is said; the status stays the verdict's)
 if ME == 0 and o.drain and status ~= 2 then
   local drains = require "drains"
-  drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end)
+  drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end,
+    plan.names)
 end
 os.exit(status)

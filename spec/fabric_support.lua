@@ -56,7 +56,8 @@ end
 
 --- A bring-up script (examples/...) on this host as a job of n local ranks
 -- (IBV_FABRIC_*); args for all, or a function of the rank giving each its
--- own.  Returns rank 0's output, every rank's exit status and every rank's
+-- own; vars, variables for all (or a function of the rank giving each its
+-- own).  Returns rank 0's output, every rank's exit status and every rank's
 -- output (indexed by rank).
 function fs.job(script, n, args, vars)
   local port = fs.free_port()
@@ -65,7 +66,7 @@ function fs.job(script, n, args, vars)
     outs[r] = os.tmpname()
     os.execute(string.format("(%s IBV_FABRIC_RANK=%d IBV_FABRIC_SIZE=%d IBV_FABRIC_ROOT=127.0.0.1:%d "
       .. "LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' timeout 60 %s %s %s > %s 2>&1; "
-      .. "echo $? > %s.rc) &", vars or "", r, n, port, fs.CPATH,
+      .. "echo $? > %s.rc) &", type(vars) == "function" and vars(r) or vars or "", r, n, port, fs.CPATH,
       fs.LUA, script, type(args) == "function" and args(r) or args, outs[r], outs[r]))
   end
   local texts, rcs, deadline = {}, {}, os.time() + 70

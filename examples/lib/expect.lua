@@ -5,10 +5,10 @@
 --
 --   local expect = require "expect"
 --   local spec, err = expect.load("golden.json")        -- err names the file and the line or key
---   local entries = expect.for_host(spec, "node07")     -- every entry of the sections naming node07
+--   local entries, herr = expect.for_host(spec, "node07") -- the sections naming node07's entries (nil, why: none)
 --   local wrong = expect.compare(entry, found)          -- {"active_mtu: expected 4096, found 1024", ...}
 --   local results = expect.survey(ibv, entries, gid_of) -- the named ports as fabric_check.lua's results
---   expect.judge(results, entries, "golden.json")        -- each port's check "expect"
+--   expect.judge(results, entries, "golden.json", pc.read) -- each port's check "expect"
 --
 --   {"hosts": {"node[01-16,20]": {"ports": [{"device": "mlx5_0", "port": 1, "link_layer": "infiniband",
 --     "active_mtu": 4096, "rate": 200, "fw_ver": "20.39.1002", "gid_type": "ib",
@@ -16,6 +16,7 @@
 --    "pairs": {"max_lat_us": 2.5, "max_lat_p99_us": 4, "min_write_mbs": 23000, "min_send_mbs": 23000}}
 --   expect.pair_limits(spec)                             -- fabric_matrix.lua's absolute limits, or nil
 local launcher = require "ibverbs.fabric.launcher"
+local counter_names = require "ibverbs.counter_names"
 
 local expect = {}
 
@@ -40,7 +41,9 @@ local KEYS = {
   counters = function(v)
     if type(v) ~= "table" then return "a table of counter name -> largest rise expected" end
     for k, n in pairs(v) do
-      if type(k) ~= "string" or integer(n) or n < 0 then
+      local known, unknown = counter_names.check(k)
+      if not known then return unknown end
+      if integer(n) or n < 0 then
         return "counter '" .. tostring(k) .. "': a count of 0 or more expected"
       end
     end
@@ -53,6 +56,17 @@ local function sorted_keys(t)
   for k in pairs(t) do l[#l + 1] = tostring(k) end
   table.sort(l)
   return l
+end
+
+-- Whether t is a list of one or more values, without holes or other keys.
+local function non_empty_list(t)
+  if type(t) ~= "table" then return false end
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  for k in pairs(t) do -- n distinct whole keys from 1 to n: 1..n
+    if type(k) ~= "number" or k ~= math.floor(k) or k < 1 or k > n then return false end
+  end
+  return n > 0
 end
 
 -- A port entry: nil when right, else the message naming the key.
@@ -122,7 +136,7 @@ local function check_spec(t)
     for k in pairs(section) do
       if k ~= "ports" then return where .. "." .. tostring(k) .. ": unknown key (known: ports)" end
     end
-    if type(section.ports) ~= "table" then return where .. ".ports: a list of port entries expected" end
+    if not non_empty_list(section.ports) then return where .. ".ports: a non-empty list of port entries expected" end
     for i, e in ipairs(section.ports) do
       local err = check_entry(e, where .. ".ports[" .. i .. "]")
       if err then return err end
@@ -148,6 +162,7 @@ local function read_table(path)
     if not chunk then return nil, lerr end
     local ok, t = pcall(chunk)
     if not ok then return nil, tostring(t) end
+    if type(t) ~= "table" then return nil, "a Lua expect file must return a table, got " .. type(t) end
     return t
   end
   local dkjson = require "dkjson"
@@ -186,16 +201,34 @@ function expect.pair_limits(spec)
   return l
 end
 
+-- A host name's short form (up to its first dot), or nil: none, or an IPv4 address.
+local function short(name)
+  if name:find("^[%d.]+$") then return nil end
+  return name:match("^([^.]+)%.")
+end
+
+--- Whether two host names are one host: the same in full or in short form
+-- (up to the first dot) on either side, case ignored ("node1.cluster.local"
+-- and "node1", "node1" and "node1.cluster.local").
+function expect.same_host(a, b)
+  a, b = tostring(a):lower(), tostring(b):lower()
+  local sa, sb = short(a), short(b)
+  return a == b or sa == b or a == sb or (sa ~= nil and sa == sb)
+end
+
 --- The port entries of every section whose host list names host ("*": every
--- host), in the file's order of sections by name; a later entry for the same
--- device and port adds to (and overrides) an earlier one.
+-- host; a name in full or in short form: expect.same_host), in the file's
+-- order of sections by name; a later entry for the same device and port adds
+-- to (and overrides) an earlier one.  nil, "host h is in no host list (the
+-- lists)" when no section names host (a file of pairs alone names none).
 function expect.for_host(spec, host)
   local lists = sorted_keys(spec.hosts or {})
-  local out, at = {}, {}
+  local out, at, named = {}, {}, false
   for _, list in ipairs(lists) do
     local names = list == "*" and { host } or launcher.hostlist(list)
     local hit = false
-    for _, n in ipairs(names) do hit = hit or n == host end
+    for _, n in ipairs(names) do hit = hit or expect.same_host(n, host) end
+    named = named or hit
     if hit then
       for _, e in ipairs(spec.hosts[list].ports) do
         local key = e.device .. ":" .. e.port
@@ -206,6 +239,11 @@ function expect.for_host(spec, host)
         for k, v in pairs(e) do at[key][k] = v end
       end
     end
+  end
+  if not named then
+    local shown = #lists > 6 and string.format("%s, ... (%d lists)", table.concat(lists, ", ", 1, 5), #lists)
+      or #lists > 0 and table.concat(lists, ", ") or (spec.hosts and "the file has none" or "the file has pairs only")
+    return nil, string.format("host %s is in no host list (%s)", tostring(host), shown)
   end
   return out
 end
@@ -223,7 +261,10 @@ end
 
 --- What is wrong with a port against its entry: a list of "key: expected x,
 -- found y" (empty when it matches).  found: state, link_layer, active_mtu,
--- rate, fw_ver, gid_type of the port.
+-- rate, fw_ver, gid_type of the port, and counters: its counters as
+-- ibverbs.port_counters.read gives them (false: none read; nil: not looked
+-- at), where every counter the entry names must be ("counters: x, y not on
+-- this port"; a hw_counters name also in counters/ as "hw_" .. name).
 function expect.compare(entry, found)
   local wrong = {}
   if found.state ~= "active" then
@@ -239,6 +280,13 @@ function expect.compare(entry, found)
       end
     end
   end
+  if entry.counters and found.counters ~= nil then
+    local c, missing = found.counters or {}, {}
+    for _, k in ipairs(sorted_keys(entry.counters)) do
+      if c[k] == nil and c["hw_" .. k] == nil then missing[#missing + 1] = k end
+    end
+    if #missing > 0 then wrong[#wrong + 1] = "counters: " .. table.concat(missing, ", ") .. " not on this port" end
+  end
   return wrong
 end
 
@@ -246,8 +294,10 @@ end
 -- each entry's port gets a check "expect" that passes or names what differs;
 -- an entry whose device or port is not there fails on its own.  A port's
 -- found values are its record's (state, link_layer, active_mtu, the type of
--- the GID it ran on), its device's fw_ver and expect.rate's.
-function expect.judge(results, entries, file)
+-- the GID it ran on), its device's fw_ver and expect.rate's; with read
+-- (ibverbs.port_counters.read), the counters an entry names must be among
+-- the port's.
+function expect.judge(results, entries, file, read)
   for _, e in ipairs(entries) do
     local dev, port
     for _, d in ipairs(results) do
@@ -269,6 +319,7 @@ function expect.judge(results, entries, file)
     for _, g in ipairs(port.gids or {}) do
       if g.index == port.gid_index then found.gid_type = g.type end
     end
+    if e.counters and read and port.state then found.counters = read(e.device, e.port) or false end
     local wrong = expect.compare(e, found)
     if not port.state then wrong = { "not present on this host" } end
     port.checks[#port.checks + 1] = { name = "expect", pass = #wrong == 0, ms = 0,

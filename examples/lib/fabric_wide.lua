@@ -455,6 +455,17 @@ local function print_report(f, report, o)
     #names > 0 and ("; nodes at fault (exit 1): " .. table.concat(names, ", ")) or ""))
 end
 
+--- A rank that must not run (--expect names its host in no host list): it
+-- meets the others at the rendezvous with agree, which differs from theirs,
+-- so that every rank stops there (exit 2) rather than waiting for it; then
+-- it leaves.  Its caller exits 2.
+function wide.refuse(o, agree)
+  if not has_fabric then return end
+  local f = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
+    timeout = o.fabric_timeout, agree = agree }
+  if f then f:close() end
+end
+
 --- The fabric-wide part (hooks: print_text(results) and json(value), rank
 -- 0's output; agree, the script's version and options, which every rank must
 -- give alike; after_traffic(), this rank's findings once the traffic is

@@ -179,8 +179,10 @@ function pc.exceeded(deltas, thresholds)
 end
 
 --- Thresholds from text "name=n,name=n" (or "all=n": every error counter)
--- over the defaults: a new table, or nil, message naming the bad item.
+-- over the defaults: a new table, or nil, message naming the bad item (a
+-- name ibverbs.counter_names does not know: it and the nearest known ones).
 function pc.parse_thresholds(text, base)
+  local names = require "ibverbs.counter_names"
   local t = {}
   for k, v in pairs(base or pc.THRESHOLDS) do t[k] = v end
   for item in tostring(text):gmatch("[^,]+") do
@@ -190,6 +192,8 @@ function pc.parse_thresholds(text, base)
     if name == "all" then
       for k in pairs(t) do t[k] = n end
     else
+      local known, err = names.check(name)
+      if not known then return nil, err end
       t[name] = n
     end
   end

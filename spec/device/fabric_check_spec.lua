@@ -140,6 +140,97 @@ describe("on rxe0, fabric_check.lua", function()
   end)
 end)
 
+-- A file of body, named for the tests.
+local function expect_file(body)
+  local path = os.tmpname()
+  local fh = assert(io.open(path, "w"))
+  fh:write(body)
+  fh:close()
+  return path
+end
+local RXE0 = '{"ports": [{"device": "rxe0", "port": 1, "active_mtu": 1024}]}'
+
+describe("on rxe0, fabric_check.lua never passes a node where nothing was checked", function()
+  after_each(function()
+    sh("ip link set d0 up")
+    assert.equal("active", wait_port("active"))
+  end)
+
+  it("every port down: exit 1, each port's state failing with the reason; nothing checked: exit 1", function()
+    assert.is_true(sh("ip link set d0 down"))
+    assert.equal("down", wait_port("down"))
+    local out, rc = run("")
+    assert.equal(1, rc, out)
+    assert.matches("port_state%s+FAIL%s+[%d.]+ ms  port is down; no active port on this node", out)
+    assert.matches("FAIL\n$", out)
+    out, rc = run("-i 1") -- a port named with -i is needed
+    assert.equal(1, rc, out)
+    assert.matches("port_state%s+FAIL%s+[%d.]+ ms  port is down", out)
+    -- the file names the down port: it must be active
+    local down = expect_file('{"hosts": {"*": ' .. RXE0 .. '}}')
+    out, rc = run("--expect " .. down)
+    assert.equal(1, rc, out)
+    assert.matches("expect%s+FAIL%s+[%d.]+ ms  rxe0 port 1 %(.-%): state: expected active, found down", out)
+    os.remove(down)
+    -- -d names rxe0, the file names a port of another device only: no port is checked, and that is a failure
+    local other = expect_file('{"hosts": {"*": {"ports": [{"device": "rxe7", "port": 1}]}}}')
+    out, rc = run("-d rxe0 --expect " .. other)
+    assert.equal(1, rc, out)
+    assert.matches("%(node%): FAIL nothing was checked: no port is active or needed %(%-%-expect names no port of "
+      .. "%-d/%-i's%)", out)
+    assert.matches("0 checks, 1 failed: FAIL\n$", out)
+    os.remove(other)
+  end)
+end)
+
+describe("on rxe0, fabric_check.lua --expect and this host's name", function()
+  it("passes rxe0 active and as the file names it, this host named by its own name", function()
+    local host = require("ibverbs.fabric").hostname()
+    local g = expect_file('{"hosts": {"' .. host .. '": ' .. RXE0 .. '}}')
+    local out, rc = run("--expect " .. g)
+    assert.equal(0, rc, out)
+    assert.matches("expect%s+PASS", out)
+    assert.matches("PASS\n$", out)
+    os.remove(g)
+  end)
+
+  it("exits 2 with one line when no host list names this host, touching no device", function()
+    local host = require("ibverbs.fabric").hostname()
+    local g = expect_file('{"hosts": {"nosuchhost[1-2]": ' .. RXE0 .. '}}')
+    local out, rc = run("--expect " .. g)
+    assert.equal(2, rc, out)
+    assert.equal("fabric_check.lua: --expect " .. g .. ": host " .. host .. " is in no host list (nosuchhost[1-2])\n",
+      out)
+    os.remove(g)
+  end)
+
+  it("matches the host's full name to a short one in the file and the short name to a full one", function()
+    for _, case in ipairs({ { "node5.cluster.local", "node5" }, { "node5", "node5.cluster.local" },
+      { "node5", "node[4-6], node9" } }) do
+      local g = expect_file('{"hosts": {"' .. case[2] .. '": ' .. RXE0 .. '}}')
+      local out, rc = support.run("env SLURMD_NODENAME=" .. case[1] .. " timeout 60 "
+        .. support.example("fabric_check.lua", "--expect " .. g))
+      assert.equal(0, rc, case[1] .. " / " .. case[2] .. ": " .. out)
+      assert.matches("expect%s+PASS", out)
+      os.remove(g)
+    end
+  end)
+
+  it("fails rxe0 naming a counter its entry asks for that the port has not; passes one it has", function()
+    local g = expect_file('{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, "counters": '
+      .. '{"out_of_sequence": 10, "sent_pkts": 1000000}}]}}}') -- out_of_sequence: mlx5's, not rxe's
+    local out, rc = run("--expect " .. g)
+    assert.equal(1, rc, out)
+    assert.matches("expect%s+FAIL%s+[%d.]+ ms  rxe0 port 1 %(" .. g:gsub("%p", "%%%0") .. "%): counters: "
+      .. "out_of_sequence not on this port\n", out)
+    g = expect_file('{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, "counters": {"sent_pkts": 1000000}}]}}}')
+    out, rc = run("--expect " .. g)
+    assert.equal(0, rc, out)
+    assert.matches("expect%s+PASS", out)
+    os.remove(g)
+  end)
+end)
+
 -- How many verbs contexts process pid has open (/dev/infiniband/uverbsN among its descriptors).
 local function contexts(pid)
   local uv = require "luv"
@@ -281,7 +372,8 @@ describe("on rxe0, fabric_check.lua --drain and --undrain-ok (a fake scontrol: s
     assert.equal("down", wait_port("down"))
     out, rc = support.run(env .. "timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok"))
     assert.equal(1, rc, out)
-    assert.matches("slurm: node9 drained: ibverbs: rxe0:1 port_state: port is down\n", out)
+    assert.matches("slurm: node9 drained: ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down; no active "
+      .. "port on this node\n", out)
     assert.equal("IDLE+DRAIN\n", support.slurp(dir .. "/node9.state"))
     assert.is_true(sh("ip link set d0 up"))
     local ctx = support.open()
@@ -289,7 +381,8 @@ describe("on rxe0, fabric_check.lua --drain and --undrain-ok (a fake scontrol: s
     ctx:close()
     out, rc = support.run(env .. "timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok"))
     assert.equal(0, rc, out)
-    assert.matches("slurm: node9 resumed %(was: ibverbs: rxe0:1 port_state: port is down%)\n", out)
+    assert.matches("slurm: node9 resumed %(was: ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down; no "
+      .. "active port on this node%)\n", out)
     assert.equal("IDLE\n", support.slurp(dir .. "/node9.state"))
     assert.matches("%[update%]%[NodeName=node9%]%[State=RESUME%]\n$", support.slurp(dir .. "/log"))
   end)

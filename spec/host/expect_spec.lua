@@ -56,6 +56,37 @@ describe("expect.load", function()
     assert.equal('hosts["*"].ports[1].counters: counter \'link_downed\': a count of 0 or more expected',
       err_of('{"hosts": {"*": {"ports": [{"device": "mlx5_0", "port": 1, "counters": {"link_downed": -1}}]}}}'))
   end)
+
+  it("refuses ports that are not a non-empty list: an object, an empty list, no ports, a list with holes", function()
+    local want = 'hosts["node[1-4]"].ports: a non-empty list of port entries expected'
+    for _, body in ipairs({ '{"hosts": {"node[1-4]": {"ports": {"a": {"device": "rxe0", "port": 1}}}}}',
+      '{"hosts": {"node[1-4]": {"ports": []}}}', '{"hosts": {"node[1-4]": {"ports": {}}}}',
+      '{"hosts": {"node[1-4]": {}}}' }) do
+      local p = file(".json", body)
+      assert.equal(p .. ": " .. want, select(2, expect.load(p)), body)
+    end
+    local p = file(".lua", 'return { hosts = { ["node[1-4]"] = { ports = { [1] = { device = "rxe0", port = 1 }, '
+      .. '[3] = { device = "rxe1", port = 1 } } } } }')
+    assert.equal(p .. ": " .. want, select(2, expect.load(p)))
+    p = file(".lua", 'return { hosts = { ["node[1-4]"] = { ports = { { device = "rxe0", port = 1 }, x = 1 } } } }')
+    assert.equal(p .. ": " .. want, select(2, expect.load(p)))
+  end)
+
+  it("refuses a Lua file that returns no table, naming what it returned", function()
+    local p = file(".lua", "x = 1\n")
+    assert.equal(p .. ": a Lua expect file must return a table, got nil", select(2, expect.load(p)))
+    p = file(".lua", "return 42\n")
+    assert.equal(p .. ": a Lua expect file must return a table, got number", select(2, expect.load(p)))
+  end)
+
+  it("refuses a counter name no source knows, naming its key path and the nearest known names", function()
+    local p = file(".json", '{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, "counters": '
+      .. '{"symbol_error": 0, "symbol_errors": 0}}]}}}')
+    assert.equal(p .. ': hosts["*"].ports[1].counters: unknown counter \'symbol_errors\' (nearest: symbol_error, '
+      .. "port_rcv_errors, req_cqe_error)", select(2, expect.load(p)))
+    assert.truthy(expect.load(file(".json", '{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, "counters": '
+      .. '{"symbol_error": 0, "hw_link_downed": 0, "retry_exceeded_err": 0}}]}}}')))
+  end)
 end)
 
 describe("expect.pair_limits", function()
@@ -64,7 +95,7 @@ describe("expect.pair_limits", function()
     local spec = assert(expect.load(file(".json", '{"pairs": {"max_lat_p99_us": 4, "min_send_mbs": 9000}}')))
     assert.same({ { key = "lat_p99_us", max = true, name = "latency p99", value = 4 },
                   { key = "send_mbs", max = false, name = "send bandwidth", value = 9000 } }, expect.pair_limits(spec))
-    assert.same({}, expect.for_host(spec, "node1"))
+    assert.same({ nil, "host node1 is in no host list (the file has pairs only)" }, { expect.for_host(spec, "node1") })
     assert.is_nil(expect.pair_limits({ hosts = {} }))
   end)
 end)
@@ -82,6 +113,33 @@ describe("expect.for_host and expect.compare", function()
       expect.for_host(spec, "node20"))
     assert.same({ { device = "mlx5_0", port = 1, link_layer = "InfiniBand", rate = 200 } },
       expect.for_host(spec, "node17"))
+  end)
+
+  it("names a host no host list names, with the lists; * names every host", function()
+    local named = { hosts = { ["node[1-4]"] = spec.hosts["node[01-16,20]"], ["gpu[01-16]"] = spec.hosts["*"] } }
+    assert.same({ nil, "host node9.cluster.local is in no host list (gpu[01-16], node[1-4])" },
+      { expect.for_host(named, "node9.cluster.local") })
+    assert.same({ nil, "host n1 is in no host list (the file has none)" }, { expect.for_host({ hosts = {} }, "n1") })
+    assert.equal(1, #expect.for_host(spec, "anything.example.org")) -- *
+  end)
+
+  it("matches a host in full or in short form on either side, case ignored; an IP address only in full", function()
+    local one = { ports = { { device = "rxe0", port = 1 } } }
+    assert.equal(1, #expect.for_host({ hosts = { ["node[1-4]"] = one } }, "node1.cluster.local"))
+    assert.equal(1, #expect.for_host({ hosts = { ["node1.cluster.local"] = one } }, "node1"))
+    assert.equal(1, #expect.for_host({ hosts = { ["node1.a.example"] = one } }, "NODE1.b.example"))
+    assert.is_nil(expect.for_host({ hosts = { ["node1.cluster.local"] = one } }, "node10"))
+    assert.is_nil(expect.for_host({ hosts = { ["node1"] = one } }, "node10.cluster.local"))
+    assert.is_nil(expect.for_host({ hosts = { ["10.0.0.1"] = one } }, "10.0.0.2"))
+    assert.equal(1, #expect.for_host({ hosts = { ["10.0.0.1"] = one } }, "10.0.0.1"))
+  end)
+
+  it("takes a host list with blanks after its commas", function()
+    local t = assert(expect.load(file(".json", '{"hosts": {"node[1-4], node7": {"ports": [{"device": "rxe0", '
+      .. '"port": 1}]}}}')))
+    assert.equal(1, #expect.for_host(t, "node7"))
+    assert.equal(1, #expect.for_host(t, "node2"))
+    assert.is_nil(expect.for_host(t, "node5"))
   end)
 
   it("names each value that differs with what was expected and found; link layers in any case", function()
@@ -111,6 +169,33 @@ describe("expect.for_host and expect.compare", function()
     assert.same({ name = "expect", pass = true, ms = 0 }, results[1].ports[1].checks[1])
     assert.same({ name = "expect", pass = false, ms = 0, detail = "rxe1 port 1 (g.json): not present on this host" },
       results[2].ports[1].checks[1])
+  end)
+
+  it("judges with read: a counter an entry names that the port lacks fails it, naming counter and port", function()
+    local function results()
+      return { { name = "rxe0", ports = { { port = 1, state = "active", checks = {} } } } }
+    end
+    local entries = { { device = "rxe0", port = 1, counters = { symbol_error = 0, link_downed = 0, sent_pkts = 5 } } }
+    local asked = {}
+    local r = results()
+    expect.judge(r, entries, "g.json", function(dev, port)
+      asked[#asked + 1] = dev .. ":" .. port
+      return { hw_link_downed = 0, link_downed = 1, sent_pkts = 3 }
+    end)
+    assert.same({ "rxe0:1" }, asked)
+    assert.same({ name = "expect", pass = false, ms = 0,
+      detail = "rxe0 port 1 (g.json): counters: symbol_error not on this port" }, r[1].ports[1].checks[1])
+    r = results() -- no counters at all: every one it names is lacking
+    expect.judge(r, entries, "g.json", function() return nil, "no counters" end)
+    assert.equal("rxe0 port 1 (g.json): counters: link_downed, sent_pkts, symbol_error not on this port",
+      r[1].ports[1].checks[1].detail)
+    r = results() -- rxe's link_downed read as hw_link_downed beside counters/' one
+    expect.judge(r, { { device = "rxe0", port = 1, counters = { link_downed = 0 } } }, "g.json",
+      function() return { hw_link_downed = 0 } end)
+    assert.is_true(r[1].ports[1].checks[1].pass)
+    r = results() -- without read, the counters are not looked at
+    expect.judge(r, entries, "g.json")
+    assert.is_true(r[1].ports[1].checks[1].pass)
   end)
 
   it("surveys the named ports (fabric_matrix.lua): found values as judge reads them, each device closed", function()
@@ -161,6 +246,33 @@ describe("fabric_check.lua --expect", function()
       assert.matches("VERDICT node: rank " .. r .. " %([^)]+%) rxe0:1: expect: rxe0 port 1 %(" .. p:gsub("%p", "%%%0")
         .. "%): not present on this host", out)
     end
+  end)
+
+  it("fabric_matrix.lua: a rank whose host no host list names stops every rank with exit 2 at the "
+    .. "rendezvous", function()
+    local p = file(".json", '{"hosts": {"node[1-2]": {"ports": [{"device": "rxe0", "port": 1}]}}, '
+      .. '"pairs": {"max_lat_us": 5}}')
+    local started = os.time()
+    local _, rc, texts = fs.job("examples/fabric_matrix.lua", 3, "--dry-run --expect " .. p,
+      function(r) return "SLURMD_NODENAME=" .. (r == 2 and "node9" or "node" .. (r + 1)) .. " " end)
+    assert.same({ [0] = 2, 2, 2 }, rc)
+    assert.is_true(os.time() - started < 20) -- not the rendezvous' time limit (--timeout + 15 s)
+    local line = "fabric_matrix.lua: --expect " .. p .. ": host node9 is in no host list (node[1-2])\n"
+    assert.equal(line, texts[2]:sub(1, #line))
+    for r = 0, 2 do
+      assert.matches("the ranks do not run the same script version and options: rank 0 %(node1%) and rank 1 "
+        .. "%(node2%): '[^']-'; rank 2 %(node9%): '[^']- host_named=false'", texts[r])
+    end
+    -- every rank's host unnamed: they agree, and stop all the same
+    _, rc, texts = fs.job("examples/fabric_matrix.lua", 2, "--dry-run --expect " .. p, "SLURMD_NODENAME=node7 ")
+    assert.same({ [0] = 2, 2 }, rc)
+    for r = 0, 1 do
+      assert.equal("fabric_matrix.lua: --expect " .. p .. ": host node7 is in no host list (node[1-2])\n", texts[r])
+    end
+    -- a file of pairs alone names no host and needs none
+    local pairs_only = file(".json", '{"pairs": {"max_lat_us": 5}}')
+    _, rc = fs.job("examples/fabric_matrix.lua", 2, "--dry-run --expect " .. pairs_only, "SLURMD_NODENAME=node7 ")
+    assert.same({ [0] = 0, 0 }, rc)
   end)
 
   it("fabric_matrix.lua reads and checks the file too: exit 2 before the rendezvous", function()

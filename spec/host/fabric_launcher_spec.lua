@@ -48,6 +48,14 @@ describe("ibverbs.fabric.detect", function()
     assert.has_error(function() fabric.hostlist(nil) end, "bad argument #1 to 'hostlist' (string expected, got nil)")
   end)
 
+  it("takes blanks around the commas of a host list, outside and inside brackets, and none inside a name", function()
+    assert.same({ "node1", "node2", "node3", "node4", "node7" }, fabric.hostlist("node[1-4], node7"))
+    assert.same({ "node1", "node3", "gpu2" }, fabric.hostlist(" node[1, 3] ,\tgpu2 "))
+    local hosts, err = fabric.hostlist("node1, node 7")
+    assert.is_nil(hosts)
+    assert.equal("a blank inside 'node 7' in the host list 'node1, node 7'", err)
+  end)
+
   it("takes rank, size and rank 0's node from a real srun step", function()
     assert.same({ 2, 3, "slurm", "node1" }, { fabric.detect(env{ SLURM_PROCID = "2", SLURM_NTASKS = "3",
       SLURM_NPROCS = "3", SLURM_NODEID = "2", SLURM_STEP_NODELIST = "node[1-3]", SLURM_JOB_NODELIST = "node[1-3]",

@@ -92,9 +92,10 @@ describe("ibverbs.port_counters thresholds", function()
   end)
 
   it("parses name=n,all=n over the defaults, and names an item that is not one", function()
-    local t = assert(pc.parse_thresholds("link_downed=2,my_counter=0"))
+    local t = assert(pc.parse_thresholds("link_downed=2,sent_pkts=0,hw_link_downed=1"))
     assert.equal(2, t.link_downed)
-    assert.equal(0, t.my_counter)
+    assert.equal(0, t.sent_pkts)
+    assert.equal(1, t.hw_link_downed)
     assert.equal(10, t.symbol_error)
     t = assert(pc.parse_thresholds("all=50"))
     assert.equal(50, t.link_downed)
@@ -102,5 +103,15 @@ describe("ibverbs.port_counters thresholds", function()
     local bad, err = pc.parse_thresholds("link_downed=two")
     assert.is_nil(bad)
     assert.equal("'link_downed=two' is not name=count", err)
+  end)
+
+  it("refuses a counter name no source knows, naming the nearest known ones; every default is a known name", function()
+    local t, err = pc.parse_thresholds("link_downed=2,symbol_errors=3")
+    assert.is_nil(t)
+    assert.equal("unknown counter 'symbol_errors' (nearest: symbol_error, port_rcv_errors, req_cqe_error)", err)
+    assert.equal("unknown counter 'my_counter' (nearest: rx_bytes, tx_bytes, link_downed)",
+      select(2, pc.parse_thresholds("my_counter=0")))
+    local names = require "ibverbs.counter_names"
+    for name in pairs(pc.THRESHOLDS) do assert.is_true(names.known(name), name) end
   end)
 end)

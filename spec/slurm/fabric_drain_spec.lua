@@ -10,15 +10,20 @@
 -- resumes it once the link is back, and leaves node 2, drained by someone
 -- else, alone.  Between the two, fabric_matrix.lua --drain (rank 0 for
 -- every node) drains node 3, leaves node 2's drain and resumes node 1,
--- drained as if by an earlier run.  The cluster is left as found: every
--- node idle, the health check off (HEALTH_ON gone: the program exits 0 at
--- once).
+-- drained as if by an earlier matrix run.  Then who may undo a drain: an
+-- admin's DOWN node 2 (its fabric link down too) stays DOWN with the admin's
+-- reason through a matrix run and health checks; a node fabric_matrix
+-- drained is not resumed by the health check once its link is back; a node
+-- the health check drained is not resumed by a matrix run it passes.  The
+-- cluster is left as found: every node idle, the health check off
+-- (HEALTH_ON gone: the program exits 0 at once).
 local support = require "support"
 local socket = require "socket"
 
 local ROOT = support.ROOT
 local CACHE = ROOT .. "/.cache"
 local MARK = CACHE .. "/slurm-node3-link-down" -- node 3's eth0 stays down while this exists
+local MARK2 = CACHE .. "/slurm-node2-link-down" -- node 2's, likewise
 local HEALTH_ON = CACHE .. "/slurm-health-on" -- the health check runs only while this exists
 local TIMES = ".cache/slurm-times.log"
 
@@ -51,12 +56,13 @@ exit 1
 ]], "755")
 
 -- fabric_matrix.lua --drain in an allocation of the three nodes (a drained node takes no new job, but its
--- allocation's steps run): node2 drained by hand, node1 drained as an earlier run of ours leaves a node,
+-- allocation's steps run): node2 drained by hand, node1 drained as an earlier matrix run leaves a node,
 -- then the matrix (node3's link still down); its exit status printed.
 local MATRIX_DRAIN = CACHE .. "/slurm-matrix-drain.sh"
 write(MATRIX_DRAIN, [[#!/bin/sh
 scontrol update NodeName=node2 State=DRAIN Reason='maintenance: cable swap' &&
-  scontrol update NodeName=node1 State=DRAIN Reason='ibverbs: node rxe0:1: an earlier run' || exit 3
+  scontrol update NodeName=node1 State=DRAIN Reason='ibverbs fabric_matrix [rxe0:1]: node rxe0:1: an earlier run' ||
+  exit 3
 srun --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_matrix.lua -n 20 -N 8 -S 4096 --reference median \
   --lat-factor 20 --bw-fraction 0.05 -t 5 --drain
 echo "matrix: exit $?"
@@ -151,7 +157,10 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
   teardown(function()
     os.remove(HEALTH_ON)
     os.remove(MARK)
-    for _, node in ipairs({ "node2", "node3" }) do run("scontrol update NodeName=" .. node .. " State=RESUME", 30) end
+    os.remove(MARK2)
+    for _, node in ipairs({ "node1", "node2", "node3" }) do
+      run("scontrol update NodeName=" .. node .. " State=RESUME", 30)
+    end
     wait_node("node3", function(s) return s == "IDLE" end, 60)
   end)
 
@@ -163,30 +172,33 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     assert.equal(1, rc, out) -- srun: the worst rank's
     assert.matches("FAULT rank 2 %(node3%): port_state: port is down", out)
     assert.matches("nodes at fault %(exit 1%): rank 2 %(node3%)\n", out)
-    assert.matches("slurm: node3 drained: ibverbs: rxe0:1 port_state: port is down\n", out)
+    assert.matches("slurm: node3 drained: ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]*\n",
+      out)
     assert.not_matches("slurm: node[12]", out)
     local sinfo = run("sinfo -R -h -o '%N|%E'", 30)
-    assert.matches("node3|ibverbs: rxe0:1 port_state: port is down\n", sinfo)
+    assert.matches("node3|ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]*\n", sinfo)
     assert.not_matches("node[12]|", sinfo)
     local state, reason = node_line("node3")
     assert.matches("DRAIN", state)
-    assert.matches("^ibverbs: rxe0:1 port_state: port is down %[", reason)
+    assert.matches("^ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]* %[", reason)
     for _, node in ipairs({ "node1", "node2" }) do assert.equal("IDLE", (node_line(node))) end
   end)
 
-  it("fabric_matrix --drain: drains node3 (link down), leaves node2 (drained by hand), resumes node1 (ours)", function()
+  it("fabric_matrix --drain: drains node3 (link down), leaves node2 (drained by hand), resumes node1 (its own, rxe0:1 "
+    .. "measured)", function()
     -- node3's link is still down, and node3 drained, from the case above: resumed, so that salloc may have it
     local out, rc = run("scontrol update NodeName=node3 State=RESUME", 30)
     assert.equal(0, rc, out)
     out, rc = run("salloc -N 3 " .. MATRIX_DRAIN, 120)
     assert.equal(0, rc, out)
     assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: rxe0 port 1 is down\n", out)
-    assert.matches("\nslurm: node3 drained: ibverbs: node rxe0:1: rxe0 port 1 is down\n", out)
+    assert.matches("\nslurm: node3 drained: ibverbs fabric_matrix %[rxe0:1%]: node rxe0:1: rxe0 port 1 is down\n", out)
     assert.matches("\nslurm: node2 left alone: drained by someone else %(Reason=maintenance: cable swap%)\n", out)
-    assert.matches("\nslurm: node1 resumed %(was: ibverbs: node rxe0:1: an earlier run%)\n", out)
+    assert.matches("\nslurm: node1 resumed %(was: ibverbs fabric_matrix %[rxe0:1%]: node rxe0:1: an earlier run%)\n",
+      out)
     assert.matches("matrix: exit 1\n", out) -- srun: the worst rank's (node3's)
     local sinfo = run("sinfo -R -h -o '%N|%E'", 30)
-    assert.matches("node3|ibverbs: node rxe0:1: rxe0 port 1 is down\n", sinfo)
+    assert.matches("node3|ibverbs fabric_matrix %[rxe0:1%]: node rxe0:1: rxe0 port 1 is down\n", sinfo)
     assert.matches("node2|maintenance: cable swap\n", sinfo)
     assert.not_matches("node1|", sinfo)
   end)
@@ -207,10 +219,11 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     write(HEALTH_ON, "")
     local state, reason = wait_node("node3", function(s) return s:find("DRAIN") end, 60)
     assert.matches("DRAIN", state, "node3 not drained by the health check")
-    assert.matches("^ibverbs: rxe0:1 port_state: port is down %[", reason)
+    assert.matches("^ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]* %[", reason)
     local log3 = wait_log("node3", "health rc=1 ")
-    assert.matches("slurm%-health node3: FAIL in %d+ ms; rxe0:1 port_state: port is down\n", log3)
-    assert.matches("slurm: node3 drained: ibverbs: rxe0:1 port_state: port is down\n", log3)
+    assert.matches("slurm%-health node3: FAIL in %d+ ms; rxe0:1 port_state: port is down[^\n]*\n", log3)
+    assert.matches("slurm: node3 drained: ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]*\n",
+      log3)
     assert.matches("health rc=1 ms=%d+ SLURMD_NODENAME=node3", log3)
     -- the link back: the next health check on node3 passes and resumes it
     os.remove(MARK)
@@ -218,7 +231,8 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     assert.equal("IDLE", state, support.slurp(CACHE .. "/slurm-health-node3.log"))
     log3 = wait_log("node3", "resumed.-health rc=0 ")
     -- (a check that ran while the link came back also saw it flap, and drained node3 again with both)
-    assert.matches("slurm: node3 resumed %(was: ibverbs: [^\n]-rxe0:1 port_state: port is down%)\n", log3)
+    assert.matches("slurm: node3 resumed %(was: ibverbs fabric_check %[rxe0:1%]: [^\n]-rxe0:1 port_state: port is "
+      .. "down[^\n]*%)\n", log3)
     assert.matches("health rc=0 ms=%d+ SLURMD_NODENAME=node3", log3)
     -- node2 passed every health check meanwhile, and stays drained with someone else's reason
     local log2 = support.slurp(CACHE .. "/slurm-health-node2.log") or ""
@@ -230,4 +244,86 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     os.remove(HEALTH_ON)
     print_times()
   end)
+
+  -- The cases below: written for the three VMs, not yet run there.
+
+  -- Every link up, the health check off (and the checks under way over), every node resumed: a case's start.
+  local function reset()
+    os.remove(HEALTH_ON)
+    os.remove(MARK)
+    os.remove(MARK2)
+    socket.sleep(10) -- a health check already running ends (3 to 8.5 s), the links come back (0.3 s)
+    for _, node in ipairs({ "node1", "node2", "node3" }) do
+      run("scontrol update NodeName=" .. node .. " State=RESUME", 30) -- (an error for a node not drained)
+      assert.equal("IDLE", (wait_node(node, function(st) return st == "IDLE" end, 60)), node)
+    end
+  end
+  local MATRIX = "srun --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_matrix.lua -n 20 -N 8 -S 4096 "
+    .. "--reference median --lat-factor 20 --bw-fraction 0.05 -t 5 --drain"
+
+  it("no false DRAIN: node2 set DOWN by an admin, its link down, stays DOWN with the admin's reason", function()
+    reset()
+    write(MARK, "")
+    write(MARK2, "")
+    for node, mark in pairs({ node2 = MARK2, node3 = MARK }) do
+      local out, rc = run("srun -w " .. node .. " -N 1 " .. LINK_DOWN .. " " .. mark, 60)
+      assert.equal(0, rc, out)
+    end
+    local out, rc = run("scontrol update NodeName=node2 State=DOWN Reason='admin: psu'", 30)
+    assert.equal(0, rc, out)
+    -- the matrix beside it (node2 DOWN takes no job: node1 and node3), then the health checks
+    out = run("salloc -w node1,node3 -N 2 " .. MATRIX, 120)
+    assert.matches("\nslurm: node3 drained: ibverbs fabric_matrix %[rxe0:1%]: node rxe0:1: ", out)
+    assert.not_matches("node2", out)
+    os.remove(CACHE .. "/slurm-health-node2.log")
+    write(HEALTH_ON, "") -- (HealthCheckNodeState=ANY: slurmd on node2 runs it though node2 is DOWN)
+    -- (the test cluster runs ReturnToService=1: a node an admin set DOWN stays DOWN when its slurmd registers)
+    local log2 = wait_log("node2", "health rc=1 ")
+    assert.matches("slurm%-health node2: FAIL in %d+ ms; rxe0:1 port_state: port is down[^\n]*\n", log2)
+    assert.matches("\nslurm: node2 left alone: DOWN %(Reason=admin: psu%)\n", log2)
+    assert.not_matches("slurm: node2 drained", log2)
+    local state, reason = node_line("node2")
+    assert.equal("DOWN", state)
+    assert.matches("^admin: psu %[", reason)
+    os.remove(HEALTH_ON)
+  end)
+
+  it("no false RESUME: the health check does not resume node3, drained by fabric_matrix, once its link is back",
+    function()
+      reset()
+      write(MARK, "")
+      local out, rc = run("srun -w node3 -N 1 " .. LINK_DOWN .. " " .. MARK, 60)
+      assert.equal(0, rc, out)
+      out = run("salloc -N 3 " .. MATRIX, 120)
+      local drained = "ibverbs fabric_matrix %[rxe0:1%]: node rxe0:1: rxe0 port 1 is down"
+      assert.matches("\nslurm: node3 drained: " .. drained .. "\n", out)
+      os.remove(MARK) -- node3 healthy again: its loopback passes
+      os.remove(CACHE .. "/slurm-health-node3.log")
+      write(HEALTH_ON, "")
+      local log3 = wait_log("node3", "health rc=0 ")
+      assert.matches("\nslurm: node3 left alone: drained by fabric_matrix, which alone resumes it %(Reason="
+        .. drained .. "%)\n", log3)
+      assert.not_matches("resumed", log3)
+      local state, reason = node_line("node3")
+      assert.matches("DRAIN", state)
+      assert.matches("^" .. drained .. " %[", reason)
+      os.remove(HEALTH_ON)
+    end)
+
+  it("no false RESUME: fabric_matrix does not resume node3, drained by the health check, though it measured rxe0:1",
+    function()
+      reset()
+      -- node3 drained as the health check drains it for rxe0:1 (the case above shows that reason), inside the
+      -- allocation (a drained node takes no new job); every link up: node3 passes the matrix
+      local why = "ibverbs fabric_check [rxe0:1]: rxe0:1 port_state: port is down; no active port on this node"
+      local out = run("salloc -N 3 sh -c \"scontrol update NodeName=node3 State=DRAIN Reason='" .. why .. "' && "
+        .. MATRIX .. "; echo matrix: exit \\$?\"", 120)
+      assert.matches("matrix: exit 0\n", out)
+      assert.matches("\nslurm: node3 left alone: drained by fabric_check, which alone resumes it %(Reason="
+        .. why:gsub("%p", "%%%0") .. "%)\n", out)
+      assert.not_matches("resumed", out)
+      local state, reason = node_line("node3")
+      assert.matches("DRAIN", state)
+      assert.matches("^" .. why:gsub("%p", "%%%0") .. " %[", reason)
+    end)
 end)

@@ -13,7 +13,11 @@ function launcher.int(v)
 end
 local int = launcher.int
 
--- The items of a host list, split at the commas outside brackets, or nil, msg.
+-- s without the blanks around it.
+local function trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
+
+-- The items of a host list, split at the commas outside brackets and
+-- trimmed ("node[1-4], node7": node[1-4] and node7), or nil, msg.
 local function split_items(list)
   local items, depth, from = {}, 0, 1
   for i = 1, #list do
@@ -25,12 +29,17 @@ local function split_items(list)
       depth = depth - 1
       if depth < 0 then return nil, "unmatched ']' in the host list '" .. list .. "'" end
     elseif c == "," and depth == 0 then
-      items[#items + 1] = list:sub(from, i - 1)
+      items[#items + 1] = trim(list:sub(from, i - 1))
       from = i + 1
     end
   end
   if depth ~= 0 then return nil, "unmatched '[' in the host list '" .. list .. "'" end
-  items[#items + 1] = list:sub(from)
+  items[#items + 1] = trim(list:sub(from))
+  for _, item in ipairs(items) do
+    if item:gsub("%b[]", ""):find("%s") then
+      return nil, "a blank inside '" .. item .. "' in the host list '" .. list .. "'"
+    end
+  end
   return items
 end
 
@@ -39,6 +48,7 @@ end
 local function range_values(text, list)
   local values = {}
   for part in text:gmatch("[^,]+") do
+    part = trim(part)
     local a, b = part:match("^(%d+)%-(%d+)$")
     if a and tonumber(b) >= tonumber(a) then
       for v = tonumber(a), tonumber(b) do values[#values + 1] = string.format("%0" .. #a .. "d", v) end
@@ -75,7 +85,8 @@ end
 --- A Slurm host list expanded into its names, in order, as `scontrol show
 -- hostnames` does: "node[01-03,07],login" -> node01 node02 node03 node07 login,
 -- "rack[1-2]-n[01-02]" -> rack1-n01 rack1-n02 rack2-n01 rack2-n02 (a range keeps
--- the width of its low bound).  nil, msg for a list that is not one.
+-- the width of its low bound); blanks around a comma are left out
+-- ("node[1-2], node7", "node[1, 3]").  nil, msg for a list that is not one.
 function launcher.hostlist(list)
   if type(list) ~= "string" then
     error("bad argument #1 to 'hostlist' (string expected, got " .. type(list) .. ")", 2)

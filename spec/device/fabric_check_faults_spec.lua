@@ -1,0 +1,205 @@
+-- The fault campaign of fabric_check.lua on one node (docs/bringup.md, "The
+-- fault campaign"): one case per fault, each run as the Slurm health check
+-- runs it (--drain --undrain-ok, through spec/fake-scontrol), and each
+-- naming the false PASS or false RESUME it rules out.  Every case checks
+-- the exit status, the line that says why, and what Slurm shows after.
+-- Counters are faked with a file bind-mounted over rxe0's sysfs counter
+-- file (rxe's hw_counters are 64-bit; rxe has no InfiniBand PortCounters).
+-- Runs under lua5.4 and luajit in the soft-RoCE VM.
+local support = require "support"
+local util = require "faults.util"
+
+local sh, wait_port = support.sh, support.wait_port
+local HW = "/sys/class/infiniband/rxe0/ports/1/hw_counters/"
+local HOST = require("ibverbs.fabric").hostname()
+local SHORT = HOST:match("^[^.]*")
+
+local dir -- the fake scontrol's directory: node9's state, its reason, the calls' log
+local mounts, undo = {}, {}
+
+-- A file of text bind-mounted over rxe0's hw counter name; returns the file.
+local function bind(name, text)
+  local path = os.tmpname()
+  local fh = assert(io.open(path, "w"))
+  fh:write(text)
+  fh:close()
+  assert.is_true(sh("mount --bind " .. path .. " " .. HW .. name), "mount over " .. name)
+  mounts[#mounts + 1] = HW .. name
+  return path
+end
+
+-- A shell loop in the background adding step to the number in file every 20 ms.
+local function rising(path, step)
+  local pidfile = os.tmpname()
+  sh(string.format("sh -c 'echo $$ > %s; while :; do n=$(cat %s); echo $((n + %d)) > %s.t && mv %s.t %s; "
+    .. "sleep 0.02; done' >/dev/null 2>&1 &", pidfile, path, step, path, path, path))
+  undo[#undo + 1] = function() sh("kill $(cat " .. pidfile .. ") 2>/dev/null; rm -f " .. pidfile) end
+end
+
+-- An expect file of body; returns its path.
+local function expect_file(body, ext)
+  local path = os.tmpname() .. (ext or ".json")
+  local fh = assert(io.open(path, "w"))
+  fh:write(body)
+  fh:close()
+  undo[#undo + 1] = function() os.remove(path) end
+  return path
+end
+
+local function run(args, env)
+  local cmd = "env SLURMD_NODENAME=node9 FAKE_SCONTROL_DIR=" .. dir .. " IBVL_SCONTROL=spec/fake-scontrol "
+    .. (env or "") .. " timeout 60 " .. support.example("fabric_check.lua", "--drain --undrain-ok " .. args)
+  return support.run(cmd)
+end
+
+-- What Slurm shows of node9 after the run: "untouched" (no scontrol call),
+-- "idle" or "drained" (with its reason).
+local function slurm_after()
+  local log = support.slurp(dir .. "/log")
+  if not log or log == "" then return "untouched" end
+  local state = (support.slurp(dir .. "/node9.state") or "IDLE\n"):gsub("%s+$", "")
+  if state:find("DRAIN") then return "drained", support.slurp(dir .. "/node9.reason") end
+  return "idle"
+end
+
+local ROWS = {}
+local function row(t) ROWS[#ROWS + 1] = t end
+
+row{ fault = "every port down (d0 down: rxe0 the only device)", rules_out = "a node with no active port passing",
+  setup = function()
+    assert.is_true(sh("ip link set d0 down"))
+    assert.equal("down", wait_port("down"))
+  end,
+  args = "", rc = 1, says = { "port_state%s+FAIL.*port is down" }, slurm = "drained" }
+
+row{ fault = "one port down (rxe9 on a netdev that is down) beside an active rxe0, without --expect",
+  rules_out = "a healthy node drained for a port nobody asked for (the other way: see the next row)",
+  setup = function()
+    assert.is_true(sh("ip link add d9 type dummy && rdma link add rxe9 type rxe netdev d9"))
+    undo[#undo + 1] = function() sh("rdma link delete rxe9; ip link delete d9") end
+  end,
+  args = "", rc = 0, says = { "idle: not checked, not needed", "0 failed: PASS" }, slurm = "idle" }
+
+row{ fault = "one port down (rxe9) that the --expect file names",
+  rules_out = "a node passing while a port its golden file requires is down",
+  setup = function(t)
+    assert.is_true(sh("ip link add d9 type dummy && rdma link add rxe9 type rxe netdev d9"))
+    undo[#undo + 1] = function() sh("rdma link delete rxe9; ip link delete d9") end
+    t.file = expect_file('{"hosts": {"' .. SHORT .. '": {"ports": [{"device": "rxe0", "port": 1}, '
+      .. '{"device": "rxe9", "port": 1}]}}}')
+  end,
+  args = function(t) return "--expect " .. t.file end, rc = 1,
+  says = { "rxe9 port 1 %(.-%): state: expected active, found down" }, slurm = "drained" }
+
+row{ fault = "this host missing from the --expect file",
+  rules_out = "a node the golden file does not name passing with 0 checks (and being resumed)",
+  setup = function(t)
+    t.file = expect_file('{"hosts": {"gpu[01-16]": {"ports": [{"device": "rxe0", "port": 1}]}}}')
+  end,
+  args = function(t) return "--expect " .. t.file end, rc = 2,
+  says = { "is in no host list %(gpu%[01%-16%]%)" }, slurm = "untouched" }
+
+row{ fault = "a full domain name (the file names " .. SHORT .. ".cluster.example, the host is " .. HOST .. ")",
+  rules_out = "a node missed (and so passed or refused) for the form of its name",
+  setup = function(t)
+    t.file = expect_file('{"hosts": {"' .. SHORT .. '.cluster.example": {"ports": [{"device": "rxe0", "port": 1, '
+      .. '"active_mtu": 4096}]}}}')
+  end,
+  args = function(t) return "--expect " .. t.file end, rc = 1,
+  says = { "active_mtu: expected 4096, found 1024" }, slurm = "drained" }
+
+row{ fault = "MTU wrong (the file expects 4096; rxe0 runs 1024)", rules_out = "a uniformly mis-set MTU passing",
+  setup = function(t)
+    t.file = expect_file('{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, "active_mtu": 4096}]}}}')
+  end,
+  args = function(t) return "--expect " .. t.file end, rc = 1,
+  says = { "active_mtu: expected 4096, found 1024" }, slurm = "drained" }
+
+row{ fault = "GID type wrong (the file expects roce_v1; rxe0's traffic runs on a RoCE v2 GID)",
+  rules_out = "a node on the wrong RoCE version passing",
+  setup = function(t)
+    t.file = expect_file('{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, "gid_type": "roce_v1"}]}}}')
+  end,
+  args = function(t) return "--expect " .. t.file end, rc = 1,
+  says = { "gid_type: expected roce_v1, found roce_v2" }, slurm = "drained" }
+
+row{ fault = "a counter the --expect file asks for that rxe0 lacks (symbol_error: rxe has no PortCounters)",
+  rules_out = "a threshold silently unenforced because the counter is not there",
+  setup = function(t)
+    t.file = expect_file('{"hosts": {"*": {"ports": [{"device": "rxe0", "port": 1, '
+      .. '"counters": {"symbol_error": 0}}]}}}')
+  end,
+  args = function(t) return "--expect " .. t.file end, rc = 1, says = { "symbol_error" }, slurm = "drained" }
+
+row{ fault = "a saturated counter (completer_retry_err at 2^64-1, bind-mounted over rxe0's file)",
+  rules_out = "a counter stuck at its maximum read as 'none moved'",
+  setup = function() bind("completer_retry_err", "18446744073709551615\n") end,
+  args = "-d rxe0", rc = 1, says = { "completer_retry_err.-saturated" }, slurm = "drained" }
+
+row{ fault = "an unreadable counter (rcvd_seq_err reads 'garbage')",
+  rules_out = "a counter that cannot be read skipped like a healthy one",
+  setup = function() bind("rcvd_seq_err", "garbage\n") end,
+  args = "-d rxe0", rc = 1, says = { HW:gsub("%p", "%%%0") .. "rcvd_seq_err" }, slurm = "drained" }
+
+row{ fault = "a physical counter rising during the check (link_downed, +1 every 20 ms)",
+  rules_out = "a physical-layer error passing because the node is busy or the rise is small",
+  setup = function() rising(bind("link_downed", "0\n"), 1) end,
+  args = "-d rxe0", rc = 1, says = { "link_downed %+%d+" }, slurm = "drained" }
+
+row{ fault = "a transport counter rising from other traffic on the port (rcvd_seq_err +50 every 20 ms, "
+    .. "with a pingpong of another process running)",
+  rules_out = "a healthy node drained for its job's traffic",
+  setup = function()
+    rising(bind("rcvd_seq_err", "0\n"), 50)
+    local srv = support.spawn("timeout 40 ibv_rc_pingpong -d rxe0 -g 1 -n 1000000 -p 18555")
+    require("socket").sleep(0.5)
+    local cli = support.spawn("timeout 40 ibv_rc_pingpong -d rxe0 -g 1 -n 1000000 -p 18555 127.0.0.1")
+    require("socket").sleep(1)
+    undo[#undo + 1] = function()
+      sh("pkill -f 'ibv_rc_pingpong -d rxe0 -g 1 -n 1000000' 2>/dev/null")
+      srv:wait(5); cli:wait(5)
+    end
+  end,
+  args = "-d rxe0", rc = 0, says = { "transport not judged" }, slurm = "idle" }
+
+row{ fault = "the same transport counter rising on a node that Slurm says runs a job (--busy)",
+  rules_out = "a healthy allocated node drained for its job's congestion",
+  setup = function() rising(bind("rcvd_seq_err", "0\n"), 50) end,
+  args = "-d rxe0 --busy", rc = 0, says = { "transport not judged" }, slurm = "idle" }
+
+row{ fault = "the same transport counter rising on an idle node (nothing else on the port)",
+  rules_out = "a transport fault hidden by the rule that excuses busy nodes",
+  setup = function() rising(bind("rcvd_seq_err", "0\n"), 50) end,
+  args = "-d rxe0", rc = 1, says = { "rcvd_seq_err" }, slurm = "drained" }
+
+describe("fabric_check.lua's fault campaign on rxe0, as the Slurm health check (--drain --undrain-ok)", function()
+  before_each(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert.is_true(sh("mkdir " .. dir))
+  end)
+  after_each(function()
+    for i = #undo, 1, -1 do undo[i]() end
+    for i = #mounts, 1, -1 do sh("umount " .. mounts[i]) end
+    mounts, undo = {}, {}
+    sh("ip link set d0 up; rm -rf " .. dir)
+    assert.equal("active", wait_port("active"))
+    local ctx = support.open()
+    assert(util.port_back(ctx, 10), "rxe0 did not come back")
+    ctx:close()
+  end)
+
+  for _, r in ipairs(ROWS) do
+    it(r.fault .. ": exit " .. r.rc .. ", node9 " .. r.slurm .. " (rules out " .. r.rules_out .. ")", function()
+      local t = {}
+      r.setup(t)
+      local args = type(r.args) == "function" and r.args(t) or r.args
+      local out, rc = run(args)
+      assert.equal(r.rc, rc, out)
+      for _, pat in ipairs(r.says) do assert.matches(pat, out) end
+      local state, reason = slurm_after()
+      assert.equal(r.slurm, state, out .. "\nscontrol log: " .. tostring(support.slurp(dir .. "/log")))
+      if state == "drained" then assert.matches("^ibverbs fabric_check", reason) end
+    end)
+  end
+end)
