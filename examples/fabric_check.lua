@@ -44,6 +44,7 @@ local rails = require "rails"
 local expectations = require "expect"
 local pc = require "ibverbs.port_counters"
 local flaps = require "flaps"
+local cc = require "check_counters"
 
 local STARTED = ibv.now()
 local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
@@ -70,6 +71,8 @@ local o = cli.run(arg, {
   { nil, "exit-any", help = "exit 1 on every rank when any rank has a fault (default: only the ranks at fault)" },
   { nil, "counter-thresholds", arg = "name=n,...",
     help = "the largest rise of an error counter over the run (all=n: every one; defaults: docs/bringup.md)" },
+  { nil, "busy", help = "this node runs other work (Slurm: ALLOCATED or MIXED): its ports carry other traffic, "
+    .. "so the transport counters (retries, sequence errors) are not judged; the physical ones are" },
   { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
     .. "docs/expect.md): exactly the ports it names must be active, with its values" },
   { nil, "drain", help = "when this node is at fault, drain it in Slurm (scontrol, reason 'ibverbs fabric_check "
@@ -110,9 +113,19 @@ if slurm then
   if o.exit_any then usable("option '--drain'/'--undrain-ok': ", nil, "does not go with '--exit-any' (whose "
     .. "status says nothing about this node)") end
 end
+-- the health check on a node that runs a job (Slurm says ALLOCATED, MIXED or
+-- COMPLETING: HealthCheckNodeState=ANY) is busy, as with --busy: its ports
+-- carry the job's traffic, so the transport counters are not judged
+local BUSY = o.busy and "the node is busy (--busy): its port carries other traffic than the check's" or nil
+if slurm and o.slurm_health and not BUSY then
+  local st = slurm.node_state(NODE)
+  if st and slurm.busy(st) then
+    BUSY = "Slurm runs work on " .. NODE .. " (" .. st.state .. "): its port carries other traffic than the check's"
+  end
+end
 -- what every rank must give alike: this version, the options, whether --expect names the rank's host
 local AGREE = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
-  json = true, exit_any = true }) .. (o.expect and (" host_named=" .. tostring(not NOT_NAMED)) or "")
+  json = true, exit_any = true, busy = true }) .. (o.expect and (" host_named=" .. tostring(not NOT_NAMED)) or "")
 if NOT_NAMED then -- exit 2, no node drained or resumed; under a launcher, every rank stops at the rendezvous
   io.stderr:write("fabric_check.lua: ", NOT_NAMED, "\n")
   local wide = require "fabric_wide"
@@ -172,7 +185,9 @@ end
 
 local tests = {}
 
-tests[#tests + 1] = { name = "rc_send_recv", qp_type = "rc", run = function(env)
+-- packets: what each test sends and receives on its port (a loopback packet counts both ways), for
+-- check_counters' estimate of the check's own traffic
+tests[#tests + 1] = { name = "rc_send_recv", qp_type = "rc", packets = 4, run = function(env)
   env.mra:write(0, "fabric check: send")
   assert(env.b:post_recv{ wr_id = 1, sge = { mr = env.mrb, length = 64 } })
   assert(env.a:post_send{ wr_id = 2, opcode = "send", send_flags = { "signaled" },
@@ -181,7 +196,7 @@ tests[#tests + 1] = { name = "rc_send_recv", qp_type = "rc", run = function(env)
   expect(env.mrb:read(0, 18), "fabric check: send", "received data")
 end }
 
-tests[#tests + 1] = { name = "rdma_write", qp_type = "rc", run = function(env)
+tests[#tests + 1] = { name = "rdma_write", qp_type = "rc", packets = 4, run = function(env)
   env.mra:write(100, "fabric check: write")
   assert(env.a:post_send{ wr_id = 3, opcode = "rdma_write", send_flags = { "signaled" },
     sge = { mr = env.mra, offset = 100, length = 19 }, remote_addr = env.mrb.addr + 200, rkey = env.mrb.rkey })
@@ -189,7 +204,7 @@ tests[#tests + 1] = { name = "rdma_write", qp_type = "rc", run = function(env)
   expect(env.mrb:read(200, 19), "fabric check: write", "written data")
 end }
 
-tests[#tests + 1] = { name = "rdma_read", qp_type = "rc", run = function(env)
+tests[#tests + 1] = { name = "rdma_read", qp_type = "rc", packets = 4, run = function(env)
   env.mrb:write(300, "fabric check: read")
   assert(env.a:post_send{ wr_id = 4, opcode = "rdma_read", send_flags = { "signaled" },
     sge = { mr = env.mra, offset = 400, length = 18 }, remote_addr = env.mrb.addr + 300, rkey = env.mrb.rkey })
@@ -197,7 +212,7 @@ tests[#tests + 1] = { name = "rdma_read", qp_type = "rc", run = function(env)
   expect(env.mra:read(400, 18), "fabric check: read", "read data")
 end }
 
-tests[#tests + 1] = { name = "atomic", qp_type = "rc", run = function(env)
+tests[#tests + 1] = { name = "atomic", qp_type = "rc", packets = 8, run = function(env)
   env.mrb:u64(512, 40)
   assert(env.a:post_send{ wr_id = 5, opcode = "atomic_fetch_and_add", send_flags = { "signaled" },
     sge = { mr = env.mra, offset = 512, length = 8 }, remote_addr = env.mrb.addr + 512, rkey = env.mrb.rkey,
@@ -212,7 +227,7 @@ tests[#tests + 1] = { name = "atomic", qp_type = "rc", run = function(env)
   expect(env.mrb:u64(512), 7, "swapped value")
 end }
 
-tests[#tests + 1] = { name = "ud_send", qp_type = "ud", run = function(env)
+tests[#tests + 1] = { name = "ud_send", qp_type = "ud", packets = 2, run = function(env)
   local ah = assert(env.pd:create_ah{ port_num = env.port,
     grh = { dgid = env.gid, sgid_index = env.gid_index, hop_limit = 1 } })
   assert(env.b:post_recv{ wr_id = 7, sge = { mr = env.mrb, offset = 1024, length = 40 + 64 } })
@@ -266,7 +281,8 @@ local function check_port(ctx, port, must)
   r.checks[1] = { name = "port_state", pass = true, ms = 0 }
   local gid_index = rails.pick_gid(ctx, port, p.link_layer, o.gid_idx)
   r.gid_index = gid_index
-  r.before = pc.read(ctx, port) -- nil when the port has no counters: none read after either
+  r.before, r.lost = pc.read(ctx, port) -- nil, why: the port has no counters (none read after either)
+  if not r.before then r.no_counters, r.lost = r.lost, nil end
   for _, t in ipairs(tests) do r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t) end
   return r
 end
@@ -294,7 +310,8 @@ end
 
 -- JSON through dkjson: the lists (devices, ports, GIDs, checks) are arrays even
 -- when empty ([] rather than {}); NaN and infinities become null.
-local LISTS = { devices = true, ports = true, gids = true, checks = true, idle = true, exceeded = true }
+local LISTS = { devices = true, ports = true, gids = true, checks = true, idle = true, exceeded = true,
+  faults = true }
 local function mark_lists(v)
   for k, x in pairs(v) do
     if type(x) == "table" then
@@ -324,32 +341,35 @@ local function thresholds_of(device, port)
 end
 
 -- The counters of every port read before its checks, read again: their
--- deltas (p.counters) and, for an error counter that rose past its threshold,
--- a failed check "counters" naming each with its rise; then the flaps since
--- the watch (a failed check "flapped").  Returns those findings as text.
+-- deltas (p.counters) and, for a counter that cannot be judged (saturated,
+-- unreadable) or an error counter that rose past its threshold (transport
+-- ones only over the check's own traffic: check_counters.lua), a failed
+-- check "counters" naming each; then the flaps since the watch (a failed
+-- check "flapped").  size: the ranks of the run (1 alone): the first active
+-- port carried traffic with the others.  Returns those findings as text.
 local WATCH -- flaps.watch of the devices checked, made before their checks
 local LAST = o.flap_state and usable("option '--flap-state': ", flaps.load(o.flap_state)) -- the previous run's
-local function counter_findings(devs)
-  local found = {}
+local LOOPBACK = 0 -- the loopback checks' packets on a port
+for _, t in ipairs(tests) do LOOPBACK = LOOPBACK + t.packets end
+local function counter_findings(devs, size)
+  local found, run_port = {}, nil
   for _, dev in ipairs(devs) do
     for _, p in ipairs(dev.ports) do
-      local after = p.before and pc.read(dev.name, p.port)
-      if after then
-        p.link_downed = after.link_downed or after.hw_link_downed
-        local d, unknown = pc.deltas(p.before, after)
-        local over = pc.exceeded(d, thresholds_of(dev.name, p.port))
-        p.counters = { deltas = d, unknown = unknown, exceeded = over }
-        if #over > 0 then
-          local words = {}
-          for i, x in ipairs(over) do
-            words[i] = string.format("%s +%d (threshold %d)", x.name, x.delta, x.threshold)
-          end
-          local detail = dev.name .. " port " .. p.port .. ": " .. table.concat(words, ", ")
+      run_port = run_port or (p.state == "active" and not p.idle and p) or nil
+      if p.before then
+        local after, lost = pc.read(dev.name, p.port)
+        local own = cc.own_packets(LOOPBACK, p == run_port and (size or 1) - 1 or 0, o.ud_count)
+        local c, failed = cc.judge(p.before, after, after and { p.lost, lost } or { lost }, thresholds_of(dev.name,
+          p.port), { own = own, busy = BUSY, lid = p.lid, port = p.port })
+        p.counters = c
+        if after then p.link_downed = after.link_downed or after.hw_link_downed end
+        if #failed > 0 then
+          local detail = dev.name .. " port " .. p.port .. ": " .. table.concat(failed, ", ")
           p.checks[#p.checks + 1] = { name = "counters", pass = false, ms = 0, detail = detail }
           found[#found + 1] = "counters: " .. detail
         end
       end
-      p.before = nil
+      p.before, p.lost = nil, nil
     end
   end
   for _, x in ipairs(flaps.judge(WATCH, devs, HOST, LAST)) do found[#found + 1] = x end
@@ -359,19 +379,6 @@ local function counter_findings(devs)
     if not ok then io.stderr:write("fabric_check.lua: option '--flap-state': ", tostring(err), "\n") end
   end
   return found
-end
-
--- A port's counters that moved, and those without a delta: "sent_pkts +12, ...; unknown: x (saturated)".
-local function counter_text(c)
-  local moved, unknown = {}, {}
-  for k, v in pairs(c.deltas) do
-    if v > 0 then moved[#moved + 1] = k .. " +" .. v end
-  end
-  for k, why in pairs(c.unknown) do unknown[#unknown + 1] = k .. " (" .. why .. ")" end
-  table.sort(moved)
-  table.sort(unknown)
-  return (#moved > 0 and table.concat(moved, ", ") or "none moved") ..
-    (#unknown > 0 and ("; unknown: " .. table.concat(unknown, ", ")) or "")
 end
 
 local function print_text(devs)
@@ -388,7 +395,9 @@ local function print_text(devs)
         print(string.format("    %-14s %s %8.2f ms%s", c.name, c.pass and "PASS" or "FAIL", c.ms,
           c.detail and ("  " .. c.detail) or ""))
       end
-      if p.counters then print("    counters: " .. counter_text(p.counters)) end
+      if p.counters then print("    counters: " .. cc.text(p.counters)) end
+      if p.counters and p.counters.note then print("    counters: " .. p.counters.note) end
+      if p.no_counters then print("    counters: none: " .. p.no_counters) end
     end
   end
 end
@@ -427,7 +436,7 @@ end
 -- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
 local wide = require "fabric_wide"
 local alone = o.slurm_health or not wide.wanted(o)
-if alone then counter_findings(results) end
+if alone then counter_findings(results, 1) end
 local failed, total = 0, 0
 for _, dev in ipairs(results) do
   if dev.error then failed = failed + 1 end
@@ -503,7 +512,7 @@ end
 -- one rank of many: the fabric as a whole (rank 0 reports)
 if not alone then
   finish(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = AGREE,
-    after_traffic = function() return counter_findings(results) end }))
+    after_traffic = function(size) return counter_findings(results, size) end }))
 end
 if o.json then
   print(json({ devices = results, checks = total, failed = failed, pass = failed == 0 }))

@@ -16,15 +16,20 @@
 -- it was an end of in that round, and into --json and --json-lines.
 -- Flagged pairs (latency above --lat-factor x the lowest, bandwidth below
 -- --bw-fraction x the highest, or against a percentile: --reference; failed,
--- bad data; an error counter of an end's port that rose past its threshold:
--- --counter-thresholds, --expect's counters) are measured again (--retests
--- times, judged by their best figures), each end against a partner that
--- passed; the report gives a verdict per fault: a node, a link, an
--- unreachable rank, a port that flapped (its state, link_downed or port
--- events changed since the last round: examples/lib/flaps.lua; the run goes
--- on).  A healthy fabric gives none.
+-- bad data; a physical or port error counter of an end's port that rose past
+-- its threshold: --counter-thresholds, --expect's counters; a transport
+-- counter, retries and sequence errors, whose rise per packet stands out
+-- from the fabric's: --counter-factor, --counter-floor) are measured again
+-- (--retests times, judged by their best figures), each end against a
+-- partner that passed; a rank all of whose pairs were flagged has two of
+-- them retested, not all.  The report gives a verdict per fault: a node, a
+-- link, an unreachable rank, a port that flapped (its state, link_downed or
+-- port events changed since the last round: examples/lib/flaps.lua; the run
+-- goes on), a port whose counters cannot be judged (a judged counter
+-- saturated, a counter file unreadable: "counters").  A healthy fabric gives
+-- none; transport rates high on every pair are said as load, not blamed.
 -- Exit status, per rank: 0 when its own node has no verdict, 1 when it has one
--- (a node, flap or unreachable verdict on it, an end of a link verdict, an end of a
+-- (a node, flap, counters or unreachable verdict on it, an end of a link verdict, an end of a
 -- flagged pair not retested whose other end has no verdict; also a rank that
 -- lost rank 0 mid-run), 2 when the run could not be made (bad options or
 -- --expect file, a rank whose host none of its host lists names: every rank, at
@@ -111,7 +116,13 @@ local o = cli.run(arg, {
   { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
     .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
   { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
-    .. "ends over its round (all=n: every one; defaults: docs/bringup.md); more flags the pair" },
+    .. "ends over its round (all=n: every one; defaults: docs/bringup.md); more flags the pair (a transport "
+    .. "counter's: when its rate also stands out)" },
+  { nil, "counter-factor", arg = "x", type = "number", default = 4, min = 1,
+    help = "flag a transport counter's rise per packet above <x> times the fabric's rate of it (the --reference "
+      .. "kind, as for latency; default 4)" },
+  { nil, "counter-floor", arg = "rate", type = "number", default = 0.001, min = 0, max = 1,
+    help = "flag no transport counter's rise per packet at or below <rate> (default 0.001: one a thousand packets)" },
   { nil, "drain", help = "rank 0 drains in Slurm every node a verdict names (reason 'ibverbs fabric_matrix "
     .. "[<rails>]: <verdict>') and resumes a node that passed when fabric_matrix drained it and it measured every "
     .. "rail of that scope again; a node DOWN, FAIL, MAINT, ... or drained by anyone else is left alone" },
@@ -345,7 +356,8 @@ local first_seconds = socket.gettime() - t_run
 
 if ME == 0 then pcount.attribute(first, plan.names) end -- each pair's ends' counters of its round
 local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-  dry_run = o.dry_run, limits = LIMITS }
+  dry_run = o.dry_run, limits = LIMITS, counter_factor = o.counter_factor, counter_floor = o.counter_floor,
+  judged = THRESHOLDS }
 local rt, retested
 if ME == 0 then findings.complete(first, sched, R1, f) end
 if not o.dry_run and not o.no_retest then
@@ -376,7 +388,8 @@ local function report(ctl_all)
       mismatch[#mismatch + 1] = { r, x[1], x[2] }
     end
   end
-  local verdicts, transient, bad = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts, mismatch)
+  local verdicts, transient, bad, notes = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts,
+    mismatch)
   local control = findings.control(ctl_all, N, runner.ctl.all_cpu, BLOCK, f.tree and f.tree.k or 0)
   local scheduled, want = #first.list, NRAILS * N * (N - 1)
   local listed = 0
@@ -392,12 +405,13 @@ local function report(ctl_all)
   end
   local rep = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = rt and rt.rounds or 0,
     rails = plan.names[1], pairs = list, verdicts = verdicts, at_fault = bad, transient = transient,
-    control = control, counters = counters,
+    notes = notes, control = control, counters = counters,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,
       lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
       dry_run = o.dry_run or nil, launcher = f.launcher, max_rounds = o.max_rounds, wait = o.wait,
-      counter_thresholds = o.counter_thresholds } }
+      counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
+      counter_floor = o.counter_floor } }
   print(matrix.text(rep))
   if o.json then
     local fh = io.open(o.json, "w")

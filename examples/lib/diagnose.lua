@@ -8,9 +8,11 @@
 --
 -- A pair (one direction) is flagged when it failed, its data check failed,
 -- its latency is above lat_factor x the fabric's reference latency, a
--- bandwidth is below bw_fraction x the reference bandwidth, or an error
--- counter on one of its ends' ports rose past its threshold during its round
--- (p.counter_errors: examples/lib/pair_counters.lua), whatever its figures.
+-- bandwidth is below bw_fraction x the reference bandwidth, a physical or
+-- port error counter on one of its ends' ports rose past its threshold
+-- during its round (p.counter_errors: examples/lib/pair_counters.lua), or a
+-- transport counter's rise per packet stands out from the fabric's rate of
+-- it (p.rates, ref.rates: examples/lib/counter_judge.lua), whatever its figures.
 -- The reference (opts.reference) is the fabric's own figures: "best" (the lowest latency,
 -- the highest bandwidth: ClusterKit's rule, with 2.1 and 0.93, the defaults),
 -- "median", or "pQ" (Q from 50 to 100): bandwidth against its Qth
@@ -21,7 +23,12 @@
 --
 -- Flags are symptoms: every flagged pair is measured again, and every rank of
 -- a flagged pair against a partner whose pair with it was not flagged (the
--- one with fewest flagged pairs).  Each retest pair is measured opts.retests
+-- one with fewest flagged pairs); but of a rank all of whose pairs were
+-- flagged (a node at fault is bad with everyone), NODE_RETEST_PAIRS (two) of
+-- them alone, with the partners likeliest to pass: its other pairs, each a
+-- round at the slow node's pace K times, are not measured again
+-- (plan.unretested; a node verdict covers them, else they are transient when
+-- it passed with another partner, or link verdicts from the first pass).  Each retest pair is measured opts.retests
 -- times (K, default 1) in K passes, and judged by its best figures (the
 -- lowest latency, the highest bandwidths of the K): a bad node or link is bad
 -- every time, a noisy sample (a lost packet waiting out the RC ack timeout, a
@@ -37,12 +44,14 @@
 -- retest's own controls where they did worse: the retested pairs not
 -- flagged in the first pass (each suspect with its partner), measured in the
 -- same pass, at the same time.  Their reference (opts.reference over their
--- best figures) stands in for a metric when it is the less demanding, so a
--- load that comes with the retest slows the controls too and names nothing;
--- a fault stays bad against them.  The controls can only excuse: with none,
--- or when they did better, the first pass's reference judges.
+-- best figures, and their transport counters' rates) stands in for a metric
+-- when it is the less demanding, so a load that comes with the retest slows
+-- the controls too and names nothing; a fault stays bad against them.  The
+-- controls can only excuse: with none, or when they did better, the first
+-- pass's reference judges.
 local measures = require "measures"
 local pcount = require "pair_counters"
+local judge = require "counter_judge"
 
 local diagnose = {}
 
@@ -67,14 +76,7 @@ function diagnose.parse_reference(kind)
   return nil, "best, median or pQ (a percentile, Q from 50 to 100: p75, p90) expected, got '" .. kind .. "'"
 end
 
--- The q-quantile of the sorted list l, interpolated between its neighbours
--- (q = 0.5 is the median, 1 the highest, 0 the lowest).
-local function quantile(l, q)
-  local h = (#l - 1) * q + 1
-  local i = math.floor(h)
-  if i >= #l then return l[#l] end
-  return l[i] + (h - i) * (l[i + 1] - l[i])
-end
+local quantile = measures.quantile
 diagnose.quantile = quantile
 
 --- The fabric's own reference among the pairs that completed: per metric,
@@ -100,6 +102,7 @@ function diagnose.reference(list, kind)
       ref[m.key] = quantile(l, m.higher and how.q or 1 - how.q)
     end
   end
+  ref.rates = judge.reference(list, kind) -- the transport counters' rates, a packet
   return ref
 end
 
@@ -137,6 +140,11 @@ function diagnose.why(p, ref, opts)
     bad.counters = true
     why[#why + 1] = "error counters rose: " .. pcount.text(p.counter_errors)
   end
+  local stand = judge.why(p, ref.rates, opts) -- its ends' transport counters, a packet (counter_judge.lua)
+  if stand then
+    bad.transport = true
+    why[#why + 1] = "transport counters stand out: " .. judge.text(stand)
+  end
   if #why == 0 then return nil, bad end
   return why, bad
 end
@@ -162,7 +170,8 @@ for _, m in ipairs(diagnose.METRICS) do BEST[#BEST + 1] = m end
 --- One record of the samples of one direction of a pair (the retests): the
 -- best of each figure (lowest latency, highest bandwidths), an error or bad
 -- data if any sample had one, unmeasured if any was, samples = their number,
--- and the error counters that rose past their thresholds in every sample.
+-- the error counters that rose past their thresholds in every sample, and
+-- the transport counters' rates every sample had, each at its lowest.
 function diagnose.best_of(samples)
   local b = { src = samples[1].src, dst = samples[1].dst, rail = samples[1].rail, samples = #samples }
   for _, p in ipairs(samples) do
@@ -178,19 +187,57 @@ function diagnose.best_of(samples)
     end
   end
   b.counter_errors = pcount.common(samples)
+  b.rates, b.counted = judge.common(samples)
   return b
 end
 
 local function key(a, b) return math.min(a, b) .. "-" .. math.max(a, b) end
 
+--- The most flagged pairs of one rank retested when every one of its
+-- first-pass pairs was flagged: a node at fault is bad with every partner,
+-- so two partners that pass elsewhere tell it from its links (one could be
+-- at fault itself), and its other pairs (N-1 of them, each a round of the
+-- slow node's pace, K times) are not measured again.
+diagnose.NODE_RETEST_PAIRS = 2
+
+-- The flagged pairs to leave out of the retest (key -> the rank whose
+-- retests are bounded): of every suspect all of whose pairs were flagged and
+-- that has more than NODE_RETEST_PAIRS of them, all but those with the
+-- partners likeliest to pass (the fewest flagged pairs, then the lowest rank).
+local function bounded(bad_pairs, score, excluded)
+  local of = {}
+  for _, p in ipairs(bad_pairs) do
+    for i = 1, 2 do
+      local r = p[i]
+      of[r] = of[r] or {}
+      table.insert(of[r], p[3 - i])
+    end
+  end
+  local drop = {}
+  for r, partners in pairs(of) do
+    if score[r] == 1 and #partners > diagnose.NODE_RETEST_PAIRS and not excluded[r] then
+      table.sort(partners, function(a, b)
+        local sa, sb = score[a] or 1, score[b] or 1
+        return sa < sb or (sa == sb and a < b)
+      end)
+      for i = diagnose.NODE_RETEST_PAIRS + 1, #partners do drop[key(r, partners[i])] = r end
+    end
+  end
+  return drop
+end
+
 --- What to measure again: plan.pairs (unordered {a, b}), plan.good (rank ->
 -- true: none of its pairs flagged), plan.partner (suspect rank -> the rank it
 -- is retested with), plan.suspects (sorted ranks with a flagged pair),
 -- plan.flagged (the flagged pairs, unordered), plan.score (rank -> the share
--- of its pairs flagged).  excluded: ranks not to use (dead, faulty).
+-- of its pairs flagged), plan.unretested ("a-b" -> the rank whose retests
+-- were bounded: a flagged pair left out because every pair of that rank was
+-- flagged and NODE_RETEST_PAIRS of them tell a node from a link), plan.why
+-- ("a-b" -> {src, dst, why}: the first pass's why of one of its directions).  excluded: ranks not to use
+-- (dead, faulty).
 function diagnose.retest_plan(list, n, excluded)
   excluded = excluded or {}
-  local bad_pairs, seen, with, flagged_with = {}, {}, {}, {}
+  local bad_pairs, seen, with, flagged_with, whys = {}, {}, {}, {}, {}
   for _, p in ipairs(list) do
     if measured(p) then
       local k = key(p.src, p.dst)
@@ -200,6 +247,7 @@ function diagnose.retest_plan(list, n, excluded)
       end
       if p.flagged and not seen[k] then
         seen[k] = true
+        whys[k] = { p.src, p.dst, p.why }
         bad_pairs[#bad_pairs + 1] = { math.min(p.src, p.dst), math.max(p.src, p.dst) }
         for _, r in ipairs({ p.src, p.dst }) do
           flagged_with[r] = flagged_with[r] or {}
@@ -208,7 +256,8 @@ function diagnose.retest_plan(list, n, excluded)
       end
     end
   end
-  local plan = { pairs = {}, good = {}, partner = {}, suspects = {}, flagged = bad_pairs, score = {} }
+  local plan = { pairs = {}, good = {}, partner = {}, suspects = {}, flagged = bad_pairs, score = {}, why = whys,
+    unretested = {} }
   local function count(t) local c = 0; for _ in pairs(t or {}) do c = c + 1 end; return c end
   local candidates = {}
   for r = 0, n - 1 do
@@ -226,7 +275,11 @@ function diagnose.retest_plan(list, n, excluded)
     added[k] = true
     plan.pairs[#plan.pairs + 1] = { math.min(a, b), math.max(a, b) }
   end
-  for _, p in ipairs(bad_pairs) do add(p[1], p[2]) end
+  plan.unretested = {} -- key -> the rank whose retests were bounded (diagnose.NODE_RETEST_PAIRS)
+  for k, r in pairs(bounded(bad_pairs, plan.score, excluded)) do plan.unretested[k] = r end
+  for _, p in ipairs(bad_pairs) do
+    if not plan.unretested[key(p[1], p[2])] then add(p[1], p[2]) end
+  end
   local suspects = {}
   for r in pairs(flagged_with) do suspects[#suspects + 1] = r end
   table.sort(suspects)
@@ -270,7 +323,8 @@ end
 --- The reference a retest is judged by: per metric, the first pass's (ref)
 -- or the controls' (the retested pairs not flagged in the first pass, each
 -- direction by its best figures, opts.reference over them), whichever is the
--- less demanding (the lower bandwidth, the higher latency).  A metric taken
+-- less demanding (the lower bandwidth, the higher latency, the higher
+-- transport counter rate: counter_judge.merge).  A metric taken
 -- from the controls is named "the retest's controls' <kind>" (ref.names).
 -- Returns the reference and the number of control directions.
 function diagnose.retest_reference(retested, ref, plan, opts)
@@ -284,7 +338,8 @@ function diagnose.retest_reference(retested, ref, plan, opts)
   end
   if #controls == 0 then return ref, 0 end
   local c = diagnose.reference(controls, opts.reference)
-  local out = { kind = ref.kind, hi = ref.hi, lo = ref.lo, names = {} }
+  local out = { kind = ref.kind, hi = ref.hi, lo = ref.lo, names = {},
+    rates = ref.rates and judge.merge(ref.rates, c.rates) }
   for _, m in ipairs(diagnose.METRICS) do
     local r, cr = ref[m.key], c[m.key]
     out[m.key] = r
@@ -346,6 +401,26 @@ local function node_verdicts(plan, cleared_by, still_bad, names, verdicts)
   return bad_node
 end
 
+-- A flagged pair left out of the retest (plan.unretested) whose bounded
+-- rank x has no node verdict: transient when x passed with another partner
+-- (its first pass was slow with everyone: a stall), else a link verdict from
+-- the first pass alone (nothing passed to tell a node from the link).
+local function unretested(plan, a, b, cleared_by, names, verdicts, transient)
+  local k = key(a, b)
+  local x = plan.unretested[k]
+  local y = x == a and b or a
+  if cleared_by[x] then
+    transient[#transient + 1] = { a, b, note = string.format("not retested: %s passed with %s, after every pair of "
+      .. "it was flagged in the first pass", names(x), names(cleared_by[x] == "first" and y or cleared_by[x])) }
+    return
+  end
+  local w = plan.why and plan.why[k]
+  verdicts[#verdicts + 1] = { kind = "link", ranks = { a, b },
+    why = string.format("not retested (every pair of %s was flagged: %d of them retested), and no partner that "
+      .. "passed to tell a node from the link: first pass: %s%s", names(x), diagnose.NODE_RETEST_PAIRS,
+      w and (names(w[1]) .. " -> " .. names(w[2]) .. ": ") or "", w and tostring(w[3]) or "flagged") }
+end
+
 --- The verdicts from the retest pass (retested: pair records like the first
 -- pass's, opts.retests of each direction of each retested pair, any order)
 -- and the plan made from the first; judged by diagnose.retest_reference.
@@ -365,12 +440,16 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
       if p.unmeasured then return nil end
       if p.why then
         local w = p.why
-        local counters = p.counter_errors and "error counters rose: " .. pcount.text(p.counter_errors)
-        local at = counters and w:find(counters, 1, true)
-        if at and said[counters] then
-          w = w:sub(1, at - 1) .. "the same error counters" .. w:sub(at + #counters)
-        elseif at then
-          said[counters] = true
+        local stand = judge.why(p, ref.rates, opts)
+        for _, x in ipairs({ { p.counter_errors and "error counters rose: " .. pcount.text(p.counter_errors),
+          "the same error counters" }, { stand and "transport counters stand out: " .. judge.text(stand),
+          "the same transport counters" } }) do
+          local at = x[1] and w:find(x[1], 1, true)
+          if at and said[x[1]] then
+            w = w:sub(1, at - 1) .. x[2] .. w:sub(at + #x[1])
+          elseif at then
+            said[x[1]] = true
+          end
         end
         why[#why + 1] = string.format("%s -> %s: %s%s", names(p.src), names(p.dst), w,
           p.samples > 1 and string.format(" (best of %d)", p.samples) or "")
@@ -392,7 +471,9 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
     local a, b = pr[1], pr[2]
     if not bad_node[a] and not bad_node[b] then
       local bad = still_bad(a, b)
-      if bad and cleared_by[a] and cleared_by[b] then
+      if plan.unretested and plan.unretested[key(a, b)] then
+        unretested(plan, a, b, cleared_by, names, verdicts, transient)
+      elseif bad and cleared_by[a] and cleared_by[b] then
         verdicts[#verdicts + 1] = { kind = "link", ranks = { a, b },
           why = string.format("both pass with other partners; between them still bad: %s", bad) }
       elseif bad then

@@ -6,7 +6,7 @@
 --
 --   local wide = require "fabric_wide"
 --   local status = wide.run(o, results, failed, total, { print_text = f, json = f, agree = text,
---     after_traffic = f })   -- after_traffic(): this rank's findings after the traffic (counters), a list of text
+--     after_traffic = f })   -- after_traffic(size): this rank's findings after the traffic (counters), a list of text
 --   -- 0: this rank's node has no fault, 1: it has one (o.exit_any: any rank has one), 2: no run
 local ibv = require "ibverbs"
 local cli = require "cli"
@@ -468,8 +468,8 @@ end
 
 --- The fabric-wide part (hooks: print_text(results) and json(value), rank
 -- 0's output; agree, the script's version and options, which every rank must
--- give alike; after_traffic(), this rank's findings once the traffic is
--- over, a list of text); returns this rank's exit status: 0 when its node
+-- give alike; after_traffic(size), this rank's findings once the traffic
+-- with the size - 1 other ranks is over, a list of text); returns this rank's exit status: 0 when its node
 -- has no fault, 1 when it has one (o.exit_any: when any node has one), 2
 -- when the run could not be made (no rendezvous, an exchange failed).
 function wide.run(o, results, failed, total, hooks)
@@ -485,7 +485,7 @@ function wide.run(o, results, failed, total, hooks)
   local traffic
   if all then traffic, ferr = pair_traffic(f, me, o, math.max(o.timeout, 5)) end
   local matrix = traffic and f:gather(traffic, 0)
-  local mine = matrix and hooks.after_traffic and hooks.after_traffic() or {}
+  local mine = matrix and hooks.after_traffic and hooks.after_traffic(f.size) or {}
   local later = matrix and f:gather(setmetatable(mine, { __jsontype = "array" }), 0)
   if not later then
     print(string.format("fabric (rank %d): FAIL %s", f.rank, tostring(ferr)))

@@ -1,15 +1,19 @@
 --- Rank 0's side of fabric_matrix.lua's diagnosis, between the stored pairs
 -- (examples/lib/results.lua) and the judgement (examples/lib/diagnose.lua):
 -- the first pass made whole (a record for every scheduled pair), the retest's
--- rounds, and the verdicts of every rail with the ranks out of the run and
--- the nodes that could not take part.
+-- rounds, and the verdicts of every rail with the ranks out of the run, the
+-- nodes that could not take part and the ports whose counters cannot be
+-- judged (a kind of its own, "counters"), and the report's notes on the
+-- transport counters (load or congestion on every pair, rates unknown).
 --
 --   local findings = require "findings"
 --   findings.complete(store, sched, R1, f)
 --   local rt = findings.retest(store, f, fault, opts, width)     -- rt.rounds, rt.per_sample
---   local verdicts, transient, bad = findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mismatch)
+--   local verdicts, transient, bad, notes = findings.verdicts(f, fault, rail_names, first, retested, rt, opts,
+--     mismatch)
 local diagnose = require "diagnose"
 local schedule = require "schedule"
+local judge = require "counter_judge"
 
 local findings = {}
 
@@ -117,14 +121,82 @@ function findings.flap_verdicts(f, rail_names, stores)
   return out
 end
 
+--- The counter verdicts of the stores' counters (each store's .counters,
+-- results.lua): one a rank and rail whose port's counters could not be
+-- judged: a judged counter saturated, a counter file that could not be read
+-- (pair_counters' faults, sent with "!"); each named once with its why, in
+-- the order seen, and how many rounds showed them ("rxe0:1: the port's
+-- counters cannot be judged: symbol_error: saturated at 65535 (16 bits): its
+-- rise cannot be seen; reset it: perfquery -R 3 1 (3 rounds)").  The kind is "counters": the rank's node exits 1 and is
+-- drained as for a node verdict.
+function findings.counter_verdicts(f, rail_names, stores)
+  local out, of = {}, {}
+  for _, store in ipairs(stores) do
+    for _, c in ipairs(store.counters or {}) do
+      for _, x in ipairs(c.faults or {}) do
+        local k = c.rank .. ":" .. c.rail
+        local v = of[k]
+        if not v then
+          v = { kind = "counters", ranks = { c.rank }, hosts = hosts_of(f, { c.rank }),
+            rail = rail_name(rail_names, c.rank, c.rail), seen = {}, order = {}, rounds = {} }
+          of[k] = v
+          out[#out + 1] = v
+        end
+        if not v.seen[x.name] then
+          v.seen[x.name] = x.why
+          v.order[#v.order + 1] = x.name
+        end
+        v.rounds[c.pass .. " " .. c.round] = true
+      end
+    end
+  end
+  for _, v in ipairs(out) do
+    local words, n = {}, 0
+    for _, name in ipairs(v.order) do words[#words + 1] = name .. ": " .. v.seen[name] end
+    for _ in pairs(v.rounds) do n = n + 1 end
+    v.why = string.format("%s: the port's counters cannot be judged: %s (%d round%s)", v.rail,
+      table.concat(words, "; "), n, n == 1 and "" or "s")
+    v.seen, v.order, v.rounds = nil, nil, nil
+  end
+  return out
+end
+
+-- The report's notes on the transport counters of one rail: a reference
+-- whose rates are high on every pair (load or congestion: counter_judge's
+-- load_note), for the first pass (ref) and the retest (rref), and the ends
+-- whose packets were unknown (their transport counters not judged).
+local function counter_notes(notes, f, name, l, ref, rref, opts)
+  local retest -- the retest's rates that its controls set (the others are the first pass's, said already)
+  if rref and rref.rates then
+    retest = { values = {}, lo = rref.rates.lo, names = rref.rates.names }
+    for k in pairs(rref.rates.names or {}) do retest.values[k] = rref.rates.values[k] end
+  end
+  for _, x in ipairs({ { ref and ref.rates, "first pass" }, { retest, "retest" } }) do
+    local line = x[1] and judge.load_note(x[1], opts, opts.judged, name .. ", " .. x[2])
+    if line then notes[#notes + 1] = line end
+  end
+  local unknown, seen = {}, {}
+  for _, p in ipairs(l) do
+    for _, e in ipairs(p.rates_unknown or {}) do
+      if not seen[e.rank] then seen[e.rank] = true; unknown[#unknown + 1] = f:name(e.rank) end
+    end
+  end
+  if #unknown > 0 then
+    notes[#notes + 1] = string.format("counters: transport not judged on %s (%s): the port's packet counts are "
+      .. "unknown (saturated, or not counted), so no rate", table.concat(unknown, ", "), name)
+  end
+end
+
 --- The verdicts: the ranks out of the run, the nodes with a local fault, the
 -- nodes that differ from --expect (mismatch: a list of {rank, rail name,
--- why}, or nil), the ports that flapped (findings.flap_verdicts), then each
+-- why}, or nil), the ports that flapped (findings.flap_verdicts), the ports
+-- whose counters cannot be judged (findings.counter_verdicts), then each
 -- rail's from its retest (rt: findings.retest's, nil when there was none:
 -- then a flagged pair fails the run and none is judged).  Returns the
--- verdicts, the transient pairs ({a, b, rail}) and the ranks at fault (their
--- nodes exit 1): those the verdicts name, and the ends of a flagged pair not
--- judged when neither end is named.
+-- verdicts, the transient pairs ({a, b, rail, note =}: note when it was not
+-- retested), the ranks at fault (their nodes exit 1): those the verdicts
+-- name, and the ends of a flagged pair not judged when neither end is named;
+-- and the report's notes on the counters (a list of text).
 function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mismatch)
   local verdicts, transient, flagged = setmetatable({}, { __jsontype = "array" }), {}, {}
   for _, d in ipairs(f:dead_ranks()) do
@@ -143,26 +215,32 @@ function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mism
       why = x[3] }
   end
   for _, v in ipairs(findings.flap_verdicts(f, rail_names, { first, retested })) do verdicts[#verdicts + 1] = v end
+  for _, v in ipairs(findings.counter_verdicts(f, rail_names, { first, retested })) do verdicts[#verdicts + 1] = v end
+  local notes = {}
   for ki = 1, opts.dry_run and 0 or first.nrails do
     local l = first:of_rail(ki)
     local ref = rt and rt.refs[ki] or diagnose.flag(l, opts)
     local plan = rt and rt.plans[ki]
+    local rref
     if not plan then
       for _, x in ipairs(l) do
         if x.flagged then flagged[#flagged + 1] = { x.src, x.dst } end
       end
     else
-      local v, tr = diagnose.verdicts(retested and retested:of_rail(ki) or {}, ref, plan, opts,
+      local v, tr
+      v, tr, rref = diagnose.verdicts(retested and retested:of_rail(ki) or {}, ref, plan, opts,
         function(r) return f:name(r) end)
       for _, x in ipairs(v) do
         x.hosts = hosts_of(f, x.ranks)
         x.rail = rail_name(rail_names, x.ranks[1], ki)
         verdicts[#verdicts + 1] = x
       end
-      for _, t in ipairs(tr) do transient[#transient + 1] = { t[1], t[2], ki } end
+      for _, t in ipairs(tr) do transient[#transient + 1] = { t[1], t[2], ki, note = t.note } end
+      if #plan.pairs == 0 then rref = nil end
     end
+    counter_notes(notes, f, rail_name(rail_names, 0, ki), l, ref, rref, opts)
   end
-  return verdicts, transient, at_fault(verdicts, flagged)
+  return verdicts, transient, at_fault(verdicts, flagged), notes
 end
 
 --- Rank 0's figures of the control plane: from every rank's {seconds, cpu,

@@ -5,8 +5,9 @@
 --   -- report: {size=, hosts=, pattern=, rounds=, rails=, pairs = {{src=, dst=, rail=, round=, lat_us=,
 --   --          lat_p99_us=, lat_p999_us=, lat_max_us=, write_mbs=, send_mbs=, flagged=, bad=, why=,
 --   --          unmeasured=, counter_errors=, ...}}, verdicts=, control=, options=,
---   --          counters = {{pass=, round=, rank=, host=, rail=, deltas=, unknown=, exceeded=}},
---   --          at_fault = the ranks whose nodes exit 1}
+--   --          counters = {{pass=, round=, rank=, host=, rail=, deltas=, unknown=, exceeded=, faults=,
+--   --          packets=}}, notes = the counters' notes (findings.verdicts), at_fault = the ranks whose nodes
+--   --          exit 1}
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
 local diagnose = require "diagnose"
@@ -144,9 +145,11 @@ function matrix.text(report)
   end
   counts(out, report)
   spread_line(out, report)
-  for _, t in ipairs(report.transient or {}) do
-    out[#out + 1] = string.format("transient: %s <-> %s passed when measured again%s", name(report, t[1]),
-      name(report, t[2]), (o.retests or 1) > 1 and string.format(" (best of %d)", o.retests) or "")
+  for _, line in ipairs(report.notes or {}) do out[#out + 1] = line end
+  local best = (o.retests or 1) > 1 and string.format(" (best of %d)", o.retests) or ""
+  for _, t in ipairs(report.transient or {}) do -- (note: a pair not retested, and why)
+    out[#out + 1] = string.format("transient: %s <-> %s %s", name(report, t[1]), name(report, t[2]),
+      t.note or ("passed when measured again" .. best))
   end
   for _, v in ipairs(report.verdicts or {}) do
     local who = {}
@@ -185,13 +188,18 @@ function matrix.json(report)
   end
   local transient = array({})
   for i, t in ipairs(report.transient or {}) do transient[i] = array({ t[1], t[2] }) end
+  local notes = array({})
+  for i, line in ipairs(report.notes or {}) do notes[i] = line end
+  for _, t in ipairs(report.transient or {}) do
+    if t.note then notes[#notes + 1] = string.format("transient: %d <-> %d %s", t[1], t[2], t.note) end
+  end
   return dkjson.encode({ size = report.size, pass = #verdicts == 0, pattern = report.pattern,
     rounds = report.rounds, retest_rounds = report.retest_rounds, rails = array(report.rails), hosts = report.hosts,
-    verdicts = verdicts, at_fault = array(report.at_fault), flagged = flagged, transient = transient,
+    verdicts = verdicts, at_fault = array(report.at_fault), flagged = flagged, transient = transient, notes = notes,
     control = report.control, seconds = report.seconds, pairs = pairs_list, counters = array(report.counters),
     options = report.options },
     { keyorder = { "size", "pass", "pattern", "rounds", "retest_rounds", "rails", "hosts", "verdicts", "at_fault",
-      "flagged", "transient", "control", "seconds", "pairs", "counters", "options" } })
+      "flagged", "transient", "notes", "control", "seconds", "pairs", "counters", "options" } })
 end
 
 --- The gnuplot script of the heatmaps (one per metric) for file (.png or .svg).

@@ -1,6 +1,7 @@
 --- What fabric_matrix.lua measures, and the text each measurement goes by:
 -- the one table the pair traffic (a failure's phase), the diagnosis (a flag's
--- why) and the report (a matrix's heading) all read.
+-- why) and the report (a matrix's heading) all read; and the quantile their
+-- references are taken at.
 --
 --   local measures = require "measures"
 --   measures.METRICS[1].title, measures.phase("rx")   -- "ping-pong latency", "send bandwidth (receiving)"
@@ -25,5 +26,15 @@ measures.PHASES = {
 
 --- The text of a phase (its name when it has none).
 function measures.phase(state) return measures.PHASES[state] or tostring(state) end
+
+--- The q-quantile of the sorted list l, interpolated between its neighbours
+-- (q = 0.5 is the median, 1 the highest, 0 the lowest): the references of
+-- the figures (diagnose.lua) and of the counters' rates (counter_judge.lua).
+function measures.quantile(l, q)
+  local h = (#l - 1) * q + 1
+  local i = math.floor(h)
+  if i >= #l then return l[#l] end
+  return l[i] + (h - i) * (l[i + 1] - l[i])
+end
 
 return measures

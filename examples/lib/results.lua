@@ -5,7 +5,7 @@
 --   "I rail peer ok bytes|error"        (this rank received from peer)
 --   "U rail peer|why"                   (this rank was to send to peer: unmeasured)
 --   "D rail peer|"                      (a dry run's end)
---   "C rail deltas|unknown"             (this rank's port counters over the round: examples/lib/pair_counters.lua)
+--   "C rail deltas|unknown|packets"     (this rank's port counters over the round: examples/lib/pair_counters.lua)
 --   "F rail time|what"                  (the rail's port went down or came back since the last round: flaps.lua)
 -- and "@k" before the lines of round k (an exchange carries a block of rounds).
 -- A store keeps one record per (sample, rail, src, dst), which names its hosts
@@ -85,7 +85,8 @@ function Store:rec(k, src, dst, sample)
 end
 
 --- Rank src's counters of rail k in round (an entry of store.counters: {pass =,
--- round =, sample =, rank =, host =, rail =, deltas =, unknown =, exceeded =}), or nil.
+-- round =, sample =, rank =, host =, rail =, deltas =, unknown =, exceeded =,
+-- faults =, packets =}: pair_counters.parse's), or nil.
 function Store:counters_of(round, src, k)
   local at = self.counter_at[round]
   return at and at[src * self.nrails + k - 1]
@@ -93,10 +94,11 @@ end
 
 -- A counter line of rank src in round: its entry, or nil when the line is not one.
 function Store:counter_line(src, line, round, pass)
-  local k, deltas, unknown, exceeded = pcount.parse(line)
+  local k, deltas, unknown, exceeded, faults, packets = pcount.parse(line)
   if not k or not round then return nil end
   local c = { pass = pass, round = round, sample = self.per_sample and math.floor(round / self.per_sample) + 1,
-    rank = src, host = self.hosts[src + 1], rail = k, deltas = deltas, unknown = unknown, exceeded = exceeded }
+    rank = src, host = self.hosts[src + 1], rail = k, deltas = deltas, unknown = unknown, exceeded = exceeded,
+    faults = faults, packets = packets }
   self.counters[#self.counters + 1] = c
   self.counter_at[round] = self.counter_at[round] or {}
   self.counter_at[round][src * self.nrails + k - 1] = c
@@ -178,9 +180,12 @@ function results.counter_json(c, rail_names)
   local names = rail_names[c.rank + 1]
   local exceeded = setmetatable({}, { __jsontype = "array" })
   for i, x in ipairs(c.exceeded) do exceeded[i] = { name = x.name, delta = x.delta, threshold = x.threshold } end
+  local faults = {}
+  for _, x in ipairs(c.faults or {}) do faults[x.name] = x.why end
   return { pass = c.pass, round = c.round, sample = c.sample, rank = c.rank, host = c.host,
     rail = names and names[c.rail] or c.rail, deltas = setmetatable(c.deltas, { __jsontype = "object" }),
-    unknown = next(c.unknown) and c.unknown or nil, exceeded = #exceeded > 0 and exceeded or nil }
+    unknown = next(c.unknown) and c.unknown or nil, exceeded = #exceeded > 0 and exceeded or nil,
+    faults = next(faults) and faults or nil, packets = c.packets }
 end
 
 --- A record as one streamed JSON line (--json-lines): a pair, or a rank's

@@ -8,7 +8,8 @@
 -- the echo side posts its first receive then, and the first ping waits for it
 -- (RNR, retried without limit).  With cfg.limits_of, every rank reads its
 -- rails' port counters just before and just after each round's traffic and
--- reports the deltas with the round's results (examples/lib/pair_counters.lua).
+-- reports the deltas, the packets and what cannot be judged (a saturated or
+-- unreadable counter) with the round's results (examples/lib/pair_counters.lua).
 -- With cfg.watch_flaps, every rank also checks its rails' ports after each
 -- round (examples/lib/flaps.lua: state, link_downed, port events since the
 -- last check) and reports a port that went down or came back.
@@ -156,10 +157,15 @@ function R:measure(k)
     if not e.skip and not f:alive(e.peer) then e.skip = f:name(e.peer) .. " unreachable" end
     if not e.skip and not e.dry then live[#live + 1] = e end
   end
-  local before = self.limits_of and pcount.read(self.rails)
+  local before, lost = nil, nil
+  if self.limits_of then before, lost = pcount.read(self.rails) end
   self.traffic:run(live)
   local text = "@" .. k .. "\n" .. results.lines(rd.ends)
-  local counters = before and pcount.lines(before, pcount.read(self.rails), self.limits_of) or ""
+  local counters = ""
+  if before then
+    local after, lost_after = pcount.read(self.rails)
+    counters = pcount.lines(before, after, self.limits_of, { lost, lost_after }, function(ki) return self.rails[ki] end)
+  end
   if counters ~= "" then text = text .. "\n" .. counters end
   if self.flap_watch then -- a port that went down (or came back) since the last round's end
     local at = os.date("!%Y-%m-%dT%H:%M:%SZ")

@@ -324,4 +324,153 @@ describe("fabric_matrix.lua's diagnosis (examples/lib/diagnose.lua)", function()
     assert.equal(11999, same.write_mbs)
     assert.is_nil(same.names.write_mbs)
   end)
+  -- Transport counters per packet (counter_judge.lua): every direction of a pair shares its round, so its
+  -- ends' rates; rates(a, b) gives a pair's ends' {name, delta, packets} lists.
+  local function with_rates(p, rates)
+    p.counted = true
+    p.rates = {}
+    for _, rank in ipairs({ math.min(p.src, p.dst), math.max(p.src, p.dst) }) do
+      for _, e in ipairs(rates(p.src, p.dst)[rank] or {}) do
+        table.insert(p.rates, { rank = rank, host = "node" .. (rank + 1), rail = "rxe0:1", name = e[1], delta = e[2],
+          packets = e[3], rate = e[2] / e[3], threshold = e[2] > 10 and 10 or nil })
+      end
+    end
+    return p
+  end
+  local RATE_OPTS = { lat_factor = 4, bw_fraction = 0.2, reference = "p75", retests = 3 }
+
+  -- A first pass and its retest (k samples) on n ranks, the figures healthy, the counters from rates(a, b, sample).
+  local function counted_diagnosis(n, rates, opts)
+    local l = fabric_of(n, function(p) with_rates(p, function(a, b) return rates(a, b, 0) end) end)
+    local ref = diagnose.flag(l, opts)
+    local plan = diagnose.retest_plan(l, n)
+    local again = retest(plan, function(p, sample)
+      with_rates(p, function(a, b) return rates(a, b, sample) end)
+    end, opts.retests)
+    local v, transient, rref = diagnose.verdicts(again, ref, plan, opts)
+    return v, transient, plan, l, ref, rref
+  end
+
+  it("names nothing on a lossy segment whose every pair retries alike (the issue's +11 to +21 on each end)",
+    function()
+    -- four healthy soft-RoCE VMs, -n 200 -N 50: about 3400 packets a port a round, 11 to 21 retries each
+    local v, transient, plan, l, ref = counted_diagnosis(4, function(a, b, sample)
+      local n = 11 + (a * 3 + b * 5 + sample * 7) % 11
+      return { [a] = { { "completer_retry_err", n, 3400 } }, [b] = { { "completer_retry_err", 32 - n, 3400 } } }
+    end, RATE_OPTS)
+    assert.same({}, flagged_pairs(l))
+    assert.same({}, plan.pairs)
+    assert.same({}, v)
+    assert.same({}, transient)
+    -- what the fixed threshold of 10 flagged: every pair rose past it
+    for _, p in ipairs(l) do assert.is_truthy(p.rates[1].threshold) end
+    -- the segment's rate itself is above the floor: said as load, not blamed
+    assert.matches("^counters: transport rates high on every pair %(x: completer_retry_err p25 0%.00", require(
+      "counter_judge").load_note(ref.rates, RATE_OPTS, nil, "x"))
+  end)
+
+  it("names exactly one link when one link's pair stands out per packet in every sample, the figures passing",
+    function()
+    local v, transient, plan, l = counted_diagnosis(4, function(a, b)
+      if a + b == 4 and a ~= b then -- 1 <-> 3: 20 % loss one way (the sender NAKed, the receiver out of sequence)
+        return { [1] = { { "rcvd_seq_err", 28, 300 }, { "completer_retry_err", 40, 300 } },
+          [3] = { { "out_of_seq_request", 25, 300 } } }
+      end
+      return { [a] = { { "completer_retry_err", 3, 300 } } } -- a retry now and then, within its threshold
+    end, RATE_OPTS)
+    assert.same({ "1>3", "3>1" }, flagged_pairs(l))
+    local why
+    for _, p in ipairs(l) do if p.src == 1 and p.dst == 3 then why = p.why end end
+    -- the fabric's p25 retry rate is the healthy pairs' 3 in 300 (rises within the threshold count in the
+    -- reference); the sequence errors, which no other pair counted, are judged by the floor
+    assert.equal("transport counters stand out: rxe0:1 on node2: rcvd_seq_err +28 in 300 packets (0.0933 a packet > "
+      .. "floor 0.001), completer_retry_err +40 in 300 packets (0.133 a packet > 4 x p25 0.01); rxe0:1 on node4: "
+      .. "out_of_seq_request +25 in 300 packets (0.0833 a packet > floor 0.001)", why)
+    assert.same({ { 1, 3 } }, plan.flagged)
+    assert.equal(1, #v, dkjson.encode(v))
+    assert.same({ "link", { 1, 3 } }, { v[1].kind, v[1].ranks })
+    assert.matches("^both pass with other partners; between them still bad: rank 1 %-> rank 3: transport counters "
+      .. "stand out: .- %(best of 3%); rank 3 %-> rank 1: the same transport counters %(best of 3%)$", v[1].why)
+    assert.same({}, transient)
+  end)
+
+  it("judges a retest's rates against its controls': a rise that comes with the retest everywhere names nothing",
+    function()
+    local v, transient, _, _, _, rref = counted_diagnosis(4, function(a, b, sample)
+      if sample == 0 then -- the first pass: 1 <-> 3 alone retried
+        return (a + b == 4 and a ~= b) and { [1] = { { "completer_retry_err", 40, 300 } } } or {}
+      end
+      return { [a] = { { "completer_retry_err", 36 + sample, 300 } } } -- the retest: every pair alike
+    end, RATE_OPTS)
+    assert.same({}, v)
+    assert.same({ { 1, 3 } }, transient)
+    assert.equal("the retest's controls' p25", rref.rates.names.completer_retry_err)
+  end)
+
+  it("names only the node whose every pair shows high rates, and retests two of its pairs, not all", function()
+    local v, transient, plan, _, _, rref = counted_diagnosis(4, function(a, b)
+      if a == 2 or b == 2 then
+        local other = a == 2 and b or a
+        return { [2] = { { "completer_retry_err", 45, 300 } }, [other] = { { "out_of_seq_request", 30, 300 } } }
+      end
+      return { [a] = { { "completer_retry_err", 12, 3000 } }, [b] = { { "completer_retry_err", 14, 3000 } } }
+    end, RATE_OPTS)
+    assert.equal(1, #v, dkjson.encode(v))
+    assert.same({ "node", { 2 } }, { v[1].kind, v[1].ranks })
+    assert.matches("transport counters stand out", v[1].why)
+    assert.matches("%(3 of its pairs flagged in the first pass%)$", v[1].why)
+    assert.same({}, transient)
+    local with2 = 0
+    for _, pr in ipairs(plan.pairs) do if pr[1] == 2 or pr[2] == 2 then with2 = with2 + 1 end end
+    assert.equal(2, with2)
+    assert.is_truthy(rref.rates)
+  end)
+
+  it("names nothing when the whole segment's rates rise together: load or congestion", function()
+    local v, _, plan, l, ref = counted_diagnosis(4, function(a, b)
+      return { [a] = { { "completer_retry_err", 15 + a, 300 } }, [b] = { { "rcvd_seq_err", 14 + b, 300 } } }
+    end, { lat_factor = 4, bw_fraction = 0.2, reference = "best", retests = 1 })
+    assert.same({}, flagged_pairs(l))
+    assert.same({}, plan.pairs)
+    assert.same({}, v)
+    assert.is_truthy(require("counter_judge").load_note(ref.rates, nil, nil, "rxe0:1, first pass"))
+  end)
+
+  it("retests a rank all of whose pairs were flagged with two partners, not N-1: a node verdict all the same",
+    function()
+    local slow = function(p) if p.src == 5 or p.dst == 5 then p.write_mbs, p.send_mbs = 6000, 5900 end end
+    local l = fabric_of(8, slow)
+    local ref = diagnose.flag(l, fs.OPTS)
+    local plan = diagnose.retest_plan(l, 8)
+    local kept, left = {}, 0
+    for _, pr in ipairs(plan.pairs) do
+      if pr[1] == 5 or pr[2] == 5 then kept[#kept + 1] = pr[1] == 5 and pr[2] or pr[1] end
+    end
+    for _, r in pairs(plan.unretested) do assert.equal(5, r); left = left + 1 end
+    assert.equal(diagnose.NODE_RETEST_PAIRS, #kept)
+    assert.equal(7 - diagnose.NODE_RETEST_PAIRS, left)
+    -- the retest's rounds with rank 5: 2 a sample (was 7); 3 samples: 6 rounds of the slow node's pace, not 21
+    local rounds = require("schedule").disjoint_rounds(plan.pairs, 2)
+    local with5 = 0
+    for _, rd in ipairs(rounds) do
+      for _, pr in ipairs(rd) do if pr[1] == 5 or pr[2] == 5 then with5 = with5 + 1 end end
+    end
+    assert.equal(2, with5)
+    local v, transient = diagnose.verdicts(retest(plan, slow), ref, plan, fs.OPTS)
+    assert.equal(1, #v, dkjson.encode(v))
+    assert.same({ "node", { 5 } }, { v[1].kind, v[1].ranks })
+    assert.same({}, transient) -- the pairs not retested are the node's: its verdict covers them
+    -- rank 5 slow in the first pass alone (a stall): its two retested pairs pass, the others are said not retested
+    v, transient = diagnose.verdicts(retest(plan, nil), ref, plan, fs.OPTS)
+    assert.same({}, v)
+    local notes = 0
+    for _, t in ipairs(transient) do
+      if t.note then
+        notes = notes + 1
+        assert.matches("^not retested: rank 5 passed with rank %d, after every pair of it was flagged in the first "
+          .. "pass$", t.note)
+      end
+    end
+    assert.equal(5, notes)
+  end)
 end)

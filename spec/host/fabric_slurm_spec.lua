@@ -406,3 +406,16 @@ describe("ibverbs.fabric.slurm", function()
     assert.equal("/opt/x/scontrol\n", out)
   end)
 end)
+
+describe("ibverbs.fabric.slurm.busy", function()
+  it("says a node runs work (ALLOCATED, MIXED, COMPLETING, drained or not), so its transport counters are not "
+    .. "judged", function()
+    for _, s in ipairs({ "ALLOCATED", "MIXED", "MIXED+DRAIN", "ALLOCATED+COMPLETING", "COMPLETING", "ALLOC", "MIX",
+      "MIXED*" }) do
+      assert.is_true(slurm.busy({ state = s }), s)
+    end
+    for _, s in ipairs({ "IDLE", "IDLE+DRAIN", "DOWN", "DOWN+DRAIN", "IDLE+MAINT+RESERVED", "FUTURE" }) do
+      assert.is_false(slurm.busy({ state = s }), s)
+    end
+  end)
+end)

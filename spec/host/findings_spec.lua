@@ -95,6 +95,104 @@ describe("examples/lib/findings.lua", function()
       assert.same({ 1, 2 }, bad)
     end)
 
+  it("makes a port whose counters cannot be judged (saturated, unreadable: '!' in its C lines) a 'counters' verdict "
+    .. "on its rank, which exits 1 and is drained with it", function()
+    local f = group(3)
+    local first = store_of(3, {})
+    local sat = "link_downed:!saturated at 255 (8 bits): its rise cannot be seen; reset it: perfquery -R 3 1"
+    first:absorb(1, "@0\nC 1 sent_pkts=9|" .. sat .. "|18\n@1\nC 1 -|" .. sat .. ",port_rcv_errors:!unreadable: "
+      .. "/sys/p/port_rcv_errors: Input/output error|0", nil, "first", tostring)
+    first:absorb(2, "@0\nC 1 sent_pkts=9|x:went backwards|18", nil, "first", tostring) -- no fault: no verdict
+    local v, _, bad = findings.verdicts(f, {}, { {}, { "mlx5_0:1" }, { "mlx5_0:1" } }, first, nil, nil,
+      { dry_run = true })
+    assert.same({ { kind = "counters", ranks = { 1 }, hosts = { "h1" }, rail = "mlx5_0:1",
+      why = "mlx5_0:1: the port's counters cannot be judged: link_downed: saturated at 255 (8 bits): its rise cannot "
+        .. "be seen; reset it: perfquery -R 3 1; port_rcv_errors: unreadable: /sys/p/port_rcv_errors: Input/output "
+        .. "error (2 rounds)" } }, v)
+    assert.same({ 1 }, bad)
+    local drained = require("drains").plan({ verdicts = v, at_fault = bad, size = 3, pairs = {} },
+      { "h0", "h1", "h2" })
+    assert.matches("^counters mlx5_0:1: mlx5_0:1: the port's counters cannot be judged: link_downed: saturated",
+      drained.h1)
+    assert.is_nil(drained.h2)
+  end)
+
+  it("notes transport rates high on every pair as load, and the ends whose packets were unknown", function()
+    local f = group(4)
+    local texts = {}
+    local sched = schedule.explicit("first", 4,
+      { { { 0, 1 }, { 2, 3 } }, { { 0, 2 }, { 1, 3 } }, { { 0, 3 }, { 1, 2 } } })
+    for r = 0, 3 do
+      local t = {}
+      for k = 0, 2 do
+        local dst = sched:partners(r, k)
+        t[#t + 1] = "@" .. k .. "\n" .. results.lines({ { kind = "out", rail = { index = 1 }, peer = dst,
+          res = { lat_us = 10, write_mbs = 100, send_mbs = 100 } } }) .. "\n" .. (r == 3 and k == 2 and
+          "C 1 completer_retry_err=20!10|rcvd_pkts:saturated" or "C 1 completer_retry_err=20!10||2000")
+      end
+      texts[r] = table.concat(t, "\n")
+    end
+    local first = results.store(1, 4, f.hosts)
+    for r = 0, 3 do first:absorb(r, texts[r], 0, "first", tostring) end
+    require("pair_counters").attribute(first, { { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" } })
+    local opts = { lat_factor = 4, bw_fraction = 0.2, reference = "p75", retests = 1,
+      judged = { completer_retry_err = 10 } }
+    local rt = findings.retest(first, f, {}, opts, 1)
+    assert.equal(0, rt.rounds) -- 0.01 a packet on every pair: nothing stands out
+    local v, transient, bad, notes = findings.verdicts(f, {}, { { "rxe0:1" } }, first, nil, rt, opts)
+    assert.same({}, v)
+    assert.same({}, transient)
+    assert.same({}, bad)
+    assert.same({ "counters: transport rates high on every pair (rxe0:1, first pass: completer_retry_err p25 0.01 a "
+      .. "packet, above the floor 0.001): load or congestion, not blamed on a pair",
+      "counters: transport not judged on rank 3 (rxe0:1): the port's packet counts are unknown (saturated, or not "
+      .. "counted), so no rate" }, notes)
+  end)
+
+  it("notes the retest's rates as load when its controls raised them (a load that came with the retest), naming "
+    .. "nothing", function()
+    local f = group(4)
+    local names = { { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" } }
+    local function lines_of(sched, rounds, counter)
+      local texts = {}
+      for r = 0, 3 do
+        local t = {}
+        for k = 0, rounds - 1 do
+          local dst = sched:partners(r, k)
+          if dst then
+            t[#t + 1] = "@" .. k .. "\n" .. results.lines({ { kind = "out", rail = { index = 1 }, peer = dst,
+              res = { lat_us = 10, write_mbs = 100, send_mbs = 100 } } }) .. "\n" .. counter(r, dst, k)
+          end
+        end
+        texts[r] = table.concat(t, "\n")
+      end
+      return texts
+    end
+    local sched = schedule.explicit("first", 4,
+      { { { 0, 1 }, { 2, 3 } }, { { 0, 2 }, { 1, 3 } }, { { 0, 3 }, { 1, 2 } } })
+    local first = results.store(1, 4, f.hosts)
+    for r, t in pairs(lines_of(sched, 3, function(r, dst)
+      return (r + dst == 4 and r ~= dst) and "C 1 completer_retry_err=40!10||300" or "C 1 -||300"
+    end)) do first:absorb(r, t, 0, "first", tostring) end
+    local pcount = require "pair_counters"
+    pcount.attribute(first, names)
+    local opts = { lat_factor = 4, bw_fraction = 0.2, reference = "p75", retests = 1,
+      judged = { completer_retry_err = 10 } }
+    local rt = findings.retest(first, f, {}, opts, 1)
+    assert.is_true(rt.rounds > 1)
+    local retested = results.store(1, 4, f.hosts, rt.per_sample)
+    for r, t in pairs(lines_of(rt.sched, rt.rounds, function() return "C 1 completer_retry_err=38!10||300" end)) do
+      retested:absorb(r, t, 0, "retest", tostring)
+    end
+    pcount.attribute(retested, names)
+    local v, transient, bad, notes = findings.verdicts(f, {}, names, first, retested, rt, opts)
+    assert.same({}, v)
+    assert.same({}, bad)
+    assert.same({ { 1, 3, 1 } }, transient)
+    assert.same({ "counters: transport rates high on every pair (rxe0:1, retest: completer_retry_err the retest's "
+      .. "controls' p25 0.127 a packet, above the floor 0.001): load or congestion, not blamed on a pair" }, notes)
+  end)
+
   it("lists the pairs never scheduled, and the control plane's figures per round", function()
     local store = store_of(3, { { src = 0, dst = 1 } })
     assert.equal(5, findings.unscheduled(store, "not scheduled (--quick)"))

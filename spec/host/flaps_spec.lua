@@ -68,6 +68,29 @@ describe("examples/lib/flaps.lua", function()
     assert.same({}, flaps.rails_check(w))
   end)
 
+  it("sees a flap by the port's state and events when link_downed is saturated (255: its rise cannot show)",
+    function()
+      set_downs("rxe2", 1, 255)
+      local ports = { "active" }
+      local ctx = fake_ctx("rxe2", ports)
+      local w = flaps.rails_watch({ { index = 1, ctx = ctx, port = 1 } }, ROOT)
+      ports[1] = "down"
+      ctx.events = { { type = "port_err", port_num = 1 } }
+      assert.same({ { index = 1, words = "state active -> down; events port_err" } }, flaps.rails_check(w))
+      -- fabric_check's judge: the same without a delta of link_downed (saturated: unknown)
+      local results = { { name = "rxe2", ports = { { port = 1, checks = {}, link_downed = 255,
+        counters = { deltas = {}, unknown = { link_downed = "saturated" } } } } } }
+      -- the last run saved 255 too: no flap between the runs is made up, none seen (the check fails the port
+      -- on its own: pc.faults)
+      local found = flaps.judge({ rxe2 = { ctx = ctx, ports = { { state = "down", phys_state = 5 } } } }, results,
+        "node9", { time = 0, ports = { ["rxe2:1"] = 255 } })
+      assert.same({}, found)
+      ctx.events = { { type = "port_active", port_num = 1 } }
+      ports[1] = "active"
+      found = flaps.judge({ rxe2 = { ctx = ctx, ports = { { state = "down", phys_state = 5 } } } }, results, "node9")
+      assert.same({ "flapped: node9 rxe2 port 1: state down -> active; events port_active" }, found)
+    end)
+
   it("load: no file is an empty state; a broken one is named with what is wrong", function()
     assert.same({ time = 0, ports = {} }, flaps.load(ROOT .. "/none.json"))
     local path = ROOT .. "/state.json"

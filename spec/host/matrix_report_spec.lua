@@ -44,6 +44,22 @@ describe("fabric_matrix.lua's report (examples/lib/matrix.lua)", function()
     assert.matches("median of 12 pairs", line)
   end)
 
+  it("prints the counters' notes and a pair not retested with why, in the text and the JSON", function()
+    local r = report()
+    r.notes = { "counters: transport rates high on every pair (x): load or congestion, not blamed on a pair" }
+    r.transient = { { 0, 1, 1 }, { 2, 3, 1, note = "not retested: rank 2 passed with rank 0, after every pair of it "
+      .. "was flagged in the first pass" } }
+    local text = matrix.text(r)
+    assert.matches("\ncounters: transport rates high on every pair %(x%): load or congestion, not blamed on a pair\n",
+      text)
+    assert.matches("\ntransient: rank 0 %(n1%) <%-> rank 1 %(n2%) passed when measured again\n", text)
+    assert.matches("\ntransient: rank 2 %(n3%) <%-> rank 3 %(n4%) not retested: rank 2 passed with rank 0", text)
+    local j = dkjson.decode(matrix.json(r))
+    assert.same({ { 0, 1 }, { 2, 3 } }, j.transient)
+    assert.equal(2, #j.notes)
+    assert.matches("^transient: 2 <%-> 3 not retested", j.notes[2])
+  end)
+
   it("writes JSON with the round of every pair, the pattern, the rounds and the verdicts", function()
     local j = dkjson.decode(matrix.json(report()))
     assert.equal("tournament", j.pattern)

@@ -61,18 +61,26 @@ describe("examples/lib/pair_counters.lua", function()
     assert.is_nil(b[4])
     local limits = { [1] = { rcvd_seq_err = 10, out_of_seq_request = 0 }, [2] = { port_rcv_errors = 1, link_downed = 0,
       symbol_error = 0 } }
-    local text = pcount.lines(b, a, function(ki) return limits[ki] end)
+    local text = pcount.lines(b, a, function(ki) return limits[ki] end, nil, function(ki) return rails[ki] end)
     local l = {}
     for line in text:gmatch("[^\n]+") do l[#l + 1] = line end
+    -- symbol_error, judged, at 2^16-1: it fails its port ("!"), with how to reset it (mlx5_0 port 2 has no LID here)
     assert.same({
       "C 1 rcvd_seq_err=37!10,sent_pkts=800|out_of_seq_request:went backwards",
-      "C 2 hw_link_downed=2,port_rcv_errors=2!1|symbol_error:saturated",
+      "C 2 hw_link_downed=2,port_rcv_errors=2!1|symbol_error:!saturated at 65535 (16 bits): its rise cannot be seen; "
+        .. "reset it: perfquery -R <lid> 2 on InfiniBand; a RoCE port's counters reset only with its driver",
     }, l)
-    local ki, deltas, unknown, exceeded = pcount.parse(l[1])
+    local ki, deltas, unknown, exceeded, faults, packets = pcount.parse(l[1])
     assert.equal(1, ki)
     assert.same({ rcvd_seq_err = 37, sent_pkts = 800 }, deltas) -- the unmoved duplicate_request is left out
     assert.same({ out_of_seq_request = "went backwards" }, unknown) -- unknown, not 0
     assert.same({ { name = "rcvd_seq_err", delta = 37, threshold = 10 } }, exceeded)
+    assert.same({}, faults)
+    assert.is_nil(packets) -- rxe0 here counts sent_pkts, no rcvd_pkts: no packet count
+    local _
+    _, _, unknown, _, faults = pcount.parse(l[2])
+    assert.matches("^saturated at 65535", unknown.symbol_error)
+    assert.same({ { name = "symbol_error", why = unknown.symbol_error } }, faults)
     assert.is_nil(pcount.parse("O 1 2 3"))
     assert.equal("", pcount.lines({}, a, function() return {} end)) -- no reading before: no line
   end)
@@ -125,15 +133,17 @@ describe("examples/lib/pair_counters.lua", function()
     assert.matches('"deltas":{}', results.json_line(store:counters_of(1, 0, 1), NAMES), 1, true) -- an object
   end)
 
-  it("attributes a rank's deltas of a round to the pairs it was an end of in that round, and to no other", function()
-    -- a tournament of 4: round 0 pairs 0-3 and 1-2 (both ways); rank 1's rcvd_seq_err rose in round 0
+  it("attributes a rank's deltas of a round to the pairs it was an end of in that round, and to no other: "
+    .. "a physical counter as a counter error, a transport counter as a rate per packet", function()
+    -- a tournament of 4: round 0 pairs 0-3 and 1-2 (both ways); rank 1's symbol_error and rcvd_seq_err rose in round 0
     local s = schedule.new("tournament", 4)
     local texts = {}
     for r = 0, 3 do
       local t = {}
       for k = 0, 2 do
         local dst = s:partners(r, k)
-        t[#t + 1] = lines(k, dst, (r == 1 and k == 0) and "C 1 rcvd_seq_err=37!10,sent_pkts=9|" or "C 1 sent_pkts=9|")
+        t[#t + 1] = lines(k, dst, (r == 1 and k == 0) and "C 1 rcvd_seq_err=37!10,sent_pkts=200,symbol_error=12!10|"
+          .. "|400" or "C 1 sent_pkts=9||18")
       end
       texts[r] = table.concat(t, "\n")
     end
@@ -142,27 +152,63 @@ describe("examples/lib/pair_counters.lua", function()
     local partner = s:partners(1, 0)
     for _, x in ipairs(store.list) do
       local mine = x.round == 0 and (x.src == 1 or x.dst == 1)
+      assert.is_true(x.counted)
       if mine then
         assert.is_true(x.src == partner or x.dst == partner)
-        assert.same({ { rank = 1, host = "node2", rail = "rxe0:1", name = "rcvd_seq_err", delta = 37,
+        assert.same({ { rank = 1, host = "node2", rail = "rxe0:1", name = "symbol_error", delta = 12,
           threshold = 10 } }, x.counter_errors)
+        assert.same({ { rank = 1, host = "node2", rail = "rxe0:1", name = "rcvd_seq_err", delta = 37, packets = 400,
+          rate = 37 / 400, threshold = 10 } }, x.rates)
       else
         assert.is_nil(x.counter_errors, dkjson.encode(x))
+        assert.is_nil(x.rates, dkjson.encode(x))
       end
     end
     -- a shift: rank 1 sends to 2 and receives from 0 in round 0: both pairs get its deltas
     s = schedule.new("shift", 4)
     for r = 0, 3 do
-      texts[r] = lines(0, (s:partners(r, 0)), r == 1 and "C 1 out_of_seq_request=20!10|" or nil)
+      texts[r] = lines(0, (s:partners(r, 0)), r == 1 and "C 1 out_of_seq_request=20!10|x:saturated|500" or nil)
     end
     store = store_of(4, texts)
     pcount.attribute(store, NAMES)
     local hit = {}
     for _, x in ipairs(store.list) do
-      if x.counter_errors then hit[#hit + 1] = x.src .. ">" .. x.dst end
+      if x.rates then hit[#hit + 1] = x.src .. ">" .. x.dst .. " " .. x.rates[1].rate end
+      assert.is_false(x.counted) -- (ranks 0, 2 and 3 sent no counters: their pairs' rates count nowhere)
     end
     table.sort(hit)
-    assert.same({ "0>1", "1>2" }, hit)
+    assert.same({ "0>1 0.04", "1>2 0.04" }, hit)
+  end)
+
+  it("leaves a port's transport counters unjudged when its packets are unknown, and says which end", function()
+    local store = store_of(2, { [0] = lines(0, 1, "C 1 completer_retry_err=30!10|rcvd_pkts:saturated"),
+      [1] = lines(0, 0, "C 1 sent_pkts=100,rcvd_pkts=100||200") })
+    pcount.attribute(store, NAMES)
+    for _, x in ipairs(store.list) do
+      assert.is_nil(x.rates)
+      assert.same({ { rank = 0, host = "node1", rail = "rxe0:1" } }, x.rates_unknown)
+      assert.is_false(x.counted)
+    end
+  end)
+
+  it("sends a port whose counters cannot be judged to rank 0 with '!': a saturated or unreadable counter, a port "
+    .. "whose counters went away", function()
+    local b = { [1] = { link_downed = 255, symbol_error = 3 }, [2] = { sent_pkts = 1, rcvd_pkts = 1 } }
+    local a = { [1] = { link_downed = 255, symbol_error = 4 } }
+    local lost = { {}, { [1] = { port_rcv_errors = "/sys/x/counters/port_rcv_errors: Input/output error" },
+      [2] = { counters = "rxe1 port 1: no counters in /sys/x/ (counters, hw_counters)" } } }
+    local text = pcount.lines(b, a, function() return { link_downed = 0, symbol_error = 10 } end, lost,
+      function(ki) return { lid = 7, port = ki } end)
+    assert.equal("C 1 symbol_error=1|link_downed:!saturated at 255 (8 bits): its rise cannot be seen; reset it: "
+      .. "perfquery -R 7 1,port_rcv_errors:!unreadable: /sys/x/counters/port_rcv_errors: Input/output error\n"
+      .. "C 2 -|counters:!unreadable: rxe1 port 1: no counters in /sys/x/ (counters  hw_counters)", text)
+    local store = store_of(1, { [0] = "@0\n" .. text })
+    local c = store:counters_of(0, 0, 1)
+    assert.same({ "link_downed", "port_rcv_errors" }, { c.faults[1].name, c.faults[2].name })
+    assert.equal("unreadable: /sys/x/counters/port_rcv_errors: Input/output error", c.faults[2].why)
+    assert.equal("counters", store:counters_of(0, 0, 2).faults[1].name)
+    local j = dkjson.decode(results.json_line(c, { { "rxe0:1" } }))
+    assert.matches("^saturated at 255", j.faults.link_downed)
   end)
 
   it("keeps the counter errors every sample had, at their smallest rise (the best of the retests)", function()
@@ -178,8 +224,8 @@ describe("examples/lib/pair_counters.lua", function()
       { rank = 3, host = "node4", rail = "rxe0:1", name = "completer_retry_err", delta = 3, threshold = 2 } }))
   end)
 
-  it("flags a pair whose ends' error counters rose although its figures pass; the retest makes it a link verdict "
-    .. "naming the counters, or passes it", function()
+  it("flags a pair whose ends' transport counters stand out per packet although its figures pass; the retest makes "
+    .. "it a link verdict naming the counters, or passes it", function()
     local opts = { lat_factor = 2, bw_fraction = 0.01, reference = "best", retests = 2 }
     -- round 0: 0-1 and 2-3, round 1: 0-2 and 1-3 (lossy: rank 1 and rank 3 count), round 2: 0-3 and 1-2
     local s = schedule.explicit("first", 4, { { { 0, 1 }, { 2, 3 } }, { { 0, 2 }, { 1, 3 } }, { { 0, 3 }, { 1, 2 } } })
@@ -189,8 +235,8 @@ describe("examples/lib/pair_counters.lua", function()
       for k = 0, 2 do
         local dst = s:partners(r, k)
         local lossy = k == 1 and (r == 1 or r == 3)
-        t[#t + 1] = lines(k, dst, lossy and (r == 1 and "C 1 rcvd_seq_err=37!10|" or "C 1 out_of_seq_request=30!10|")
-          or "C 1 sent_pkts=100|")
+        t[#t + 1] = lines(k, dst, lossy and (r == 1 and "C 1 rcvd_seq_err=37!10||300" or
+          "C 1 out_of_seq_request=30!10||300") or "C 1 sent_pkts=100,rcvd_pkts=100||200")
       end
       texts[r] = table.concat(t, "\n")
     end
@@ -202,8 +248,10 @@ describe("examples/lib/pair_counters.lua", function()
       if x.flagged then flagged[#flagged + 1] = x.src .. ">" .. x.dst .. ": " .. x.why end
     end
     table.sort(flagged)
-    local both = "error counters rose: rxe0:1 on node2: rcvd_seq_err +37 (threshold 10); rxe0:1 on node4: "
-      .. "out_of_seq_request +30 (threshold 10)" -- both directions alike: the lower rank's end first
+    -- against the lowest rate of the fabric (--reference best: 0 here), the floor judges
+    local both = "transport counters stand out: rxe0:1 on node2: rcvd_seq_err +37 in 300 packets (0.123 a packet > "
+      .. "floor 0.001); rxe0:1 on node4: out_of_seq_request +30 in 300 packets (0.1 a packet > floor 0.001)"
+      -- both directions alike: the lower rank's end first
     assert.same({ "1>3: " .. both, "3>1: " .. both }, flagged)
     local plan = diagnose.retest_plan(first.list, 4)
     assert.same({ { 1, 3 } }, plan.flagged)
@@ -217,7 +265,8 @@ describe("examples/lib/pair_counters.lua", function()
         for k = 0, 5 do
           local dst = rt:partners(r, k)
           if dst then
-            local c = rises[k] and (r == 1 or r == 3) and ("C 1 rcvd_seq_err=" .. rises[k] .. "!10|") or "C 1 -|"
+            local c = rises[k] and (r == 1 or r == 3) and ("C 1 rcvd_seq_err=" .. rises[k] .. "!10||300") or
+              "C 1 -||300"
             t[#t + 1] = lines(k, dst, c)
           end
         end
@@ -231,10 +280,11 @@ describe("examples/lib/pair_counters.lua", function()
     assert.equal(1, #v)
     assert.equal("link", v[1].kind)
     assert.same({ 1, 3 }, v[1].ranks)
-    local why = "error counters rose: rxe0:1 on node2: rcvd_seq_err +19 (threshold 10); rxe0:1 on node4: "
-      .. "rcvd_seq_err +19 (threshold 10) (best of 2)" -- the smallest rise of the two samples
+    local why = "transport counters stand out: rxe0:1 on node2: rcvd_seq_err +19 in 300 packets (0.0633 a packet > "
+      .. "floor 0.001); rxe0:1 on node4: rcvd_seq_err +19 in 300 packets (0.0633 a packet > floor 0.001) (best of 2)"
+      -- the lowest rate of the two samples
     assert.equal("both pass with other partners; between them still bad: rank 1 -> rank 3: " .. why
-      .. "; rank 3 -> rank 1: the same error counters (best of 2)", v[1].why) -- one round, the same ends' counters
+      .. "; rank 3 -> rank 1: the same transport counters (best of 2)", v[1].why) -- one round, the same ends' counters
     assert.same({}, transient)
     -- a rise in one sample alone: noise, the pair passes its retest
     v, transient = retest({ [0] = 25 })

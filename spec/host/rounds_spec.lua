@@ -58,6 +58,30 @@ describe("examples/lib/rounds.lua", function()
     os.execute("rm -r " .. root)
     assert(ok, text)
     assert.equal("@2\n", plain)
-    assert.equal("@3\n\nC 1 rcvd_seq_err=37!10|", text)
+    assert.equal("@3\n\nC 1 rcvd_seq_err=37!10|", text) -- (no packet counters here: no packet count)
+  end)
+
+  it("sends a counter file it cannot read around a round with '!', the path and the error: it fails the port",
+    function()
+    local pc = require "ibverbs.port_counters"
+    local root = os.tmpname()
+    os.remove(root)
+    local dir = root .. "/rxe0/ports/1/hw_counters"
+    assert(os.execute("mkdir -p " .. dir .. "/link_downed")) -- a directory where the file should be: EISDIR
+    local fh = assert(io.open(dir .. "/sent_pkts", "w"))
+    fh:write("5\n")
+    fh:close()
+    local r = runner(4, 0)
+    r.rails = { { index = 1, name = "rxe0:1", port = 1, lid = 0, ctx = { name = function() return "rxe0" end } } }
+    r.traffic = { run = function() end }
+    r.live = { [0] = { ends = {} } }
+    r.limits_of = function() return { link_downed = 0 } end
+    local saved = pc.ROOT
+    pc.ROOT = root
+    local ok, text = pcall(r.measure, r, 0)
+    pc.ROOT = saved
+    os.execute("rm -r " .. root)
+    assert(ok, text)
+    assert.equal("@0\n\nC 1 -|link_downed:!unreadable: " .. dir .. "/link_downed: Is a directory", text)
   end)
 end)

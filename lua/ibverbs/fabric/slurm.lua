@@ -184,6 +184,17 @@ local function parse_record(text)
   return { state = state, drain = drain, hold = hold, reason = reason, owner = slurm.parse_reason(reason) }
 end
 
+--- Whether a node's state (node_state's) says it runs work: ALLOCATED, MIXED
+-- or COMPLETING (a health check there sees the job's traffic on its ports).
+function slurm.busy(st)
+  for w in tostring(st.state):gmatch("[^+]+") do
+    local word = w:match("^([%u_]*)")
+    if word == "ALLOCATED" or word == "ALLOC" or word == "MIXED" or word == "MIX" or word == "COMPLETING"
+      or word == "COMP" then return true end
+  end
+  return false
+end
+
 --- A node's state as `scontrol show node` gives it: {state = "IDLE+DRAIN",
 -- drain = bool, hold = bool (DOWN, FAIL, MAINT, ...: never touched), reason
 -- = text or nil (without Slurm's "[user@time]"), owner = slurm.parse_reason's},
