@@ -10,6 +10,10 @@
  *   while (...) { ...; if (ibvl_sigint_pending()) break; }
  *   if (ibvl_sigint_end(&s)) return ibvl_interrupted(L, "transfer");
  *
+ *   ibvl_sigint_begin(&s);                        -- several fds (spawn.c):
+ *   rc = ibvl_ppoll(fds, n, left);                -- one ppoll; loop until done or
+ *   if (ibvl_sigint_pending()) ...                -- SIGINT, then ibvl_sigint_end
+ *
  * SIGINT: while a call waits, a handler of this module replaces the previous
  * one (restored before the call returns, also when it raises); it only sets a
  * flag.  The wait itself runs with SIGINT blocked except inside ppoll, which
@@ -109,10 +113,12 @@ double ibvl_timeout_field(lua_State *L, int idx, const char *field, double def)
 	return t;
 }
 
-/* One ppoll of at most `left` seconds with SIGINT unblocked only inside it. */
-static int poll_once(int fd, double left)
+/* One ppoll of fds for at most `left` seconds (an hour at most), with SIGINT
+ * unblocked only inside it: between ibvl_sigint_begin and ibvl_sigint_end, a
+ * SIGINT can never slip in between the flag check and the sleep.  ppoll's
+ * result (errno kept); 0 at once when SIGINT came already. */
+int ibvl_ppoll(struct pollfd *fds, nfds_t n, double left)
 {
-	struct pollfd p = {.fd = fd, .events = POLLIN};
 	sigset_t block, old;
 	sigemptyset(&block);
 	sigaddset(&block, SIGINT);
@@ -121,8 +127,10 @@ static int poll_once(int fd, double left)
 	if (!got_sigint) {
 		if (left > 3600)
 			left = 3600;
+		if (!(left > 0))
+			left = 0;
 		struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-		rc = ppoll(&p, 1, &ts, &old);
+		rc = ppoll(fds, n, &ts, &old);
 	}
 	int err = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -138,7 +146,8 @@ int ibvl_poll_fd(int fd, double timeout)
 	int ready = 0;
 	for (;;) {
 		double left = isinf(deadline) ? 3600 : deadline - ibvl_monotonic();
-		int rc = poll_once(fd, left > 0 ? left : 0);
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int rc = ibvl_ppoll(&p, 1, left > 0 ? left : 0);
 		if (rc > 0) {
 			ready = 1;
 			break;

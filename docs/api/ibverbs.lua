@@ -224,6 +224,31 @@ function ibv.batch(steps) end
 -- @treturn number seconds
 function ibv.now() end
 
+--- Runs a program from an argument vector, never through a shell (`posix_spawnp`), and waits for
+-- it within a time limit.  `argv[1]` is looked up on PATH; every argument reaches the program as
+-- it is (`;`, `$(...)`, quotes and all).  The program gets this process's environment, an empty
+-- signal mask, SIGPIPE at its default and no file descriptor but 0, 1 and 2 (stdin is /dev/null
+-- unless `opts.stdin` is given).  Its stdout and stderr are read apart, as they come, so no size
+-- of output blocks it.  At the time limit it is killed (SIGKILL) and reaped; once it has exited,
+-- output its own children still write is not waited for.  SIGINT ends the wait, the program
+-- killed and reaped first.
+--     local r = assert(ibv.spawn({"scontrol", "show", "node", "n1"}, {timeout = 10}))
+--     if r.status ~= 0 then print(r.stderr) end
+-- @tparam {string,...} argv the program, then its arguments (no embedded zero byte)
+-- @tparam[opt] table opts `timeout`: seconds, above 0 (default 30; `math.huge`: none);
+-- `stdin`: a string written to its stdin (then closed)
+-- @treturn table `status` (its exit code, or nil when a signal ended it), `signal` (the signal
+-- number that ended it, or nil), `stdout`, `stderr` (strings), `timed_out` (true when it was
+-- killed at the time limit)
+-- @return[2] nil, message, errno: it could not be started ("spawn prog: No such file or
+-- directory")
+-- @errno ENOENT no such program (on PATH); EACCES not executable; ENOEXEC; EMFILE (no fd for
+-- its pipes); ENOMEM
+-- @raise argv not a list of strings (named: "argv[2]: string expected, got number"), empty, or
+-- with an embedded zero byte; an unknown field of opts; a timeout that is not a number above 0;
+-- SIGINT: "spawn: interrupted"
+function ibv.spawn(argv, opts) end
+
 --- The next rkey for a type 2 memory window bind (`ibv_inc_rkey`).
 -- @tparam integer rkey
 -- @treturn integer

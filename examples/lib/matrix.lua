@@ -262,24 +262,30 @@ function matrix.gnuplot_data(report)
   return table.concat(out, "\n") .. "\n"
 end
 
+matrix.PLOT_TIMEOUT = 120 -- seconds gnuplot may take before it is killed
+
 --- Draws the heatmaps with gnuplot into file (.png or .svg); true, or nil, msg.
+-- gnuplot runs through ibv.spawn (no shell), its script on stdin, the data in a
+-- temporary file.
 function matrix.plot(report, file)
   if not file:match("%.png$") and not file:match("%.svg$") then
     return nil, "--plot wants a .png or .svg file, got " .. file
   end
+  local spawn = require("ibverbs.core").spawn -- here: the text and JSON reports need no C module
   local base = os.tmpname()
-  local data, script = base .. ".dat", base .. ".gp"
+  local data = base .. ".dat"
   local f = assert(io.open(data, "w"))
   f:write(matrix.gnuplot_data(report))
   f:close()
-  f = assert(io.open(script, "w"))
-  f:write(matrix.gnuplot_script(report, file, data))
-  f:close()
-  local p = io.popen("gnuplot " .. script .. " 2>&1")
-  local msg = p:read("a")
-  local ok = p:close()
-  os.remove(data); os.remove(script); os.remove(base)
-  if not ok then return nil, "gnuplot failed: " .. msg end
+  local r, err = spawn({ "gnuplot" }, { stdin = matrix.gnuplot_script(report, file, data),
+    timeout = matrix.PLOT_TIMEOUT })
+  os.remove(data); os.remove(base)
+  if not r then return nil, "gnuplot failed: " .. err end
+  if r.timed_out then return nil, string.format("gnuplot failed: no result within %g s", matrix.PLOT_TIMEOUT) end
+  if r.status ~= 0 then
+    return nil, "gnuplot failed: " .. (r.status and "exit " .. r.status or "signal " .. tostring(r.signal)) .. ": "
+      .. (r.stderr .. r.stdout):gsub("%s+$", "")
+  end
   return true
 end
 

@@ -5,8 +5,8 @@
 -- alone, a node DOWN, FAIL, MAINT, ... never touched, resume only of a
 -- tool's own drains whose scope the run checked again (each case named
 -- after the false RESUME it rules out), the scope kept through a cut reason,
--- bad node names refused, scontrol's failures returned as messages; through
--- lua-luv and through the quoting fallback.
+-- bad node names refused, scontrol's failures returned as messages, its
+-- time limit; through ibv.spawn, the only way it runs.
 local slurm = require "ibverbs.fabric.slurm"
 
 local FAKE = io.popen("pwd"):read("l") .. "/spec/fake-scontrol"
@@ -299,45 +299,38 @@ local function cases(label)
 end
 
 describe("ibverbs.fabric.slurm", function()
-  describe("with lua-luv", function()
-    assert(require("luv").spawn, "lua-luv has no spawn: this case must run through it")
-    cases("luv")
+  describe("through ibv.spawn", function()
+    cases("spawn")
 
-    it("luv: gives a call its whole time limit when the loop last ran long ago (its clock read anew)", function()
-      local uv = require "luv"
-      uv.run("nowait") -- the loop's clock, read now ...
-      local t0 = os.time()
-      while os.time() - t0 < 2 do end -- ... and 1 to 2 s stale, as after other work in a long-lived process
-      local dir2 = os.tmpname()
-      os.remove(dir2)
-      assert(os.execute("mkdir -p " .. dir2))
-      local slow = dir2 .. "/scontrol"
-      write(slow, "#!/bin/sh\nsleep 0.3\necho State=IDLE\n")
-      assert(os.execute("chmod +x " .. slow))
-      local old_cmd, old_limit = slurm.SCONTROL, slurm.TIMEOUT
-      slurm.SCONTROL, slurm.TIMEOUT = slow, 1
+    it("spawn: passes a control character as it is (no shell to refuse it for)", function()
+      assert(slurm.scontrol({ "show", "node", "a\nb" }))
+      assert.equal("[show][node][a\nb]\n", log())
+    end)
+
+    it("spawn: says when scontrol gives no answer within slurm.TIMEOUT, and kills it then", function()
+      local slow = dir .. "/scontrol"
+      write(slow, "#!/bin/sh\nsleep 100\n")
+      local old_limit = slurm.TIMEOUT
+      slurm.TIMEOUT = 0.5
+      local t0 = require("ibverbs").now()
       local out, err = slurm.scontrol({ "show", "node", "n1" })
-      slurm.SCONTROL, slurm.TIMEOUT = old_cmd, old_limit
-      os.execute("rm -rf " .. dir2)
-      assert(out, err)
-      assert.matches("State=IDLE", out)
+      local took = require("ibverbs").now() - t0
+      slurm.TIMEOUT = old_limit
+      assert.is_nil(out)
+      assert.equal(slow .. " show node n1: no answer within 0.5 s", err)
+      assert.is_true(took < 5, took .. " s")
     end)
-  end)
 
-  describe("without lua-luv (quoted for /bin/sh)", function()
-    local real
-    setup(function()
-      real = package.loaded.luv
-      package.loaded.luv = {} -- a luv without spawn: the fallback
+    it("spawn: names a signal that ended scontrol, with what it printed", function()
+      write(dir .. "/scontrol", "#!/bin/sh\necho dying >&2\nkill -TERM $$\n")
+      local out, err = slurm.scontrol({ "show", "node" })
+      assert.is_nil(out)
+      assert.equal(dir .. "/scontrol show node: signal 15: dying", err)
     end)
-    teardown(function() package.loaded.luv = real end)
-    cases("sh")
-    it("sh: refuses a control character rather than pass it to the shell", function()
-      local r, err = pcall(slurm.drain, "node2", "x", CHECK)
-      assert.is_true(r, err)
-      local ok, msg = pcall(slurm.scontrol, { "show", "node", "a\nb" })
-      assert.is_false(ok)
-      assert.matches("refusing to pass a control character to the shell", msg)
+
+    it("spawn: gives stdout, then stderr, as the output", function()
+      write(dir .. "/scontrol", "#!/bin/sh\necho err >&2\necho out\n")
+      assert.equal("out\nerr\n", slurm.scontrol({ "x" }))
     end)
   end)
 

@@ -86,4 +86,10 @@ describe("fabric_matrix.lua's report (examples/lib/matrix.lua)", function()
     end
     assert.matches("png or %.svg", select(2, matrix.plot(r, "/tmp/x.jpg")))
   end)
+
+  it("says why gnuplot failed (its exit status and what it printed)", function()
+    local ok, err = matrix.plot(report(), "/nonexistent/dir/x.png")
+    assert.is_nil(ok)
+    assert.matches("^gnuplot failed: exit %d+: .*/nonexistent/dir/x%.png", err)
+  end)
 end)

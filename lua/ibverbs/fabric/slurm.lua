@@ -12,11 +12,10 @@
 --     {node1 = {"rxe0:1"}})                          -- many nodes, one run's verdicts
 --
 -- Every call runs scontrol (slurm.SCONTROL: IBVL_SCONTROL from the
--- environment, else "scontrol" on PATH) with an argument vector, never
--- through a shell: lua-luv's uv.spawn when it is installed; otherwise each
--- argument is checked (a node name is [%w._-]+, a reason printable text)
--- and single-quoted for /bin/sh.  Failures return nil, message naming the
--- command and what it printed.
+-- environment, else "scontrol" on PATH) from an argument vector through
+-- ibv.spawn (posix_spawnp), never through a shell, and kills it after
+-- slurm.TIMEOUT seconds.  Failures return nil, message naming the command,
+-- its exit status and what it printed.
 --
 -- A drain's reason is "ibverbs <tool> [<scope>]: <text>" (slurm.reason):
 -- the tool that drained and what a run of it must check again (the ports,
@@ -27,8 +26,9 @@
 -- POWER*, FUTURE, NOT_RESPONDING, ...), drained by anyone else, by the other
 -- tool, by an earlier version ("ibverbs: ..."), or with a scope that cannot
 -- be read, is never drained nor resumed: the line returned says so.
+local core = require "ibverbs.core"
+
 local slurm = {}
-local unpack = table.unpack or unpack -- luacheck: ignore (LuaJIT)
 
 slurm.PREFIX = "ibverbs" -- a reason of this module's: "ibverbs <tool> [<scope>]: <text>"
 slurm.LEGACY = "ibverbs:" -- earlier versions' reasons ("ibverbs: <text>"): never resumed, never re-drained
@@ -75,84 +75,20 @@ function slurm.reason(tool, scope, text)
   return r
 end
 
--- argv run through luv: true, output (stdout and stderr as they came) or nil, message.
-local function spawn_luv(uv, argv, timeout)
-  local out, code, sig, timed_out = {}, nil, nil, false
-  local stdout, stderr = uv.new_pipe(false), uv.new_pipe(false)
-  local handle, pid_or_err
-  handle, pid_or_err = uv.spawn(argv[1], { args = { unpack(argv, 2) }, stdio = { nil, stdout, stderr } },
-    function(c, s)
-      code, sig = c, s
-      handle:close()
-    end)
-  if not handle then
-    stdout:close(); stderr:close()
-    uv.run("nowait") -- the close callbacks (luv closes the failed process handle itself)
-    return nil, "cannot run " .. argv[1] .. ": " .. tostring(pid_or_err)
-  end
-  for _, pipe in ipairs({ stdout, stderr }) do
-    pipe:read_start(function(e, data)
-      if data and not e then out[#out + 1] = data elseif not pipe:is_closing() then pipe:close() end
-    end)
-  end
-  local timer = uv.new_timer()
-  -- the loop's clock is read when it last ran (perhaps minutes ago in a long-lived
-  -- process): read it now, or the time limit is already past when it starts
-  uv.update_time()
-  timer:start(math.floor(timeout * 1000), 0, function()
-    timed_out = true
-    if not handle:is_closing() then handle:kill("sigkill") end
-  end)
-  while code == nil or not stdout:is_closing() or not stderr:is_closing() do uv.run("once") end
-  timer:close()
-  uv.run("nowait")
-  local text = table.concat(out)
-  if timed_out then return nil, string.format("%s: no answer within %g s", table.concat(argv, " "), timeout) end
-  if code ~= 0 or sig ~= 0 then
-    return nil, string.format("%s: exit %d%s: %s", table.concat(argv, " "), code, sig ~= 0 and (" signal " .. sig)
-      or "", text:gsub("%s+$", ""))
-  end
-  return true, text
-end
-
--- Single-quoted for /bin/sh, after a check that the argument is printable text.
-local function quoted(a)
-  if a:find("[%c]") then error("refusing to pass a control character to the shell: " .. string.format("%q", a), 0) end
-  return "'" .. a:gsub("'", "'\\''") .. "'"
-end
-
--- argv run through /bin/sh with every argument quoted (no lua-luv): as spawn_luv.
-local function spawn_sh(argv, timeout)
-  local words = {}
-  for i, a in ipairs(argv) do words[i] = quoted(a) end
-  local cmd = string.format("timeout -k 2 %d %s 2>&1; echo \"rc=$?\"", math.ceil(timeout), table.concat(words, " "))
-  local p = io.popen(cmd)
-  if not p then return nil, "cannot run " .. argv[1] end
-  local text = p:read("a")
-  p:close()
-  local rc = tonumber(text:match("rc=(%d+)%s*$"))
-  text = text:gsub("rc=%d+%s*$", "")
-  if rc == 124 or rc == 137 then
-    return nil, string.format("%s: no answer within %g s", table.concat(argv, " "), timeout)
-  end
-  if rc ~= 0 then
-    return nil, string.format("%s: exit %s: %s", table.concat(argv, " "), tostring(rc), text:gsub("%s+$", ""))
-  end
-  return true, text
-end
-
---- Runs scontrol with the arguments given (a list of strings): its output, or nil, message.
+--- Runs scontrol with the arguments given (a list of strings): its output
+-- (stdout, then stderr), or nil, message naming the command.
 function slurm.scontrol(args)
   local argv = { slurm.SCONTROL }
   for i, a in ipairs(args) do argv[i + 1] = tostring(a) end
-  local ok, uv = pcall(require, "luv")
-  local done, text
-  if ok and uv.spawn then
-    done, text = spawn_luv(uv, argv, slurm.TIMEOUT)
-  else
-    done, text = spawn_sh(argv, slurm.TIMEOUT)
+  local cmd = table.concat(argv, " ")
+  local r, err = core.spawn(argv, { timeout = slurm.TIMEOUT })
+  if not r then return nil, cmd .. ": " .. err end
+  if r.timed_out then return nil, string.format("%s: no answer within %g s", cmd, slurm.TIMEOUT) end
+  local text = r.stdout .. r.stderr
+  if r.status ~= 0 then
+    local how = r.status and ("exit " .. r.status) or ("signal " .. tostring(r.signal))
+    return nil, string.format("%s: %s: %s", cmd, how, (text:gsub("%s+$", "")))
   end
-  if not done then return nil, text end
   return text
 end
 
