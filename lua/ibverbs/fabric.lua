@@ -28,6 +28,7 @@ local wire = require "ibverbs.fabric.wire"
 local hub = require "ibverbs.fabric.hub"
 local ranks = require "ibverbs.fabric.ranks"
 local tree = require "ibverbs.fabric.tree"
+local pmix = require "ibverbs.fabric.pmix"
 
 local fabric = {}
 local int, NOTHING = launcher.int, wire.NOTHING
@@ -136,6 +137,11 @@ local function collective(self, op, value, timeout, answer, raw)
   local deadline, berr = begin(self, timeout)
   if not deadline then return nil, berr end
   if self.size == 1 then return answer({ value }, 0) end
+  if self.pm_exchange and (op == "allgather" or op == "alltoall") then -- put, commit, fence, get
+    local values, perr = pmix.exchange(self, op, value, deadline, berr)
+    if not values then return broken(self, perr) end
+    return answer(values, self.rank)
+  end
   if self.rank ~= 0 then return ask_root(self, op, value, deadline, raw) end
   local values, err = hub.collect(self, op, value, deadline)
   answer_all(self, op, values, err, answer, raw)
@@ -261,6 +267,7 @@ function fabric_group:close()
   if self.closed then return end
   close_sockets(self)
   if self.hub then self.hub:close() end
+  if self.pm then self.pm.client:close() end
 end
 fabric_group.__close = fabric_group.close
 fabric_group.__gc = function(self)
@@ -340,14 +347,17 @@ local function answer_arrivals(self, fail)
 end
 
 -- Rank 0: every rank connects and says hello; the accepts and hellos are
--- handled as they come (a rank slow to speak holds nobody up).
-local function root_rendezvous(self, deadline)
+-- handled as they come (a rank slow to speak holds nobody up).  pre: what the
+-- PMIx fence found ({fail = msg, missing = {[rank] = true}, n = count}): the
+-- missing are not waited for, and fail is every rank's answer.
+local function root_rendezvous(self, deadline, pre)
   local l, err = socket.bind("*", self.port, fabric.BACKLOG)
   if not l then
     return nil, string.format("rank 0 cannot listen on port %d: %s", self.port, tostring(err))
   end
   local h, k = self.hub, self.tree and self.tree.k or 0
-  local newcomers, arrived, fail = {}, 1, nil
+  pre = pre or { missing = {}, n = 0 }
+  local newcomers, arrived, fail = {}, 1 + pre.n, nil
   h:listen(l, function(c) newcomers[c] = true end)
   local function visit(c)
     if c.rank or fail then return end
@@ -359,6 +369,8 @@ local function root_rendezvous(self, deadline)
     newcomers[c] = nil
     if hello.hello ~= "ibverbs.fabric" then h:drop(c); return end -- not one of ours (a scan, a stale run)
     local r = int(hello.rank)
+    if r and self.dead[r] then h:drop(c); return end -- buried at the PMIx fence
+    if r and pre.missing[r] then arrived = arrived - 1 end -- missing there, late here: told the outcome
     fail = refuse(self, hello, r, k)
     if fail then h:drop(c); return end
     c.rank, self.peers[r], self.hosts[r + 1] = r, c, tostring(hello.host)
@@ -373,7 +385,7 @@ local function root_rendezvous(self, deadline)
   end
   h:unlisten()
   for c in pairs(newcomers) do h:drop(c) end
-  fail = fail or judge_agreement(self) or judge_arrivals(self)
+  fail = fail or pre.fail or judge_agreement(self) or judge_arrivals(self)
   answer_arrivals(self, fail)
   if fail then return nil, fail end
   return true
@@ -383,7 +395,11 @@ end
 local function rank_rendezvous(self, deadline)
   local sock, err
   repeat -- rank 0 may not listen yet
-    sock, err = socket.connect(self.root, self.port)
+    if self.root_addrs then -- from PMIx: each of its addresses in turn
+      sock, err = pmix.connect(self.root_addrs, self.port, deadline)
+    else
+      sock, err = socket.connect(self.root, self.port)
+    end
     if not sock then socket.sleep(0.1 + math.random() * 0.2) end -- spread a job's retries
   until sock or socket.gettime() >= deadline
   if not sock then
@@ -431,12 +447,12 @@ end
 -- ---------------------------------------------------------------- init
 
 -- The options that do not depend on the launcher: a table of them, or nil, msg.
-local function read_options(opts, getenv, rank, size, launcher_name, launcher_root)
-  local root = opts.root or getenv("IBV_FABRIC_ROOT") or launcher_root
+local function read_options(opts, getenv, rank, size, launcher_name, launcher_root, pm)
+  local root = opts.root or getenv("IBV_FABRIC_ROOT") or (not pm and launcher_root) or nil
   local root_port
   if root and root:find("^[^:]+:%d+$") then root, root_port = root:match("^(.*):(%d+)$") end
   local port = int(opts.port) or int(root_port) or int(getenv("IBV_FABRIC_PORT"))
-  if size > 1 and rank ~= 0 and not root then
+  if size > 1 and rank ~= 0 and not root and not pm then
     return nil, "fabric: where is rank 0? set IBV_FABRIC_ROOT=host[:port] or pass root = ... (launcher: " ..
       launcher_name .. ")"
   end
@@ -447,13 +463,17 @@ local function read_options(opts, getenv, rank, size, launcher_name, launcher_ro
   if every_given ~= nil and not (every and every > 0 and every < math.huge) then
     return nil, "fabric: wait_every must be a number of seconds above 0, got " .. tostring(every_given)
   end
-  return { root = root, port = port or fabric.DEFAULT_PORT, k = k, wait_every = every,
+  return { root = root, explicit_root = (opts.root or getenv("IBV_FABRIC_ROOT")) ~= nil,
+    port = port or fabric.DEFAULT_PORT, k = k, wait_every = every,
     timeout = tonumber(opts.timeout) or tonumber(getenv("IBV_FABRIC_TIMEOUT")) or fabric.DEFAULT_TIMEOUT }
 end
 
 -- The group object of rank of size, before the rendezvous.
-local function new_group(opts, getenv, rank, size, launcher_name, v)
+local function new_group(opts, getenv, rank, size, launcher_name, v, pm, pm_note)
   local self = setmetatable({ rank = rank, size = size, launcher = launcher_name, root = v.root, port = v.port,
+    explicit_root = v.explicit_root, pm = pm or nil, pm_exchange = pm and not opts.tolerant or nil,
+    wireup = pm and "PMIx " .. pm.version or "TCP", wireup_note = not pm and pm_note or nil,
+    local_rank = pm and pm.local_rank, local_size = pm and pm.local_size, node_id = pm and pm.node_id,
     timeout = v.timeout, init_timeout = v.timeout, last_timeout = v.timeout, seq = 0,
     host = opts.host or launcher.hostname(getenv), hosts = {}, peers = {},
     tolerant = opts.tolerant and true or false, dead = {}, dead_list = {}, wait_every = v.wait_every,
@@ -465,6 +485,7 @@ local function new_group(opts, getenv, rank, size, launcher_name, v)
       for r = 1, size do self.hosts[r] = where[r] end
     end
   end
+  if pm and size > 1 then pmix.hosts(self) end
   self.hosts[rank + 1] = self.host
   return self
 end
@@ -481,33 +502,44 @@ end
 -- options: rank 0 refuses the rendezvous naming the ranks that differ).
 function fabric.init(opts)
   opts = opts or {}
+  local getenv = opts.getenv or os.getenv
+  local pm, pm_note = pmix.open(opts, getenv) -- the wire-up: PMIx (a client), or false: TCP
+  if pm == nil then return nil, pm_note end
+  local function fail(msg)
+    if pm then pm.client:close() end
+    return nil, msg
+  end
   local rank, size, launcher_name, root = launcher.detect(opts.getenv)
-  if opts.rank or opts.size then
+  if pm then
+    rank, size, launcher_name = pm.rank, pm.size, launcher_name == "none" and "pmix" or launcher_name
+  elseif opts.rank or opts.size then
     rank, size, launcher_name = int(opts.rank) or rank, int(opts.size) or size, "options"
   end
   if not rank or not size or size < 1 or rank < 0 or rank >= size then
-    return nil, string.format("fabric: rank %s of size %s is not a rank", tostring(rank), tostring(size))
+    return fail(string.format("fabric: rank %s of size %s is not a rank", tostring(rank), tostring(size)))
   end
-  local getenv = opts.getenv or os.getenv
-  local v, verr = read_options(opts, getenv, rank, size, launcher_name, root)
-  if not v then return nil, verr end
+  local v, verr = read_options(opts, getenv, rank, size, launcher_name, root, pm)
+  if not v then return fail(verr) end
   if size > 1 and rank == 0 and not hub.HAS_UV and size > fabric.SELECT_MAX then
-    return nil, string.format("fabric: rank 0 waits on %d ranks: that needs lua-luv (epoll; Debian package "
-      .. "lua-luv), socket.select stops at FD_SETSIZE", size - 1)
+    return fail(string.format("fabric: rank 0 waits on %d ranks: that needs lua-luv (epoll; Debian package "
+      .. "lua-luv), socket.select stops at FD_SETSIZE", size - 1))
   end
-  local self = new_group(opts, getenv, rank, size, launcher_name, v)
+  local self = new_group(opts, getenv, rank, size, launcher_name, v, pm, pm_note)
   if size == 1 then return self end
   local err
   if v.k > 0 then
     self.tree, err = tree.new(rank, size, v.k, v.timeout, fabric.BACKLOG)
-    if not self.tree then return nil, err end
+    if not self.tree then return fail(err) end
   end
-  local ok
+  local ok, pre = true, nil
+  if pm then ok, pre = pmix.rendezvous(self, socket.gettime() + v.timeout) end -- rank 0: pre, what it found
   if rank == 0 then
     self.hub = hub.new(not opts.select)
-    ok, err = root_rendezvous(self, socket.gettime() + v.timeout)
-  else
+    ok, err = root_rendezvous(self, socket.gettime() + v.timeout, pre)
+  elseif ok then
     ok, err = rank_rendezvous(self, socket.gettime() + v.timeout)
+  else
+    err = pre
   end
   if ok and self.tree then ok, err = tree_setup(self, socket.gettime() + v.timeout) end
   if not ok then
