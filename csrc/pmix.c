@@ -69,6 +69,14 @@ static uint32_t check_rank(lua_State *L, int idx, int arg, const char *what)
 	return (uint32_t)r;
 }
 
+/* "what within 1.5 s" (%g: the same under every interpreter) */
+static void push_within(lua_State *L, const char *what, double timeout)
+{
+	char secs[32];
+	snprintf(secs, sizeof secs, "%g", timeout);
+	lua_pushfstring(L, "%s within %s s", what, secs);
+}
+
 /* A slot's value pushed (boolean, integer, string). */
 static void push_slot(lua_State *L, const struct ibvl_pmix_slot *s)
 {
@@ -84,7 +92,7 @@ static void push_slot(lua_State *L, const struct ibvl_pmix_slot *s)
 static void push_why(lua_State *L, const struct ibvl_pmix_slot *s, double timeout)
 {
 	if (!s->seen)
-		lua_pushfstring(L, "no answer within %f s", timeout);
+		push_within(L, "no answer", timeout);
 	else if (s->status != 0)
 		lua_pushfstring(L, "%s (%d)", ibvl_pmix.error_string(s->status), s->status);
 	else if (s->type == -1)
@@ -264,7 +272,7 @@ static int l_fence(lua_State *L)
 	int nret = 1;
 	if (!all) {
 		lua_pushnil(L);
-		lua_pushfstring(L, "PMIx_Fence: not complete within %f s", timeout);
+		push_within(L, "PMIx_Fence: not complete", timeout);
 		lua_pushinteger(L, ETIMEDOUT);
 		nret = 3;
 	} else if (status != 0) {

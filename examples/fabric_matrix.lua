@@ -409,7 +409,7 @@ local function report(ctl_all)
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,
       lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-      dry_run = o.dry_run or nil, launcher = f.launcher, max_rounds = o.max_rounds, wait = o.wait,
+      dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, max_rounds = o.max_rounds, wait = o.wait,
       counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
       counter_floor = o.counter_floor } }
   print(matrix.text(rep))

@@ -374,7 +374,7 @@ end
 
 -- Rank 0: the report from every rank's summary (all) and pair results (matrix).
 local function build_report(f, all, matrix, o, later)
-  local report = { ranks = {}, faults = {} }
+  local report = { ranks = {}, faults = {}, launcher = f.launcher, wireup = f.wireup }
   local bad = {} -- rank -> reasons
   local function blame(r, why)
     bad[r] = bad[r] or {}
@@ -420,7 +420,7 @@ end
 
 -- Rank 0: the report as text.
 local function print_report(f, report, o)
-  print(string.format("fabric: %d ranks (%s launcher)", f.size, f.launcher))
+  print(string.format("fabric: %d ranks (%s launcher); wire-up: %s", f.size, f.launcher, f.wireup))
   for _, s in ipairs(report.ranks) do
     print(string.format("  %-22s %s port %s: %s, MTU %s, link %s: %d checks, %d failed", f:name(s.rank),
       tostring(s.device), tostring(s.port), tostring(s.state), tostring(s.mtu), tostring(s.link_layer),

@@ -140,6 +140,7 @@ function matrix.text(report)
     report.pattern or "?", report.rounds or 0,
     (report.retest_rounds or 0) > 0 and string.format(" and %d retest rounds", report.retest_rounds) or "",
     table.concat(report.rails or {}, ", "), o.dry_run and " (dry run: no traffic)" or "")
+    .. (o.wireup and "; wire-up: " .. o.wireup or "")
   if report.size <= 16 and not o.dry_run then
     for _, m in ipairs(matrix.METRICS) do metric_matrix(out, report, m) end
   end

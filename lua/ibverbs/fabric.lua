@@ -475,7 +475,7 @@ local function new_group(opts, getenv, rank, size, launcher_name, v, pm, pm_note
     wireup = pm and "PMIx " .. pm.version or "TCP", wireup_note = not pm and pm_note or nil,
     local_rank = pm and pm.local_rank, local_size = pm and pm.local_size, node_id = pm and pm.node_id,
     timeout = v.timeout, init_timeout = v.timeout, last_timeout = v.timeout, seq = 0,
-    host = opts.host or launcher.hostname(getenv), hosts = {}, peers = {},
+    host = opts.host or pm and pm.host or launcher.hostname(getenv), hosts = {}, peers = {},
     tolerant = opts.tolerant and true or false, dead = {}, dead_list = {}, wait_every = v.wait_every,
     agree = opts.agree, agreed = {} }, fabric_group)
   -- where the launcher put each rank, until the rendezvous says (names a rank that never arrives)
@@ -537,7 +537,7 @@ function fabric.init(opts)
     self.hub = hub.new(not opts.select)
     ok, err = root_rendezvous(self, socket.gettime() + v.timeout, pre)
   elseif ok then
-    ok, err = rank_rendezvous(self, socket.gettime() + v.timeout)
+    ok, err = rank_rendezvous(self, socket.gettime() + v.timeout + (pm and pm.late or 0))
   else
     err = pre
   end

@@ -65,7 +65,9 @@ function pmix.open(opts, getenv)
   local lrank = p:get(info.rank, "pmix.lrank", 10)
   local lsize = p:get(nil, "pmix.local.size", 10)
   local node = p:get(info.rank, "pmix.nodeid", 10)
+  local host = p:get(info.rank, "pmix.hname", 10)
   return { client = p, rank = info.rank, size = size, version = info.version,
+    host = type(host) == "string" and host ~= "" and host or nil,
     local_rank = type(lrank) == "number" and lrank or nil, local_size = type(lsize) == "number" and lsize or nil,
     node_id = type(node) == "number" and node or nil }
 end
@@ -174,6 +176,7 @@ function pmix.rendezvous(self, deadline)
     return nil, string.format("%s did not arrive at the rendezvous (PMIx fence) within %g s (%s)",
       ranks.name(self, 0), limit, tostring(err or herr))
   end
+  if not ok then self.pm.late = pmix.PROBE end -- rank 0 looks at the keys before it listens
   if self.explicit_root then return true end -- opts.root or IBV_FABRIC_ROOT wins
   self.root_addrs, self.port = v.addrs, math.floor(v.port)
   self.root = table.concat(v.addrs or {}, ",")
