@@ -327,6 +327,13 @@ static int l_close(lua_State *L)
 	return 1;
 }
 
+/* p:is_closed() */
+static int l_is_closed(lua_State *L)
+{
+	lua_pushboolean(L, !((struct client *)luaL_checkudata(L, 1, CLIENT_MT))->open);
+	return 1;
+}
+
 static const char *const pmix_opts[] = {"lib", NULL};
 
 /* ibv.pmix([{lib = path}]) -> client | nil, msg, errno */
@@ -376,7 +383,8 @@ void ibvl_open_pmix(lua_State *L)
 	ibvl_pmix_open_req(L);
 	static const luaL_Reg methods[] = {
 		{"get", l_get}, {"get_all", l_get_all}, {"put", l_put}, {"commit", l_commit},
-		{"fence", l_fence}, {"abort", l_abort}, {"info", l_info}, {"close", l_close}, {NULL, NULL},
+		{"fence", l_fence}, {"abort", l_abort}, {"info", l_info}, {"close", l_close},
+		{"is_closed", l_is_closed}, {NULL, NULL},
 	};
 	luaL_newmetatable(L, CLIENT_MT);
 	lua_newtable(L);

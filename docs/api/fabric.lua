@@ -40,6 +40,16 @@
 -- tolerant group a relay that dies or misses its limit is buried alone: its members send to rank 0
 -- from then on.  The other collectives stay on the star.
 --
+-- Under a PMIx server (`srun --mpi=pmix`, Open MPI's `mpirun`) the wire-up goes through PMIx
+-- (`ibverbs.pmix`, libpmix opened at run time): rank, size, local rank and host names come from
+-- the job's data, rank 0's address from its put, the rendezvous is a fence, and `allgather` and
+-- `alltoall` of a group that is not tolerant are put, commit, a collecting fence and get.  A fence
+-- never outlasts its limit; rank 0 then names the ranks that never put their key and tells the
+-- others.  The other collectives and `route` stay on the TCP connections to rank 0.  Chosen by
+-- `wireup` (`IBV_FABRIC_WIREUP`): "auto" (PMIx when `PMIX_RANK` is set, no rank or size was given
+-- and libpmix loads and initialises; else TCP, `fabric_group.wireup_note` saying why), "pmix"
+-- (fail without it) or "tcp".
+--
 -- @module ibverbs.fabric
 
 local fabric = {}
@@ -59,7 +69,9 @@ fabric.WAIT_EVERY = 60
 -- `getenv` (a function like `os.getenv`), `tolerant` (go on without a rank that leaves or misses a
 -- limit, see `fabric_group:dead_ranks`), `group` (the relay tree's group size; 0: no tree; default
 -- `IBV_FABRIC_GROUP`, else about sqrt(size) from `fabric.TREE_MIN` ranks), `wait_every` (seconds
--- between `on_wait` calls, see `ibverbs.fabric_group`; default `IBV_FABRIC_WAIT_EVERY`, else 60)
+-- between `on_wait` calls, see `ibverbs.fabric_group`; default `IBV_FABRIC_WAIT_EVERY`, else 60),
+-- `wireup` ("auto", "pmix" or "tcp"; default `IBV_FABRIC_WIREUP`, else "auto"), `pmix_lib` (the
+-- libpmix to open; default `IBV_FABRIC_PMIX_LIB`, else `libpmix.so.2`, then Debian's `pmix2/lib`)
 -- @treturn ibverbs.fabric_group
 -- @return[2] nil, message (a rank that did not arrive, rank 0 not answering, no root address)
 function fabric.init(opts) end

@@ -1,7 +1,9 @@
 --- A group of ranks joined by `ibverbs.fabric.init`.
 --
 -- Fields: `rank` (0-based), `size`, `launcher`, `host` (this rank's name), `hosts` (every rank's,
--- indexed rank + 1), `root`, `port`, `timeout`.  A script may set `on_wait`, a function
+-- indexed rank + 1), `root`, `port`, `timeout`, `wireup` ("PMIx 4.2.2" or "TCP"), `wireup_note` (why
+-- not PMIx, when `PMIX_RANK` was set or PMIx was asked for), and from PMIx `local_rank`, `local_size`,
+-- `node_id`.  A script may set `on_wait`, a function
 -- `(who, seconds, ranks)` that rank 0 (and a relay) calls every `wait_every` seconds
 -- (`fabric.WAIT_EVERY`, 60; `init{wait_every =}`, `IBV_FABRIC_WAIT_EVERY`) while a collective still
 -- waits: `who` names the ranks awaited ("rank 3 (node4)"; a relay as "rank 32 (node33), relay of

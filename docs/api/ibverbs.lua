@@ -249,6 +249,20 @@ function ibv.now() end
 -- SIGINT: "spawn: interrupted"
 function ibv.spawn(argv, opts) end
 
+--- A PMIx client (`PMIx_Init`), on the node's libpmix opened at run time (`dlopen` of
+-- `libpmix.so.2`, then Debian's `pmix2/lib`; once per process, never unloaded).  Only under a
+-- PMIx server: without `PMIX_NAMESPACE`, `PMIX_RANK` and a `PMIX_SERVER_URI*` in the environment
+-- `PMIx_Init` is not called (PMIx 3 would make a singleton of the process).
+--     local p, err = ibv.pmix()
+-- @tparam[opt] table opts `lib`: the library's path (else the places above)
+-- @treturn ibverbs.pmix
+-- @return[2] nil, message, errno
+-- @errno ENOENT no libpmix (the loader's message), or a library without a PMIx call (named);
+-- ENOTSUP PMIx 1.x; ENOTCONN no server in the environment; ECONNREFUSED, EIO PMIx_Init failed
+-- (PMIx's status named)
+-- @raise an unknown field of opts
+function ibv.pmix(opts) end
+
 --- The next rkey for a type 2 memory window bind (`ibv_inc_rkey`).
 -- @tparam integer rkey
 -- @treturn integer
