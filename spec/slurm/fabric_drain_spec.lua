@@ -164,12 +164,15 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     wait_node("node3", function(s) return s == "IDLE" end, 60)
   end)
 
-  it("srun ... --drain: node3's fabric link down: the rank on node3 drains node3 alone, with its reason", function()
+  it("srun --mpi=pmix ... --drain: node3's fabric link down: the rank on node3 drains node3 alone, with its reason",
+    function()
     write(MARK, "")
     local out, rc = run("srun -w node3 -N 1 " .. LINK_DOWN .. " " .. MARK, 60)
     assert.equal(0, rc, out)
-    out, rc = run("srun -N 3 --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_check.lua --drain", 180)
+    -- under Slurm's PMIx plugin: the ports' summaries and QP numbers go through PMIx (put, commit, fence, get)
+    out, rc = run("srun --mpi=pmix -N 3 --ntasks-per-node=1 build/lua5.4/ibvlua examples/fabric_check.lua --drain", 180)
     assert.equal(1, rc, out) -- srun: the worst rank's
+    assert.matches("; wire%-up: PMIx 4%.2%.%d+\n", out)
     assert.matches("FAULT rank 2 %(node3%): port_state: port is down", out)
     assert.matches("nodes at fault %(exit 1%): rank 2 %(node3%)\n", out)
     assert.matches("slurm: node3 drained: ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]*\n",

@@ -119,6 +119,7 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     local out, rc = run(recipe("srun-check"), 180)
     assert.equal(0, rc, out)
     assert_check(out)
+    assert.matches("fabric: 3 ranks %(slurm launcher%); wire%-up: TCP\n", out) -- MpiDefault=none: no PMIx
   end)
 
   it("hosts named right with PATH=/usr/sbin:/sbin and no SLURMD_NODENAME: gethostname(2), no program", function()
@@ -131,16 +132,38 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     assert.not_matches("%(%?%)", out)
   end)
 
-  it("recipe srun-pmix: the same under Slurm's PMIx plugin", function()
+  it("recipe srun-pmix: the same under Slurm's PMIx plugin, wired up through PMIx (Debian's libpmix 4.2)", function()
     local out, rc = run(recipe("srun-pmix"), 180)
     assert.equal(0, rc, out)
     assert_check(out)
+    assert.matches("fabric: 3 ranks %(slurm launcher%); wire%-up: PMIx 4%.2%.%d+\n", out)
   end)
 
-  it("recipe mpirun: mpirun inside an allocation, ranks from mpirun, not from its daemons' srun step", function()
+  -- rank 2 becomes one of the job (PMIx_Init) and dies: Slurm goes on with the step (no KillOnBadExit) and its
+  -- PMIx plugin would fail the fence only at PMIxTimeout (300 s); the fence's own limit ends it
+  it("srun --mpi=pmix, rank 2 killed after PMIx_Init, before the rendezvous fence: ranks 0 and 1 end within "
+    .. "--fabric-timeout and the look at the keys, naming rank 2 (node3)", function()
+    local out, rc, took = run("srun --mpi=pmix -N 3 --ntasks-per-node=1 sh -c 'if [ $SLURM_PROCID = 2 ]; then " ..
+      "exec build/lua5.4/ibvlua -e \"assert(require([[ibverbs]]).pmix()) os.exit(9)\"; fi; " ..
+      "exec build/lua5.4/ibvlua examples/fabric_check.lua --fabric-timeout 5'", 120)
+    assert.is_true(rc ~= 0 and rc ~= 124, out)
+    local n = 0
+    for _ in out:gmatch("fabric: FAIL fabric: rank 2 %(node3%) did not arrive at the rendezvous %(PMIx fence%) "
+      .. "within 5 s\n") do n = n + 1 end
+    assert.equal(2, n, out) -- ranks 0 and 1
+    assert.is_true(took < 5 + 5 + 20, took) -- the limit, rank 0's look at the keys (5 s), srun's start and end
+    local out2, rc2 = run(RDMA_LEFT, 60)
+    assert.equal(0, rc2, out2)
+    assert_nothing_left(out2)
+  end)
+
+  it("recipe mpirun: mpirun inside an allocation, ranks and rank 0's address from mpirun's PMIx, not from its "
+    .. "daemons' srun step", function()
     local out, rc = run("export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; " .. recipe("mpirun"), 240)
     assert.equal(0, rc, out)
     support.assert_matrix_pass(out, 6)
+    -- mpirun serves PMIx: rank 0's address came from it (the recipe names no IBV_FABRIC_ROOT)
+    assert.matches("fabric_matrix: 3 ranks, [^\n]*; wire%-up: PMIx 4%.2%.%d+\n", out)
   end)
 
   it("recipe sbatch: sbcast ibvlua and the examples to /tmp, run them on nodes without Lua", function()
