@@ -139,8 +139,9 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     assert.matches("fabric: 3 ranks %(slurm launcher%); wire%-up: PMIx 4%.2%.%d+\n", out)
   end)
 
-  -- rank 2 becomes one of the job (PMIx_Init) and dies: Slurm goes on with the step (no KillOnBadExit) and its
-  -- PMIx plugin would fail the fence only at PMIxTimeout (300 s); the fence's own limit ends it
+  -- rank 2 becomes one of the job (PMIx_Init) and dies: Slurm goes on with the step (no KillOnBadExit), and its
+  -- PMIx plugin would fail the (collecting) rendezvous fence only at PMIxTimeout (300 s): the fence's own limit
+  -- ends it, then rank 0 finds rank 2's key missing
   it("srun --mpi=pmix, rank 2 killed after PMIx_Init, before the rendezvous fence: ranks 0 and 1 end within "
     .. "--fabric-timeout and the look at the keys, naming rank 2 (node3)", function()
     local out, rc, took = run("srun --mpi=pmix -N 3 --ntasks-per-node=1 sh -c 'if [ $SLURM_PROCID = 2 ]; then " ..

@@ -140,7 +140,7 @@ local function missing_ranks(self, key)
 end
 
 --- The rendezvous' PMIx part: every rank puts its hello (rank 0: where it
--- listens), commits and meets the others at a fence within the limit.  Rank
+-- listens), commits and meets the others at a collecting fence within the limit.  Rank
 -- 0 returns true, or nil and what it found for the TCP part to tell everyone
 -- ({fail = msg, missing = {[rank] = true}, n = count}; a tolerant group buries
 -- the missing instead of failing); another rank returns true once it knows
@@ -153,7 +153,8 @@ function pmix.rendezvous(self, deadline)
   local body, ok, err = encode(hello)
   if body then ok, err = p:put(HELLO, body) end
   if ok then ok, err = p:commit() end
-  if ok then ok, err = p:fence{ timeout = math.max(0, deadline - socket.gettime()) } end
+  -- collecting: under Slurm 22.05 a fence that collects nothing completes without a rank that never joined it
+  if ok then ok, err = p:fence{ collect = true, timeout = math.max(0, deadline - socket.gettime()) } end
   if self.rank == 0 then
     if ok then return true end
     local pre, missing = { missing = {}, n = 0 }, missing_ranks(self, HELLO)
@@ -170,7 +171,9 @@ function pmix.rendezvous(self, deadline)
     return nil, pre
   end
   -- (after a fence that failed, rank 0's hello may be there all the same: rank 0 then names who is missing)
-  local h, herr = p:get(0, HELLO, ok and 30 or pmix.PROBE)
+  -- (a launcher may complete a fence without a rank that died: Slurm 22.05 does; the get waits no longer than
+  -- the rendezvous' limit)
+  local h, herr = p:get(0, HELLO, ok and math.max(pmix.PROBE, deadline - socket.gettime()) or pmix.PROBE)
   local v = h and decode(h)
   if type(v) ~= "table" or not tonumber(v.port) then
     return nil, string.format("%s did not arrive at the rendezvous (PMIx fence) within %g s (%s)",
@@ -204,7 +207,7 @@ function pmix.exchange(self, op, value, deadline, timeout)
   if ok then ok, err = p:commit() end
   if ok then ok, err = p:fence{ collect = true, timeout = math.max(0, deadline - socket.gettime()) } end
   if ok then
-    local got, missing, why = p:get_all(key, all_ranks(self), 30)
+    local got, missing, why = p:get_all(key, all_ranks(self), math.max(pmix.PROBE, deadline - socket.gettime()))
     if #missing == 0 then
       local values = {}
       for r = 1, self.size do
