@@ -268,7 +268,7 @@ f:close()
         assert.truthy(io.open(dir .. "/k." .. r .. "." .. k), k .. " of rank " .. r)
       end
       for n = 1, 3 do -- the rendezvous' fence and both exchanges' collect
-        assert.truthy(io.open(dir .. "/collect." .. r .. "." .. n), "fence " .. n .. " of rank " .. r .. " collected not")
+        assert.truthy(io.open(dir .. "/collect." .. r .. "." .. n), "rank " .. r .. "'s fence " .. n)
       end
       assert.truthy(io.open(dir .. "/finalized." .. r .. ".x"), "rank " .. r .. " did not finalize")
     end
