@@ -8,10 +8,11 @@
  *       -- without rdma-core 32's verbs both read the GID types from sysfs
  *   ctx:query_pkey(1, 0)
  *   local ev = ctx:get_async_event(1.0)  -- {type="port_active", port_num=1} or nil on timeout
- *   ctx:async_fd(), ctx:name()
+ *   ctx:async_fd(), ctx:name(), ctx:provider()   -- "rxe", ".../librxe-rdmav34.so"
  *   ctx:cmd_fd(), ctx:num_comp_vectors(), ctx:get_pkey_index(1, 0xffff)
  *   ctx:query_rt_values_ex().raw_clock, ctx:resolve_eth_l2_from_gid(ah_attr)  -- mac, vid
  */
+#include <dlfcn.h>
 #include <endian.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -418,6 +419,29 @@ static int l_name(lua_State *L)
 	return 1;
 }
 
+/* ctx:provider(): the user-space provider serving the device, by its short
+ * name ("rxe", "mlx5": its library's, less "lib" and "-rdmav<N>" or ".so")
+ * and the library file as libibverbs loaded it: where its poll_cq lives. */
+static int l_provider(lua_State *L)
+{
+	struct ibv_context *ctx = check_ctx(L);
+	Dl_info info;
+	if (ctx->ops.poll_cq == NULL || dladdr((void *)ctx->ops.poll_cq, &info) == 0 ||
+	    info.dli_fname == NULL)
+		return ibvl_fail(L, "dladdr", ENOENT);
+	const char *base = strrchr(info.dli_fname, '/');
+	base = base != NULL ? base + 1 : info.dli_fname;
+	if (strncmp(base, "lib", 3) == 0)
+		base += 3;
+	size_t n = strcspn(base, ".");
+	const char *abi = strstr(base, "-rdmav");
+	if (abi != NULL && (size_t)(abi - base) < n)
+		n = (size_t)(abi - base);
+	lua_pushlstring(L, base, n);
+	lua_pushstring(L, info.dli_fname);
+	return 2;
+}
+
 /* ---- more of the context: fds, completion vectors, P_Keys, clocks, L2 ---- */
 static int l_cmd_fd(lua_State *L)
 {
@@ -494,7 +518,8 @@ void ibvl_open_context(lua_State *L)
 		{"query_port", l_query_port}, {"query_gid", l_query_gid},
 		{"query_gid_ex", l_query_gid_ex}, {"query_gid_table", l_query_gid_table},
 		{"query_pkey", l_query_pkey}, {"get_async_event", l_get_async_event},
-		{"async_fd", l_async_fd}, {"name", l_name}, {"cmd_fd", l_cmd_fd},
+		{"async_fd", l_async_fd}, {"name", l_name}, {"provider", l_provider},
+		{"cmd_fd", l_cmd_fd},
 		{"num_comp_vectors", l_num_comp_vectors}, {"get_pkey_index", l_get_pkey_index},
 		{"query_rt_values_ex", l_query_rt_values_ex},
 		{"resolve_eth_l2_from_gid", l_resolve_eth_l2_from_gid}, {NULL, NULL},

@@ -160,6 +160,12 @@ void ibvl_late_set_found(lua_State *L)
 		lua_pushinteger(L, aid);
 		lua_setfield(L, -2, "aid");
 	}
+	lua_createtable(L, 0, IBVL_LATE_COUNT); /* each late verb's first release */
+	for (int i = 0; i < IBVL_LATE_COUNT; i++) {
+		lua_pushinteger(L, late_verbs[i].since);
+		lua_setfield(L, -2, late_verbs[i].name);
+	}
+	lua_setfield(L, -2, "since");
 	set_file(L, "libibverbs", verbs, "ibv_get_device_list");
 	set_file(L, "librdmacm", cm, "rdma_create_id");
 	int lo = 0, hi = INT_MAX;

@@ -65,8 +65,9 @@ void ibvl_late_need(lua_State *L, enum ibvl_late_id id, const char *what);
 int ibvl_absent(lua_State *L, const char *what, int since);
 /* The names of the late verbs this node lacks, as a list; pushed. */
 void ibvl_late_push_missing(lua_State *L);
-/* Sets what the node's libraries say into the table on top: aid, libibverbs,
- * librdmacm, versions, at_least, at_most, fallbacks. */
+/* Sets what the node's libraries say into the table on top: aid, since (each
+ * late verb's release), libibverbs, librdmacm, versions, at_least, at_most,
+ * fallbacks. */
 void ibvl_late_set_found(lua_State *L);
 
 #define IBVL_LATE(verb) ((__typeof__(&verb))ibvl_late_fn[IBVL_LATE_##verb])
