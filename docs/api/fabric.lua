@@ -44,8 +44,9 @@
 -- (`ibverbs.pmix`, libpmix opened at run time): rank, size, local rank and host names come from
 -- the job's data, rank 0's address from its put, the rendezvous is a fence, and `allgather` and
 -- `alltoall` of a group that is not tolerant are put, commit, a collecting fence and get.  A fence
--- never outlasts its limit; rank 0 then names the ranks that never put their key and tells the
--- others.  The other collectives and `route` stay on the TCP connections to rank 0.  Chosen by
+-- gives up 5 s (at most half the limit) before the call's limit; the TCP rendezvous, or the same
+-- collective over TCP, then names the ranks that did not arrive (the group stays on TCP after).
+-- The other collectives and `route` stay on the TCP connections to rank 0.  Chosen by
 -- `wireup` (`IBV_FABRIC_WIREUP`): "auto" (PMIx when `PMIX_RANK` is set, no rank or size was given
 -- and libpmix loads and initialises; else TCP, `fabric_group.wireup_note` saying why), "pmix"
 -- (fail without it) or "tcp".

@@ -139,8 +139,9 @@ local function collective(self, op, value, timeout, answer, raw)
   if self.size == 1 then return answer({ value }, 0) end
   if self.pm_exchange and (op == "allgather" or op == "alltoall") then -- put, commit, fence, get
     local values, perr = pmix.exchange(self, op, value, deadline, berr)
-    if not values then return broken(self, perr) end
-    return answer(values, self.rank)
+    if values then return answer(values, self.rank) end
+    -- the same collective over TCP in what is left of the limit: it names whoever is missing
+    self.pm_exchange, self.wireup_note = nil, perr .. "; the collectives over TCP from then on"
   end
   if self.rank ~= 0 then return ask_root(self, op, value, deadline, raw) end
   local values, err = hub.collect(self, op, value, deadline)
@@ -347,17 +348,14 @@ local function answer_arrivals(self, fail)
 end
 
 -- Rank 0: every rank connects and says hello; the accepts and hellos are
--- handled as they come (a rank slow to speak holds nobody up).  pre: what the
--- PMIx fence found ({fail = msg, missing = {[rank] = true}, n = count}): the
--- missing are not waited for, and fail is every rank's answer.
-local function root_rendezvous(self, deadline, pre)
+-- handled as they come (a rank slow to speak holds nobody up).
+local function root_rendezvous(self, deadline)
   local l, err = socket.bind("*", self.port, fabric.BACKLOG)
   if not l then
     return nil, string.format("rank 0 cannot listen on port %d: %s", self.port, tostring(err))
   end
   local h, k = self.hub, self.tree and self.tree.k or 0
-  pre = pre or { missing = {}, n = 0 }
-  local newcomers, arrived, fail = {}, 1 + pre.n, nil
+  local newcomers, arrived, fail = {}, 1, nil
   h:listen(l, function(c) newcomers[c] = true end)
   local function visit(c)
     if c.rank or fail then return end
@@ -369,8 +367,6 @@ local function root_rendezvous(self, deadline, pre)
     newcomers[c] = nil
     if hello.hello ~= "ibverbs.fabric" then h:drop(c); return end -- not one of ours (a scan, a stale run)
     local r = int(hello.rank)
-    if r and self.dead[r] then h:drop(c); return end -- buried at the PMIx fence
-    if r and pre.missing[r] then arrived = arrived - 1 end -- missing there, late here: told the outcome
     fail = refuse(self, hello, r, k)
     if fail then h:drop(c); return end
     c.rank, self.peers[r], self.hosts[r + 1] = r, c, tostring(hello.host)
@@ -385,7 +381,7 @@ local function root_rendezvous(self, deadline, pre)
   end
   h:unlisten()
   for c in pairs(newcomers) do h:drop(c) end
-  fail = fail or pre.fail or judge_agreement(self) or judge_arrivals(self)
+  fail = fail or judge_agreement(self) or judge_arrivals(self)
   answer_arrivals(self, fail)
   if fail then return nil, fail end
   return true
@@ -531,15 +527,13 @@ function fabric.init(opts)
     self.tree, err = tree.new(rank, size, v.k, v.timeout, fabric.BACKLOG)
     if not self.tree then return fail(err) end
   end
-  local ok, pre = true, nil
-  if pm then ok, pre = pmix.rendezvous(self, socket.gettime() + v.timeout) end -- rank 0: pre, what it found
-  if rank == 0 then
+  local ok, deadline = true, socket.gettime() + v.timeout
+  if pm then ok, err = pmix.rendezvous(self, deadline) end -- then TCP, until the same deadline
+  if ok and rank == 0 then
     self.hub = hub.new(not opts.select)
-    ok, err = root_rendezvous(self, socket.gettime() + v.timeout, pre)
+    ok, err = root_rendezvous(self, deadline)
   elseif ok then
-    ok, err = rank_rendezvous(self, socket.gettime() + v.timeout + (pm and pm.late or 0))
-  else
-    err = pre
+    ok, err = rank_rendezvous(self, deadline)
   end
   if ok and self.tree then ok, err = tree_setup(self, socket.gettime() + v.timeout) end
   if not ok then

@@ -11,6 +11,7 @@
  *   PMIX_NAMESPACE, PMIX_RANK                 FAKE_PMIX_HOSTS host names by rank, "a,b,c" (fakehost)
  *   FAKE_PMIX_VERSION  PMIx_Get_version's answer ("OpenPMIx 4.2.2 (fake)")
  *   FAKE_PMIX_INIT=unreach  PMIx_Init fails with PMIX_ERR_UNREACH
+ *   FAKE_PMIX_FENCE_FAIL=n  the n-th fence of every process fails (status -1, from the callback)
  * A fence's one info is checked as every series lays it out (key at 0, the
  * value's type at 520, a bool at 528): a collecting fence writes
  * collect.<n>.<rank>.  Key "fake.double" of any rank is a double (type 17).
@@ -210,6 +211,12 @@ int PMIx_Fence_nb(const struct proc *procs, size_t nprocs, const char *info, siz
 	}
 	path_of(path, sizeof path, "f", me, n);
 	touch(path, "", 0);
+	const char *fail = getenv("FAKE_PMIX_FENCE_FAIL");
+	if (fail != NULL && atoi(fail) == j->n) {
+		cb(-1, cbdata);
+		free(j);
+		return 0;
+	}
 	start(j, fence_thread);
 	return 0;
 }

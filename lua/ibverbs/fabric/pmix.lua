@@ -12,17 +12,21 @@
 -- "pmix" fails when PMIx cannot be had, "tcp" never tries.
 --
 -- A fence never outlasts its limit (ibv.pmix waits on PMIx_Fence_nb, in every
--- PMIx series alike); then rank 0 asks every rank's key of that fence for a few
--- seconds (pmix.PROBE): the ranks that never put it are named, and rank 0
--- sends the others that message over TCP, as the TCP rendezvous does.
+-- PMIx series alike), less the last few seconds of it (pmix.TCP_SHARE): the
+-- TCP rendezvous follows the fence anyway, and an exchange whose fence gave
+-- up runs over TCP in that time; either names the ranks that did not arrive
+-- as the TCP path does (rank 0 holds a connection per rank: PMIx cannot tell
+-- who is missing, and a server may hold every get while a collecting fence
+-- is pending, as Slurm's did).
 local socket = require "socket"
 local wire = require "ibverbs.fabric.wire"
 local ranks = require "ibverbs.fabric.ranks"
 
 local pmix = {}
 
---- Seconds rank 0 waits for the ranks' keys after a fence failed (naming the missing ones).
-pmix.PROBE = 5
+--- Seconds of a call's limit (at most half of it) left to the TCP part after a fence gave up: the TCP
+-- rendezvous, or the same collective over TCP, which names the ranks that did not arrive.
+pmix.TCP_SHARE = 5
 local HELLO = "ibvl.fabric.hello"
 
 local function encode(v)
@@ -129,22 +133,18 @@ function pmix.connect(addrs, port, deadline)
   return nil, err or "no address"
 end
 
--- Rank 0 after a fence that failed: the ranks of list whose key is not there (named), or nil.
-local function missing_ranks(self, key)
-  local list = {}
-  for r = 1, self.size - 1 do list[#list + 1] = r end
-  local _, missing = self.pm.client:get_all(key, list, pmix.PROBE)
-  if #missing == 0 then return nil end
-  table.sort(missing)
-  return missing
+-- Where a fence of a call ending at deadline (limit seconds long) gives up: the rest of the limit, up to
+-- pmix.TCP_SHARE seconds, is the TCP part's, which names whoever is missing.
+local function fence_end(deadline, limit)
+  return deadline - math.min(pmix.TCP_SHARE, limit / 2)
 end
 
 --- The rendezvous' PMIx part: every rank puts its hello (rank 0: where it
--- listens), commits and meets the others at a collecting fence within the limit.  Rank
--- 0 returns true, or nil and what it found for the TCP part to tell everyone
--- ({fail = msg, missing = {[rank] = true}, n = count}; a tolerant group buries
--- the missing instead of failing); another rank returns true once it knows
--- where rank 0 listens (self.root_addrs, self.port), or nil, msg.
+-- listens), commits and meets the others at a fence (no data collected)
+-- within the limit but the TCP part's share; the others then read rank 0's
+-- hello.  The TCP rendezvous follows and names whoever did not arrive, as
+-- without PMIx.  True (rank 0, or a rank that knows where rank 0 listens:
+-- self.root_addrs, self.port), or nil, msg (rank 0's hello not there).
 function pmix.rendezvous(self, deadline)
   local p = self.pm.client
   local hello = { host = self.host }
@@ -153,33 +153,16 @@ function pmix.rendezvous(self, deadline)
   local body, ok, err = encode(hello)
   if body then ok, err = p:put(HELLO, body) end
   if ok then ok, err = p:commit() end
-  -- collecting: under Slurm 22.05 a fence that collects nothing completes without a rank that never joined it
-  if ok then ok, err = p:fence{ collect = true, timeout = math.max(0, deadline - socket.gettime()) } end
-  if self.rank == 0 then
-    if ok then return true end
-    local pre, missing = { missing = {}, n = 0 }, missing_ranks(self, HELLO)
-    if not missing then
-      pre.fail = "the PMIx fence of the rendezvous failed: " .. tostring(err)
-      return nil, pre
-    end
-    local why = string.format("did not arrive at the rendezvous (PMIx fence) within %g s", limit)
-    for _, r in ipairs(missing) do
-      pre.missing[r], pre.n = true, pre.n + 1
-      if self.tolerant then ranks.bury(self, r, ranks.name(self, r) .. " " .. why) end
-    end
-    if not self.tolerant then pre.fail = ranks.names(self, missing) .. " " .. why end
-    return nil, pre
-  end
-  -- (after a fence that failed, rank 0's hello may be there all the same: rank 0 then names who is missing)
-  -- (a launcher may complete a fence without a rank that died: Slurm 22.05 does; the get waits no longer than
-  -- the rendezvous' limit)
-  local h, herr = p:get(0, HELLO, ok and math.max(pmix.PROBE, deadline - socket.gettime()) or pmix.PROBE)
+  if ok then err = select(2, p:fence{ timeout = math.max(0, fence_end(deadline, limit) - socket.gettime()) }) end
+  if self.rank == 0 then return true end -- (its put failed: the others say so)
+  -- (Slurm 22.05 completes a fence that collects nothing without a rank that never joined it: the get waits
+  -- for rank 0's commit, within the limit)
+  local h, herr = p:get(0, HELLO, math.max(1, fence_end(deadline, limit) - socket.gettime()))
   local v = h and decode(h)
   if type(v) ~= "table" or not tonumber(v.port) then
     return nil, string.format("%s did not arrive at the rendezvous (PMIx fence) within %g s (%s)",
       ranks.name(self, 0), limit, tostring(err or herr))
   end
-  if not ok then self.pm.late = pmix.PROBE end -- rank 0 looks at the keys before it listens
   if self.explicit_root then return true end -- opts.root or IBV_FABRIC_ROOT wins
   self.root_addrs, self.port = v.addrs, math.floor(v.port)
   self.root = table.concat(v.addrs or {}, ",")
@@ -196,18 +179,21 @@ local function all_ranks(self)
 end
 
 --- One collective through PMIx: value put under the collective's number, a
--- collecting fence within the limit, every rank's value read.  The values
--- (indexed rank + 1), or nil, msg; after a failed fence rank 0 names the
--- ranks that did not arrive and sends every rank that message over TCP.
-function pmix.exchange(self, op, value, deadline, timeout)
+-- collecting fence within the limit but the TCP part's share, every rank's
+-- value read.  The values (indexed rank + 1), or nil, msg: the caller then
+-- runs the same collective over TCP until the deadline, which names the
+-- ranks that did not arrive (or completes without PMIx), and the group
+-- stays on TCP from then on.
+function pmix.exchange(self, op, value, deadline, limit)
   local p = self.pm.client
   local key = "ibvl.fabric." .. self.seq
   local body, ok, err = encode(value)
   if body then ok, err = p:put(key, body) end
   if ok then ok, err = p:commit() end
-  if ok then ok, err = p:fence{ collect = true, timeout = math.max(0, deadline - socket.gettime()) } end
+  local stop = fence_end(deadline, limit)
+  if ok then ok, err = p:fence{ collect = true, timeout = math.max(0, stop - socket.gettime()) } end
   if ok then
-    local got, missing, why = p:get_all(key, all_ranks(self), math.max(pmix.PROBE, deadline - socket.gettime()))
+    local got, missing, why = p:get_all(key, all_ranks(self), math.max(1, stop - socket.gettime()))
     if #missing == 0 then
       local values = {}
       for r = 1, self.size do
@@ -221,19 +207,7 @@ function pmix.exchange(self, op, value, deadline, timeout)
     end
     err = ranks.name(self, missing[1]) .. "'s value: " .. tostring(why[missing[1]])
   end
-  local msg = string.format("%s #%d: %s", op, self.seq, tostring(err))
-  if self.rank == 0 then
-    local missing = missing_ranks(self, key)
-    if missing then
-      msg = string.format("%s did not arrive at %s #%d within %g s (PMIx fence)", ranks.names(self, missing), op,
-        self.seq, timeout)
-    end
-    for _, c in pairs(self.peers) do wire.send(c.sock, { err = msg }, socket.gettime() + 5) end
-    return nil, msg
-  end
-  local said, rerr = wire.read(self.up, socket.gettime() + pmix.PROBE + 10)
-  if said and said.err then return nil, said.err end
-  return nil, msg .. "; no word from rank 0 (" .. wire.said(rerr) .. ")"
+  return nil, string.format("%s #%d through PMIx: %s", op, self.seq, tostring(err))
 end
 
 return pmix
