@@ -2,8 +2,7 @@
 --- devinfo.lua: the Lua counterpart of ibv_devinfo: devices, ports, states, MTU, GIDs.
 --   lua5.4 examples/devinfo.lua [-d rxe0] [-i 1] [-l] [-v]
 local ibv = require "ibverbs"
-package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
-local cli = require "cli"
+local cli = require "ibverbs.tools.cli"
 
 local o = cli.run(arg, {
   name = "devinfo.lua", usage = { "            print the ca attributes" },

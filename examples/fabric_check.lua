@@ -37,14 +37,13 @@
 -- (fabric_matrix included) is left alone, and said so.
 -- --slurm-health checks this node alone, for Slurm's HealthCheckProgram.
 local ibv = require "ibverbs"
-package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
-local cli = require "cli"
+local cli = require "ibverbs.tools.cli"
 local dkjson = require "dkjson"
-local rails = require "rails"
-local expectations = require "expect"
+local rails = require "ibverbs.tools.rails"
+local expectations = require "ibverbs.tools.expect"
 local pc = require "ibverbs.port_counters"
-local flaps = require "flaps"
-local cc = require "check_counters"
+local flaps = require "ibverbs.tools.flaps"
+local cc = require "ibverbs.tools.check_counters"
 
 local STARTED = ibv.now()
 local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
@@ -57,7 +56,7 @@ local o = cli.run(arg, {
                help = "GID index for the traffic (default: the first RoCE v2 IPv4 GID, else 0)" },
   { "t", "timeout", arg = "seconds", type = "number", default = 2, help = "completion timeout (default 2)" },
   { nil, "json", help = "machine-readable output (one JSON object)" },
-  -- across ranks (examples/lib/fabric_wide.lua): under a launcher, or with --size
+  -- across ranks (lua/ibverbs/tools/fabric_wide.lua): under a launcher, or with --size
   { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
   { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
   { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
@@ -128,7 +127,7 @@ local AGREE = cli.agreement(VERSION, o, { rank = true, size = true, root = true,
   json = true, exit_any = true, busy = true }) .. (o.expect and (" host_named=" .. tostring(not NOT_NAMED)) or "")
 if NOT_NAMED then -- exit 2, no node drained or resumed; under a launcher, every rank stops at the rendezvous
   io.stderr:write("fabric_check.lua: ", NOT_NAMED, "\n")
-  local wide = require "fabric_wide"
+  local wide = require "ibverbs.tools.fabric_wide"
   if not o.slurm_health and wide.wanted(o) then wide.refuse(o, AGREE) end
   os.exit(2)
 end
@@ -337,7 +336,7 @@ end
 
 -- The thresholds of a port: --counter-thresholds', and its --expect entry's counters over them.
 local function thresholds_of(device, port)
-  return require("pair_counters").thresholds(THRESHOLDS, EXPECTED, device, port)
+  return require("ibverbs.tools.pair_counters").thresholds(THRESHOLDS, EXPECTED, device, port)
 end
 
 -- The counters of every port read before its checks, read again: their
@@ -434,7 +433,7 @@ for _, dev in ipairs(results) do
   end
 end
 -- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
-local wide = require "fabric_wide"
+local wide = require "ibverbs.tools.fabric_wide"
 local alone = o.slurm_health or not wide.wanted(o)
 if alone then counter_findings(results, 1) end
 local failed, total = 0, 0

@@ -24,7 +24,7 @@
 -- partner that passed; a rank all of whose pairs were flagged has two of
 -- them retested, not all.  The report gives a verdict per fault: a node, a
 -- link, an unreachable rank, a port that flapped (its state, link_downed or
--- port events changed since the last round: examples/lib/flaps.lua; the run
+-- port events changed since the last round: lua/ibverbs/tools/flaps.lua; the run
 -- goes on), a port whose counters cannot be judged (a judged counter
 -- saturated, a counter file unreadable: "counters").  A healthy fabric gives
 -- none; transport rates high on every pair are said as load, not blamed.
@@ -43,19 +43,18 @@
 --   srun -N 64 --ntasks-per-node=1 lua5.4 examples/fabric_matrix.lua -d all --json m.json --json-lines m.jsonl
 --   tools/rxe-vm --nodes 4 lua5.4 examples/fabric_matrix.lua --pattern shift
 --   lua5.4 examples/fabric_matrix.lua --dry-run ...   # the control plane alone: no device, no traffic
-package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
 local fabric = require "ibverbs.fabric"
 local socket = require "socket"
 local dkjson = require "dkjson"
-local cli = require "cli"
-local schedule = require "schedule"
-local diagnose = require "diagnose"
-local matrix = require "matrix"
-local rails_mod = require "rails"
-local traffic = require "pair_traffic"
-local results = require "results"
-local rounds = require "rounds"
-local findings = require "findings"
+local cli = require "ibverbs.tools.cli"
+local schedule = require "ibverbs.tools.schedule"
+local diagnose = require "ibverbs.tools.diagnose"
+local matrix = require "ibverbs.tools.matrix"
+local rails_mod = require "ibverbs.tools.rails"
+local traffic = require "ibverbs.tools.pair_traffic"
+local results = require "ibverbs.tools.results"
+local rounds = require "ibverbs.tools.rounds"
+local findings = require "ibverbs.tools.findings"
 
 local o = cli.run(arg, {
   name = "fabric_matrix.lua", usage = { "            one process per rank; the launcher gives rank and size" },
@@ -165,14 +164,14 @@ if o.drain then
 end
 local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
 local pc = require "ibverbs.port_counters"
-local pcount = require "pair_counters"
+local pcount = require "ibverbs.tools.pair_counters"
 local THRESHOLDS = pcount.THRESHOLDS -- the counter thresholds; a port's --expect entry's counters go over them
 if o.counter_thresholds then
   local t, err = pc.parse_thresholds(o.counter_thresholds, pcount.THRESHOLDS)
   if not t then usage_error("option '--counter-thresholds': " .. err) end
   THRESHOLDS = t
 end
-local expectations = require "expect"
+local expectations = require "ibverbs.tools.expect"
 local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
 local LIMITS -- every pair's absolute limits (the file's pairs section), or nil
 local NOT_NAMED -- why no host list of the file names this host: exit 2 on every rank, at the rendezvous
@@ -443,7 +442,7 @@ if ME == 0 and not written then status = 2 end
 f:close()
 -- --drain: Slurm told after the report (a failed scontrol call is said; the status stays the verdict's)
 if ME == 0 and o.drain and status ~= 2 then
-  local drains = require "drains"
+  local drains = require "ibverbs.tools.drains"
   drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end,
     plan.names)
 end

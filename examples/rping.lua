@@ -18,8 +18,7 @@
 -- rping's -P (persistent server) and -q (QP made and moved by the program) are
 -- not offered.
 local cm = require "ibverbs.cm"
-package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
-local cli = require "cli"
+local cli = require "ibverbs.tools.cli"
 
 local BUFSIZE = 64 * 1024 -- RPING_BUFSIZE
 local MIN_SIZE = 26 -- RPING_MIN_BUFSIZE: sizeof "2147483647" + sizeof "rdma-ping-%d: "

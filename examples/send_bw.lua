@@ -6,8 +6,7 @@
 --   server: lua5.4 examples/send_bw.lua -x 1 -s 64 -n 20000
 --   client: lua5.4 examples/send_bw.lua -x 1 -s 64 -n 20000 <server>
 local ibv = require "ibverbs"
-package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
-local cli = require "cli"
+local cli = require "ibverbs.tools.cli"
 local ex = require "ibverbs.exchange"
 
 local o, args = cli.run(arg, {

@@ -18,8 +18,7 @@
 -- The default path MTU is 1024 as in the C tool (its usage text says 2048).
 -- Not offered: -o (on-demand paging).
 local ibv = require "ibverbs"
-package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
-local cli = require "cli"
+local cli = require "ibverbs.tools.cli"
 local ex = require "ibverbs.exchange"
 
 local DOMAIN_FILE = "/tmp/xrc_domain"

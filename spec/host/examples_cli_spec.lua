@@ -69,8 +69,8 @@ describe("examples/rping.lua options", function()
   end)
 end)
 
-describe("examples/lib/cli.lua: a rank's exit status from rank 0's verdict", function()
-  local cli = dofile("examples/lib/cli.lua")
+describe("lua/ibverbs/tools/cli.lua: a rank's exit status from rank 0's verdict", function()
+  local cli = dofile("lua/ibverbs/tools/cli.lua")
   it("is 1 on the ranks at fault, 0 elsewhere, 1 everywhere with exit_any when any, 2 when none arrived", function()
     local v = { bad = { 1, 3 }, any = true }
     assert.same({ 0, 1, 0, 1 }, { cli.own_status(0, false, v), cli.own_status(1, false, v),

@@ -7,7 +7,6 @@
 -- instead of delay: found by the port counters alone), rank 3 killed mid-run.  Rank 0
 -- (node 1) checks the report; every node checks its own exit status: 1 where
 -- its node has a verdict, 0 elsewhere.
-package.path = "examples/lib/?.lua;" .. package.path
 local support = require "support"
 local dkjson = require "dkjson"
 local socket = require "socket"
@@ -110,7 +109,7 @@ end
 -- The error counters that rose in a run (m.counters, pcount.THRESHOLDS' names and
 -- duplicate_request), on stderr from node 1: what the thresholds are set against.
 local function log_counters(what, m)
-  local judged = require("pair_counters").THRESHOLDS
+  local judged = require("ibverbs.tools.pair_counters").THRESHOLDS
   local l = {}
   for _, c in ipairs(m.counters) do
     for k, v in pairs(c.deltas) do

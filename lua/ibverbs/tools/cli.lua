@@ -1,7 +1,6 @@
 --- Command lines of the example tools, on lua-argparse.
 --
---   package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path
---   local cli = require "cli"
+--   local cli = require "ibverbs.tools.cli"
 --   local opts, args = cli.run(arg, {
 --     name = "rc_pingpong.lua",
 --     usage = { "            start a server and wait for connection",

@@ -18,7 +18,7 @@
 -- (counter_judge.lua: judged against the other pairs'), and diagnose.lua
 -- flags it.  The port faults become verdicts of their own (findings.lua).
 --
---   local pcount = require "pair_counters"
+--   local pcount = require "ibverbs.tools.pair_counters"
 --   local limits = pcount.thresholds(pcount.THRESHOLDS, expected_entries, "rxe0", 1)
 --   local before, lost = pcount.read(rails)               -- rail index -> counters, -> unreadable files
 --   ... the round's traffic ...
@@ -158,7 +158,7 @@ function pcount.parse(line)
   return tonumber(ki), deltas, unknown, exceeded, faults, packets ~= "" and int(tonumber(packets)) or nil
 end
 
---- Rank 0, after a pass: each pair of store (examples/lib/results.lua) gets
+--- Rank 0, after a pass: each pair of store (lua/ibverbs/tools/results.lua) gets
 -- what its ends' ports counted in the pair's round.  counter_errors: the
 -- physical, port (and unclassed) error counters that rose past their
 -- thresholds (a list of {rank =, host =, rail =, name =, delta =, threshold

@@ -3,7 +3,7 @@
 -- Pure functions of the pairs' rates (pair_counters.attribute gives each
 -- pair its ends' rates: x.rates, x.counted); the specs feed them synthetic ones.
 --
---   local judge = require "counter_judge"
+--   local judge = require "ibverbs.tools.counter_judge"
 --   local rref = judge.reference(pairs_list, "p75")         -- per counter, the fabric's rate
 --   local out = judge.why(p, rref, opts)                    -- the rates of p that stand out, or nil
 --   print(judge.text(out))
@@ -31,7 +31,7 @@
 -- pass, where their rates are higher than the first pass's (merge), as the
 -- figures are (diagnose.retest_reference); a retested pair's rate is its
 -- lowest of its K samples (common), as its figures are its best.
-local measures = require "measures"
+local measures = require "ibverbs.tools.measures"
 
 local judge = {}
 
