@@ -195,7 +195,8 @@ describe("fabric_check.lua's fault campaign on rxe0, as the Slurm health check (
     ctx:close()
   end)
 
-  for _, r in ipairs(ROWS) do
+  sh("mkdir -p .cache/campaign")
+  for i, r in ipairs(ROWS) do
     it(r.fault .. ": exit " .. r.rc .. ", the node " .. r.slurm .. " (rules out " .. r.rules_out .. ")", function()
       local t = {}
       r.setup(t)
@@ -204,6 +205,12 @@ describe("fabric_check.lua's fault campaign on rxe0, as the Slurm health check (
       assert.equal(r.rc, rc, out)
       for _, pat in ipairs(r.says) do assert.matches(pat, out) end
       local state, reason = slurm_after()
+      -- (each row's output and what Slurm shows, for docs/bringup.md's campaign table)
+      local keep = io.open(string.format(".cache/campaign/%s-%02d.txt", support.LUA, i), "w")
+      if keep then
+        keep:write(r.fault, "\n", out, "exit ", tostring(rc), "\nslurm: ", state, " ", tostring(reason), "\n")
+        keep:close()
+      end
       assert.equal(r.slurm, state, out .. "\nscontrol log: " .. tostring(support.slurp(dir .. "/log")))
       if state == "drained" then assert.matches("^ibverbs fabric_check", reason) end
     end)

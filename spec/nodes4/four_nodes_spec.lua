@@ -6,7 +6,8 @@
 -- eth0 matching node 4's fabric address), the same link lossy (netem loss
 -- instead of delay: found by the port counters alone), rank 3 killed mid-run.  Rank 0
 -- (node 1) checks the report; every node checks its own exit status: 1 where
--- its node has a verdict, 0 elsewhere.
+-- its node has a verdict, 0 elsewhere.  Nodes 2 and 4 run the tool under
+-- LuaJIT, nodes 1 and 3 under Lua 5.4: each scenario holds under both.
 local support = require "support"
 local dkjson = require "dkjson"
 local socket = require "socket"
@@ -56,9 +57,19 @@ local KILL_ARGS = JUDGE .. " --qp-timeout 17 -n 100 -N 64 --no-retest"
 -- the lossy link: its port counters make the verdict, so no figure may flag a pair
 local LOSSY_ARGS = "-d rxe0 -S 8192 --wait event -n 10 -N 8 --lat-factor 1000 --bw-fraction 0.0001"
 
+-- The tool on this node: nodes 2 and 4 run it under LuaJIT, nodes 1 (rank 0)
+-- and 3 under the specs' interpreter, so every scenario runs both, their
+-- wire lines, counter lines and verdicts crossing between them.
+local function tool(name, args)
+  if NODE == 2 or NODE == 4 then
+    return "env LUA_CPATH='build/luajit/?.so;;' luajit examples/" .. name .. " " .. args
+  end
+  return support.example(name, args)
+end
+
 local function matrix(args, limit, common)
   local t0 = socket.gettime()
-  local out, rc = support.spawn("timeout " .. limit .. " " .. support.example("fabric_matrix.lua",
+  local out, rc = support.spawn("timeout " .. limit .. " " .. tool("fabric_matrix.lua",
     (common or ARGS) .. " " .. args)):wait(limit + 10)
   local took = socket.gettime() - t0
   if NODE == 1 then io.stderr:write(string.format("nodes4: fabric_matrix %s: exit %s in %.1f s\n", args, rc, took)) end
@@ -310,7 +321,7 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     -- node 4 waits until rank 0 streamed the first round's pairs, then kills its rank
     if NODE == 4 then
       sh("sleep 1")
-      local out, rc = support.capture(support.example("fabric_matrix.lua", KILL_ARGS .. " -t 5") ..
+      local out, rc = support.capture(tool("fabric_matrix.lua", KILL_ARGS .. " -t 5") ..
         " > /tmp/killed.out 2>&1 & pid=$!; i=0; while [ ! -s " .. lines .. " ] && [ $i -lt 1200 ]; do sleep 0.1; " ..
         "i=$((i + 1)); done; kill -9 $pid; wait $pid; echo killed=$?")
       assert.matches("killed=137", out, tostring(rc))

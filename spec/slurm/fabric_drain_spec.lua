@@ -15,6 +15,8 @@
 -- reason through a matrix run and health checks; a node fabric_matrix
 -- drained is not resumed by the health check once its link is back; a node
 -- the health check drained is not resumed by a matrix run it passes.  The
+-- health check runs under LuaJIT's ibvlua, the srun steps under Lua 5.4's:
+-- each tool's drains are judged by the other interpreter's.  The
 -- cluster is left as found: every node idle, the health check off
 -- (HEALTH_ON gone: the program exits 0 at once).
 local support = require "support"
@@ -78,7 +80,7 @@ write(HEALTH, string.format([[#!/bin/sh
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 log=%s/slurm-health-${SLURMD_NODENAME:-unknown}.log
 start=$(date +%%s%%N)
-IBVLUA=%s/build/lua5.4/ibvlua FABRIC_CHECK=%s/examples/fabric_check.lua %s/examples/fabric-health.sh >>"$log" 2>&1
+IBVLUA=%s/build/luajit/ibvlua FABRIC_CHECK=%s/examples/fabric_check.lua %s/examples/fabric-health.sh >>"$log" 2>&1
 rc=$?
 echo "health rc=$rc ms=$(( ($(date +%%s%%N) - start) / 1000000 )) SLURMD_NODENAME=$SLURMD_NODENAME" >>"$log"
 start=$(date +%%s%%N)
