@@ -194,9 +194,11 @@ deps:
 	else echo "all Debian packages present"; fi
 	tools/rxe-vm --prepare
 	tools/bullseye --prepare
+	tools/bullseye --prepare-bare
 
-# the portable hosts: built in the Debian 11 tree (make deps makes it), then
-# their symbol versions checked against the floors
+# the portable hosts: built in the Debian 11 tree (make deps makes it) with
+# argparse, dkjson and luasocket (its source, which make deps fetches) built
+# in, then their symbol versions checked against the floors
 portable:
 	tools/bullseye build
 	tools/check-floors --glibc 2.28 build/portable/ibvlua build/portable/ibvluajit

@@ -218,6 +218,34 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     assert(ok, err)
   end)
 
+  -- The same fault found by the portable hosts on bare nodes: each node runs
+  -- fabric_matrix in the bare tree (Debian 11 minbase, rdma-core 33, no Lua;
+  -- tools/bullseye bare: the binary copied into its /tmp, the project not
+  -- mounted), ibvluajit on nodes 2 and 4, ibvlua on 1 and 3.  Two bandwidth
+  -- messages a pair, not 8 (-N 2): node 3's 16 KiB each way still take 0.25 s
+  -- past tbf's 4 KiB burst, and the case stays short.  The report is read
+  -- from the output (the tree cannot write into the project).
+  it("from the bare tree, the portable hosts alone: node 3 rate-limited is named a slow node, exit 1 there alone",
+    function()
+    local host = (NODE == 2 or NODE == 4) and "/tmp/ibvluajit" or "/tmp/ibvlua"
+    if NODE == 3 then tc{ "tc qdisc add dev eth0 root tbf rate 400kbit burst 4kb limit 256kb" } end
+    local ok, err = pcall(function()
+      local t0 = socket.gettime()
+      local out, rc = support.spawn(("timeout 150 tools/bullseye bare %s fabric_matrix %s -n 10 -N 2 -t 10"):format(
+        host, COMMON)):wait(160)
+      if NODE == 1 then
+        io.stderr:write(string.format("nodes4: bare tree: exit %s in %.1f s\n", rc, socket.gettime() - t0))
+      end
+      assert.equal(NODE == 3 and 1 or 0, rc, out)
+      if NODE ~= 1 then return end
+      assert.matches("FAIL; nodes at fault %(exit 1%): rank 2 %(node3%)\n", out)
+      assert.matches("\nVERDICT node: rank 2 %(node3%) rxe0:1: still bad against", out)
+      assert.equal(1, select(2, out:gsub("\nVERDICT ", "")), out)
+    end)
+    if NODE == 3 then sh("tc qdisc del dev eth0 root") end
+    assert(ok, err)
+  end)
+
   it("the link node2 -> node4 delayed (a tc filter on node 2): the verdict names that link, exit 1 at its ends",
     function()
     local json = ".cache/nodes4-link.json"
