@@ -15,6 +15,17 @@ local function ibvlua(args, opts)
     opts.stdin and (" < " .. opts.stdin) or ""))
 end
 
+-- a fresh directory holding one file (name, text)
+local function dir_with(name, text)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local f = assert(io.open(dir .. "/" .. name, "w"))
+  f:write(text)
+  f:close()
+  return dir
+end
+
 local function lua_modules()
   local names = {}
   for path in io.popen("find lua -name '*.lua' | sort"):lines() do
@@ -60,12 +71,7 @@ describe("ibvlua (" .. FLAVOUR .. ")", function()
   end)
 
   it("takes the lua command line: script and arg, -e, -l, -, --", function()
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. dir))
-    local f = assert(io.open(dir .. "/s.lua", "w"))
-    f:write("print(arg[0], arg[1], arg[2], #arg, ...)\n")
-    f:close()
+    local dir = dir_with("s.lua", "print(arg[0], arg[1], arg[2], #arg, ...)\n")
     local out, rc = ibvlua(dir .. "/s.lua a b")
     assert.equal(0, rc, out)
     assert.equal(dir .. "/s.lua\ta\tb\t2\ta\tb\n", out)
@@ -97,12 +103,7 @@ describe("ibvlua (" .. FLAVOUR .. ")", function()
     assert.matches("cannot open fabric_chek: no such file, and no tool of that name " ..
       "%(tools: devinfo, fabric_check, fabric_matrix, rc_pingpong,", out)
     -- a file of that name is a script, as in lua
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. dir))
-    local f = assert(io.open(dir .. "/devinfo", "w"))
-    f:write("print('the script', arg[0], arg[1])\n")
-    f:close()
+    local dir = dir_with("devinfo", "print('the script', arg[0], arg[1])\n")
     out, rc = run(("cd %s && env -i %s devinfo -l"):format(dir, IBVLUA))
     os.execute("rm -rf " .. dir)
     assert.equal(0, rc, out)
