@@ -3,8 +3,9 @@
 -- (.cache/bullseye-bare: Debian 11 minbase with libibverbs1, librdmacm1 and
 -- ibverbs-providers, rdma-core 33, no Lua of any kind) with copies of
 -- build/portable/ibvlua and ibvluajit in its /tmp and nothing else (not the
--- project): devinfo, rc_pingpong against rdma-core's ibv_rc_pingpong in both
--- roles (the C peer is the VM's own, outside the tree), fabric_check alone.
+-- project): devinfo, rc_pingpong against rdma-core's ibv_rc_pingpong (the C
+-- peer is the VM's own, outside the tree: ibvlua the server, ibvluajit the
+-- client, each role once), fabric_check alone.
 local support = require "support"
 
 local ITERS = 40
@@ -56,19 +57,21 @@ describe("a bare node (Debian 11 minbase, rdma-core 33, no Lua): the portable ho
       assert.matches("ibv_reg_dmabuf_mr", out)
     end)
 
-    it(h .. " rc_pingpong as server, ibv_rc_pingpong as client", function()
-      port = port + 1
-      local args = ("-g 1 -n %d -p %d"):format(ITERS, port)
-      check_pingpong(support.pair_run(bare(host .. " rc_pingpong " .. args),
-        "ibv_rc_pingpong " .. args .. " 127.0.0.1", port))
-    end)
-
-    it("ibv_rc_pingpong as server, " .. h .. " rc_pingpong as client", function()
-      port = port + 1
-      local args = ("-g 1 -n %d -p %d"):format(ITERS, port)
-      check_pingpong(support.pair_run("ibv_rc_pingpong " .. args,
-        bare(host .. " rc_pingpong " .. args .. " 127.0.0.1"), port))
-    end)
+    if h == "ibvlua" then
+      it(h .. " rc_pingpong as server, ibv_rc_pingpong as client", function()
+        port = port + 1
+        local args = ("-g 1 -n %d -p %d"):format(ITERS, port)
+        check_pingpong(support.pair_run(bare(host .. " rc_pingpong " .. args),
+          "ibv_rc_pingpong " .. args .. " 127.0.0.1", port))
+      end)
+    else
+      it("ibv_rc_pingpong as server, " .. h .. " rc_pingpong as client", function()
+        port = port + 1
+        local args = ("-g 1 -n %d -p %d"):format(ITERS, port)
+        check_pingpong(support.pair_run("ibv_rc_pingpong " .. args,
+          bare(host .. " rc_pingpong " .. args .. " 127.0.0.1"), port))
+      end)
+    end
 
     it(h .. ": fabric_check alone passes every check on rxe0", function()
       local out, rc = support.capture(bare(host .. " fabric_check -d rxe0"))
