@@ -62,7 +62,7 @@ all: $(MODULE) $(HOST)
 CONFIG_H = $(BUILD)/gen/ibvl_config.h
 $(CONFIG_H): tools/configure
 	@mkdir -p $(dir $@)
-	CC="$(CC)" IBVL_RDMA_CORE="$(RDMA_CORE_VERSION)" tools/configure $@ $(RDMA_CFLAGS) $(PKG_CFLAGS)
+	CC="$(CC)" IBVL_PC_VERSION="$(RDMA_CORE_VERSION)" tools/configure $@ $(RDMA_CFLAGS) $(PKG_CFLAGS)
 
 # The module's own calls bind inside it (no interposition: no PLT on the
 # kernels' hot paths, and a function of one file may be inlined there); the

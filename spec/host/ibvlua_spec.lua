@@ -123,18 +123,23 @@ describe("ibvlua (" .. FLAVOUR .. ")", function()
     assert.equal(3, rc, out)
   end)
 
-  it("-v and --version: host, module, Lua and rdma-core versions and the devices", function()
+  it("-v and --version: the host's and Lua's versions, then the node report (ibverbs.node_report)", function()
     local out, rc = ibvlua("-v")
     assert.equal(0, rc, out)
     assert.matches("^ibvlua 0%.1", out)
     out, rc = ibvlua("--version")
     assert.equal(0, rc, out)
-    assert.matches("ibvlua 0%.1\n", out)
-    assert.matches("module: ibverbs%.core 0%.1", out)
-    assert.matches(({ luajit = "lua: LuaJIT 2%.1", ["lua5.3"] = "lua: Lua 5%.3" })[FLAVOUR] or "lua: Lua 5%.4", out)
-    assert.matches("rdma%-core: built against [%d.]+; running [^\n]*libibverbs%.so%.1%.[%d.]+", out)
+    assert.matches("^ibvlua 0%.1\n", out)
+    assert.matches(({ luajit = "\nlua: LuaJIT 2%.1", ["lua5.3"] = "\nlua: Lua 5%.3" })[FLAVOUR]
+      or "\nlua: Lua 5%.4%.%d+ %(linked in%)\n", out)
+    assert.matches("\nmodule: ibverbs%.core 0%.1 %(built in, with the Lua modules of lua%-ibverbs%), "
+      .. "built against rdma%-core [%d.]+\n", out)
+    assert.matches("\nrdma%-core: [%d.]+ %(the file name libibverbs%.so%.1%.[%d.]+; "
+      .. "its symbol versions IBVERBS_1%.%d+", out)
     assert.matches("verbs newer than rdma%-core 28 this node lacks: none\n", out) -- rdma-core 44 here
-    assert.matches("devices: ", out)
+    assert.matches("\ndevices: ", out)
+    assert.matches("\nlacks: ", out)
+    assert.is_true(select(2, out:gsub("\n", "")) <= 24, out) -- one screen
   end)
 
   -- (under LuaJIT only a loop the JIT has not compiled: hooks run in the interpreter, as in luajit)

@@ -67,9 +67,9 @@ local function tool(name, args)
   return support.example(name, args)
 end
 
-local function matrix(args, limit, common)
+local function matrix(args, limit, common, env)
   local t0 = socket.gettime()
-  local out, rc = support.spawn("timeout " .. limit .. " " .. tool("fabric_matrix.lua",
+  local out, rc = support.spawn((env or "") .. "timeout " .. limit .. " " .. tool("fabric_matrix.lua",
     (common or ARGS) .. " " .. args)):wait(limit + 10)
   local took = socket.gettime() - t0
   if NODE == 1 then io.stderr:write(string.format("nodes4: fabric_matrix %s: exit %s in %.1f s\n", args, rc, took)) end
@@ -191,6 +191,26 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
         assert.is_true(was == nil or was == x[2], string.format("rank %d in two pairs of round %d", x[1], p.round))
         in_round[p.round][x[1]] = x[2]
       end
+    end
+  end)
+
+  -- every rank on rdma-core 28's verbs alone (IBVL_RDMA_CORE=28, a test aid: as on Ubuntu 20.04):
+  -- the GID tables from sysfs, the same tournament
+  it("healthy under IBVL_RDMA_CORE=28: every ordered pair measured, no verdict, exit 0 on every node", function()
+    local json = ".cache/nodes4-rc28.json"
+    if NODE == 1 then os.remove(json) end
+    local out, rc = matrix("-t 10 --json " .. json, 150, nil, "IBVL_RDMA_CORE=28 ")
+    assert.equal(0, rc, out)
+    assert.not_matches("cannot set up", out)
+    if NODE ~= 1 then return end
+    assert.matches("PASS", out)
+    local m = load(json)
+    assert.same({}, m.verdicts)
+    local l = first_pass(m)
+    assert.equal(12, #l)
+    for _, p in ipairs(l) do
+      assert.is_nil(p.error, dkjson.encode(p))
+      assert.is_true(p.data_ok, dkjson.encode(p))
     end
   end)
 
