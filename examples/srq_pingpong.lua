@@ -3,5 +3,5 @@
 --   server: lua5.4 examples/srq_pingpong.lua -g 1
 --   client: lua5.4 examples/srq_pingpong.lua -g 1 <server>
 --   --help lists the options (the C tool's letters and defaults).
-package.path = arg[0]:gsub("[^/]*$", "") .. "lib/?.lua;" .. package.path -- examples/lib
-os.exit(require("pingpong").main("srq", arg))
+-- `ibvlua srq_pingpong ...` runs the same (lua/ibverbs/tools.lua).
+os.exit(require("ibverbs.tools").run("srq_pingpong", arg))

@@ -4,6 +4,9 @@
  * lua-ibverbs built in; it needs only rdma-core and libc on the node.
  *
  *   ibvlua script.lua args...        arg[0] = script, arg[1..] = args
+ *   ibvlua fabric_check args...      a built-in tool (lua/ibverbs/tools.lua) when no
+ *                                    file has that name: devinfo, fabric_check,
+ *                                    fabric_matrix, rc_pingpong, send_bw, ...
  *   ibvlua -e 'print(1)' -l mod -i -v -E -W -- -   the lua(1) options
  *   ibvlua --version                  host, Lua, then what the node has and lacks
  *   ibvlua -i                         prompt with ibv = require "ibverbs" loaded
@@ -46,6 +49,7 @@
 
 static const char *progname = "ibvlua";
 static lua_State *globalL;
+static int exit_status = EXIT_SUCCESS; /* a tool's (handle_tool) */
 
 /* ---- messages -------------------------------------------------------------- */
 static void l_message(const char *pname, const char *msg)
@@ -74,6 +78,8 @@ static void print_usage(const char *badoption)
 		fprintf(stderr, "%s: unrecognized option '%s'\n", progname, badoption);
 	fprintf(stderr,
 	        "usage: %s [options] [script [args]]\n"
+	        "       %s [options] tool [args]   (a built-in tool: devinfo, fabric_check,\n"
+	        "                                  fabric_matrix, the pingpongs, perftest's tests)\n"
 	        "Available options are:\n"
 	        "  -e stat   execute string 'stat'\n"
 	        "  -i        enter interactive mode after executing 'script'\n"
@@ -85,7 +91,7 @@ static void print_usage(const char *badoption)
 	        "  --version what this node has and lacks: versions, rdma-core, devices, libraries\n"
 	        "  --        stop handling options\n"
 	        "  -         stop handling options and execute stdin\n",
-	        progname);
+	        progname, progname);
 }
 
 /* ---- SIGINT while a chunk runs (as lua.c) ----------------------------------- */
@@ -243,6 +249,39 @@ static int handle_script(lua_State *L, char **argv)
 		status = docall(L, n, LUA_MULTRET);
 	}
 	return report(L, status);
+}
+
+/* A tool rather than a script: a name with no '/' or '.' that no file has. */
+static int is_tool_name(const char *name)
+{
+	return strpbrk(name, "/.") == NULL && strcmp(name, "-") != 0 && access(name, F_OK) != 0;
+}
+
+/* ibvlua <tool> [args]: ibverbs.tools.host(name, arg, "ibvlua <tool>") runs
+ * the tool (its usage named so); its result is the exit status, or nil and
+ * the message for a name that is no tool either. */
+static int handle_tool(lua_State *L, const char *name)
+{
+	const char *base = strrchr(progname, '/');
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "ibverbs.tools");
+	int status = docall(L, 1, 1);
+	if (status != LUA_OK)
+		return report(L, status);
+	lua_getfield(L, -1, "host");
+	lua_pushstring(L, name);
+	lua_getglobal(L, "arg");
+	lua_pushfstring(L, "%s %s", base ? base + 1 : progname, name);
+	status = docall(L, 3, 2);
+	if (status != LUA_OK)
+		return report(L, status);
+	if (lua_isnil(L, -2)) {
+		l_message(progname, lua_tostring(L, -1));
+		return LUA_ERRRUN;
+	}
+	exit_status = (int)lua_tointeger(L, -2);
+	lua_pop(L, 3);
+	return LUA_OK;
 }
 
 /* ---- options -------------------------------------------------------------------- */
@@ -649,7 +688,8 @@ static int pmain(lua_State *L)
 		return 0;
 	if (!runargs(L, argv, script))
 		return 0;
-	if (script < argc && handle_script(L, argv + script) != LUA_OK)
+	if (script < argc && (is_tool_name(argv[script]) ? handle_tool(L, argv[script])
+	                                                 : handle_script(L, argv + script)) != LUA_OK)
 		return 0;
 	if (args & has_i) {
 		doREPL(L);
@@ -680,5 +720,5 @@ int main(int argc, char **argv)
 	int result = lua_toboolean(L, -1);
 	report(L, status);
 	lua_close(L);
-	return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+	return (result && status == LUA_OK) ? exit_status : EXIT_FAILURE;
 }

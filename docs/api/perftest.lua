@@ -10,7 +10,7 @@
 --     local rem = assert(pt.keys(env, me))
 --     assert(pt.connect(env, qp, rem, me))
 --     pt.lat_report(o, samples, 2)
---     pt.run(arg, require "cli", "write_bw")   -- all of ib_write_bw (what examples/write_bw.lua is)
+--     pt.run(arg, require "ibverbs.tools.cli", "write_bw")   -- all of ib_write_bw (what examples/write_bw.lua is)
 --
 -- @module ibverbs.perftest
 
@@ -104,7 +104,7 @@ function pt.bw_report(rep) end
 
 --- The command line of a test: perftest's options and defaults (`-p -d -i -s -n -m -x -F`; the
 -- latency tests `-H -U`, `-I` for send and write, `-r` for send; the bandwidth tests `-t -Q -l`;
--- and `--time-limit`), as the examples' `cli` module (`examples/lib/cli.lua`) takes them.
+-- and `--time-limit`), as the examples' `cli` module (`lua/ibverbs/tools/cli.lua`) takes them.
 -- @param cli the examples' `cli` module
 -- @tparam string name "send_lat", "write_lat", "read_lat", "write_bw" or "read_bw"
 -- @treturn table the spec for `cli.run`

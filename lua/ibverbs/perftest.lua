@@ -175,7 +175,7 @@ local TESTS = {
 
 --- The command line of a test ("send_lat", "write_lat", "read_lat",
 -- "write_bw", "read_bw"): perftest's options, on the examples' cli module
--- (examples/lib/cli.lua).
+-- (lua/ibverbs/tools/cli.lua).
 function pt.options(cli, name)
   local t = TESTS[name]
   local spec = {

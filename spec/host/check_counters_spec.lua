@@ -1,17 +1,16 @@
--- examples/lib/check_counters.lua, fabric_check.lua's port counters judged on
+-- lua/ibverbs/tools/check_counters.lua, fabric_check.lua's port counters judged on
 -- synthetic readings: what fails the port (a counter that cannot be judged,
 -- a physical counter past its threshold whatever else ran, a transport one
 -- only over the check's own traffic), what is said instead when the node
 -- carries other traffic, and the line the text prints.
-package.path = "examples/lib/?.lua;" .. package.path
-local cc = require "check_counters"
+local cc = require "ibverbs.tools.check_counters"
 local pc = require "ibverbs.port_counters"
 
 local LIMITS = pc.THRESHOLDS
 -- The check alone: 22 packets of loopback on the port.
 local OWN = cc.own_packets(22, 0, 10)
 
-describe("examples/lib/check_counters.lua", function()
+describe("lua/ibverbs/tools/check_counters.lua", function()
   it("estimates the check's own packets: its loopback, and the traffic with each other rank", function()
     assert.equal(22, OWN)
     assert.equal(22 + 3 * (4 + 40), cc.own_packets(22, 3, 10))

@@ -1,9 +1,8 @@
--- examples/lib/counter_judge.lua: transport counters judged per packet on
+-- lua/ibverbs/tools/counter_judge.lua: transport counters judged per packet on
 -- synthetic rates: the fabric's reference rate, what stands out (threshold,
 -- floor, factor), the best of the retests' samples, the retest's controls,
 -- the load note.
-package.path = "examples/lib/?.lua;" .. package.path
-local judge = require "counter_judge"
+local judge = require "ibverbs.tools.counter_judge"
 
 -- A pair record counted with its ends' rates: {name, delta, packets, threshold} per end rank.
 local function pair(src, dst, ends)
@@ -17,7 +16,7 @@ local function pair(src, dst, ends)
   return p
 end
 
-describe("examples/lib/counter_judge.lua", function()
+describe("lua/ibverbs/tools/counter_judge.lua", function()
   it("takes the fabric's rate of each counter at the reference's low quantile, 0 for the pairs that counted none",
     function()
     local l = {}

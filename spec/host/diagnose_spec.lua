@@ -1,7 +1,6 @@
--- examples/lib/diagnose.lua, fabric_matrix.lua's diagnosis on synthetic
+-- lua/ibverbs/tools/diagnose.lua, fabric_matrix.lua's diagnosis on synthetic
 -- figures: flags against the references, the retest plan, the verdicts.
-package.path = "examples/lib/?.lua;" .. package.path
-local diagnose = require "diagnose"
+local diagnose = require "ibverbs.tools.diagnose"
 local dkjson = require "dkjson"
 local fs = require "fabric_support"
 
@@ -55,7 +54,7 @@ local function flagged_pairs(l)
   return f
 end
 
-describe("fabric_matrix.lua's diagnosis (examples/lib/diagnose.lua)", function()
+describe("fabric_matrix.lua's diagnosis (lua/ibverbs/tools/diagnose.lua)", function()
   it("gives no verdict on a healthy fabric and retests nothing", function()
     local v, transient, plan = diagnosis(8)
     assert.same({}, v)
@@ -366,7 +365,7 @@ describe("fabric_matrix.lua's diagnosis (examples/lib/diagnose.lua)", function()
     for _, p in ipairs(l) do assert.is_truthy(p.rates[1].threshold) end
     -- the segment's rate itself is above the floor: said as load, not blamed
     assert.matches("^counters: transport rates high on every pair %(x: completer_retry_err p25 0%.00", require(
-      "counter_judge").load_note(ref.rates, RATE_OPTS, nil, "x"))
+      "ibverbs.tools.counter_judge").load_note(ref.rates, RATE_OPTS, nil, "x"))
   end)
 
   it("names exactly one link when one link's pair stands out per packet in every sample, the figures passing",
@@ -433,7 +432,7 @@ describe("fabric_matrix.lua's diagnosis (examples/lib/diagnose.lua)", function()
     assert.same({}, flagged_pairs(l))
     assert.same({}, plan.pairs)
     assert.same({}, v)
-    assert.is_truthy(require("counter_judge").load_note(ref.rates, nil, nil, "rxe0:1, first pass"))
+    assert.is_truthy(require("ibverbs.tools.counter_judge").load_note(ref.rates, nil, nil, "rxe0:1, first pass"))
   end)
 
   it("retests a rank all of whose pairs were flagged with two partners, not N-1: a node verdict all the same",
@@ -450,7 +449,7 @@ describe("fabric_matrix.lua's diagnosis (examples/lib/diagnose.lua)", function()
     assert.equal(diagnose.NODE_RETEST_PAIRS, #kept)
     assert.equal(7 - diagnose.NODE_RETEST_PAIRS, left)
     -- the retest's rounds with rank 5: 2 a sample (was 7); 3 samples: 6 rounds of the slow node's pace, not 21
-    local rounds = require("schedule").disjoint_rounds(plan.pairs, 2)
+    local rounds = require("ibverbs.tools.schedule").disjoint_rounds(plan.pairs, 2)
     local with5 = 0
     for _, rd in ipairs(rounds) do
       for _, pr in ipairs(rd) do if pr[1] == 5 or pr[2] == 5 then with5 = with5 + 1 end end

@@ -15,6 +15,38 @@ local function run(script, args)
   return out:gsub("rc=%d+%s*$", ""), rc
 end
 
+describe("examples/ and ibverbs.tools", function()
+  it("every tool has its script in examples/, which runs it and nothing else", function()
+    local tools = require "ibverbs.tools"
+    local scripts = {}
+    for path in io.popen("ls examples/*.lua"):lines() do
+      local name = path:match("^examples/(.+)%.lua$")
+      if name ~= "demo" then scripts[name] = support.slurp(path) end
+    end
+    for _, t in ipairs(tools.list) do
+      local text = scripts[t.name]
+      assert.is_string(text, "no examples/" .. t.name .. ".lua")
+      local code = text:gsub("^#![^\n]*\n", ""):gsub("%-%-[^\n]*\n", "")
+      assert.equal(('os.exit(require("ibverbs.tools").run("%s", arg))\n'):format(t.name), code)
+      assert.is_function(t.main)
+      assert.is_string(t.what)
+      scripts[t.name] = nil
+    end
+    assert.same({}, scripts) -- a script of examples/ that is no tool
+  end)
+
+  it("runs a tool as its script does: arg[1] its first option, the status its main's", function()
+    local tools = require "ibverbs.tools"
+    assert.has_error(function() tools.run("nope", {}) end, "no tool named nope")
+    local out, rc = run("fabric_matrix.lua", "--dry-run --rank 0 --size 1")
+    assert.equal(0, rc, out)
+    assert.matches("\nPASS\n$", out)
+    out, rc = run("send_lat.lua", "--iters 1")
+    assert.equal(1, rc, out)
+    assert.matches("Usage:\n  send_lat%.lua ", out)
+  end)
+end)
+
 describe("examples/xsrq_pingpong.lua options", function()
   it("--help lists ibv_xsrq_pingpong's options with its defaults and exits 0", function()
     local out, rc = run("xsrq_pingpong.lua", "--help")
@@ -69,8 +101,8 @@ describe("examples/rping.lua options", function()
   end)
 end)
 
-describe("examples/lib/cli.lua: a rank's exit status from rank 0's verdict", function()
-  local cli = dofile("examples/lib/cli.lua")
+describe("lua/ibverbs/tools/cli.lua: a rank's exit status from rank 0's verdict", function()
+  local cli = dofile("lua/ibverbs/tools/cli.lua")
   it("is 1 on the ranks at fault, 0 elsewhere, 1 everywhere with exit_any when any, 2 when none arrived", function()
     local v = { bad = { 1, 3 }, any = true }
     assert.same({ 0, 1, 0, 1 }, { cli.own_status(0, false, v), cli.own_status(1, false, v),

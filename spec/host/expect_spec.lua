@@ -1,9 +1,8 @@
--- examples/lib/expect.lua (--expect FILE): the file read and checked (JSON or
+-- lua/ibverbs/tools/expect.lua (--expect FILE): the file read and checked (JSON or
 -- Lua; a wrong one named by file and line or key), a host's entries from the
 -- host lists, a port judged against its entry; and fabric_check.lua refusing
 -- a bad file with exit 2 before it opens a device.
-package.path = "examples/lib/?.lua;" .. package.path
-local expect = require "expect"
+local expect = require "ibverbs.tools.expect"
 local fs = require "fabric_support"
 
 local function file(name, body)

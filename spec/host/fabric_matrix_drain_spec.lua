@@ -2,12 +2,11 @@
 -- scontrol (spec/fake-scontrol): the option refused where it cannot work, the
 -- missing driver's verdicts drained with an "ibverbs fabric_matrix [<rails>]:"
 -- reason, a node held by an admin (DOWN) or drained by fabric_check left
--- alone; and the plan from a report (examples/lib/drains.lua): which nodes
+-- alone; and the plan from a report (lua/ibverbs/tools/drains.lua): which nodes
 -- are drained with which reason and scope, which are resumed (only
 -- fabric_matrix's own drains, once the node measured every rail of the
 -- scope: each case named after the false RESUME it rules out).
-package.path = "examples/lib/?.lua;" .. package.path
-local drains = require "drains"
+local drains = require "ibverbs.tools.drains"
 local fs = require "fabric_support"
 
 local slurp, write = fs.slurp, fs.write

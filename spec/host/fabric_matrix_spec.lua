@@ -3,8 +3,7 @@
 -- the missing driver as a verdict, a hung rank named and buried, dry runs of
 -- the whole schedule (blocks of rounds over the relay tree, two rails).
 local dkjson = require "dkjson"
-package.path = "examples/lib/?.lua;" .. package.path
-local schedule = require "schedule"
+local schedule = require "ibverbs.tools.schedule"
 local fs = require "fabric_support"
 local free_port, LUA, CPATH = fs.free_port, fs.LUA, fs.CPATH
 

@@ -1,11 +1,10 @@
--- examples/lib/findings.lua: rank 0's first pass made whole (a record for
+-- lua/ibverbs/tools/findings.lua: rank 0's first pass made whole (a record for
 -- every scheduled pair, a dead rank's pairs unmeasured), the retest's rounds,
 -- the verdicts with the ranks out of the run and the nodes' local faults, the
 -- unscheduled pairs, the control plane's figures.
-package.path = "examples/lib/?.lua;" .. package.path
-local findings = require "findings"
-local results = require "results"
-local schedule = require "schedule"
+local findings = require "ibverbs.tools.findings"
+local results = require "ibverbs.tools.results"
+local schedule = require "ibverbs.tools.schedule"
 local fs = require "fabric_support"
 
 -- A group of n ranks as findings reads it; dead: rank -> why.
@@ -31,7 +30,7 @@ local function store_of(n, list)
   return s
 end
 
-describe("examples/lib/findings.lua", function()
+describe("lua/ibverbs/tools/findings.lua", function()
   it("gives every scheduled pair a record: not reported, or its dead rank unreachable", function()
     local f = group(4, { [3] = "gone" })
     local sched = schedule.explicit("first", 4, { { { 0, 1 }, { 2, 3 } } }) -- both directions of each
@@ -110,7 +109,7 @@ describe("examples/lib/findings.lua", function()
         .. "be seen; reset it: perfquery -R 3 1; port_rcv_errors: unreadable: /sys/p/port_rcv_errors: Input/output "
         .. "error (2 rounds)" } }, v)
     assert.same({ 1 }, bad)
-    local drained = require("drains").plan({ verdicts = v, at_fault = bad, size = 3, pairs = {} },
+    local drained = require("ibverbs.tools.drains").plan({ verdicts = v, at_fault = bad, size = 3, pairs = {} },
       { "h0", "h1", "h2" })
     assert.matches("^counters mlx5_0:1: mlx5_0:1: the port's counters cannot be judged: link_downed: saturated",
       drained.h1)
@@ -134,7 +133,7 @@ describe("examples/lib/findings.lua", function()
     end
     local first = results.store(1, 4, f.hosts)
     for r = 0, 3 do first:absorb(r, texts[r], 0, "first", tostring) end
-    require("pair_counters").attribute(first, { { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" } })
+    require("ibverbs.tools.pair_counters").attribute(first, { { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" } })
     local opts = { lat_factor = 4, bw_fraction = 0.2, reference = "p75", retests = 1,
       judged = { completer_retry_err = 10 } }
     local rt = findings.retest(first, f, {}, opts, 1)
@@ -174,7 +173,7 @@ describe("examples/lib/findings.lua", function()
     for r, t in pairs(lines_of(sched, 3, function(r, dst)
       return (r + dst == 4 and r ~= dst) and "C 1 completer_retry_err=40!10||300" or "C 1 -||300"
     end)) do first:absorb(r, t, 0, "first", tostring) end
-    local pcount = require "pair_counters"
+    local pcount = require "ibverbs.tools.pair_counters"
     pcount.attribute(first, names)
     local opts = { lat_factor = 4, bw_fraction = 0.2, reference = "p75", retests = 1,
       judged = { completer_retry_err = 10 } }

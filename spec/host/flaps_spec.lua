@@ -1,10 +1,9 @@
--- examples/lib/flaps.lua on fake contexts and a fake sysfs tree: fabric_matrix's
+-- lua/ibverbs/tools/flaps.lua on fake contexts and a fake sysfs tree: fabric_matrix's
 -- watch on its rails, round by round (what changed since the last check, each
 -- port with its own events, the readings moving on), and the flap state file
 -- of fabric_check --flap-state.  (fabric_check's flaps on rxe0 itself:
 -- spec/device/fabric_check_spec.lua.)
-package.path = "examples/lib/?.lua;" .. package.path
-local flaps = require "flaps"
+local flaps = require "ibverbs.tools.flaps"
 
 local ROOT = os.tmpname()
 os.remove(ROOT)
@@ -28,7 +27,7 @@ local function fake_ctx(name, ports)
   return ctx
 end
 
-describe("examples/lib/flaps.lua", function()
+describe("lua/ibverbs/tools/flaps.lua", function()
   it("rails_check: nothing changed, nothing reported; a port down then back, each time since the last check",
     function()
       set_downs("rxe0", 1, 4)

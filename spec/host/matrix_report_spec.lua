@@ -1,13 +1,12 @@
--- examples/lib/matrix.lua, fabric_matrix.lua's report: the text, the JSON,
+-- lua/ibverbs/tools/matrix.lua, fabric_matrix.lua's report: the text, the JSON,
 -- the gnuplot heatmaps.
-package.path = "examples/lib/?.lua;" .. package.path
-local diagnose = require "diagnose"
-local matrix = require "matrix"
+local diagnose = require "ibverbs.tools.diagnose"
+local matrix = require "ibverbs.tools.matrix"
 local dkjson = require "dkjson"
 local fs = require "fabric_support"
 local fabric_of, OPTS = fs.fabric_of, fs.OPTS
 
-describe("fabric_matrix.lua's report (examples/lib/matrix.lua)", function()
+describe("fabric_matrix.lua's report (lua/ibverbs/tools/matrix.lua)", function()
   local function report()
     local l = fabric_of(4, function(p) if p.src == 2 then p.send_mbs = 3 end end)
     diagnose.flag(l, OPTS)

@@ -66,13 +66,14 @@ describe(ROCKSPEC, function()
     for _, d in ipairs(spec.dependencies) do deps[d:match("^%S+")] = d end
     assert.equal("lua >= 5.1, < 5.5", deps.lua)
     assert.is_string(deps.luasocket) -- ibverbs.exchange
-    assert.is_string(deps.argparse) -- examples
+    assert.is_string(deps.argparse) -- the tools (ibverbs.tools.cli)
     assert.is_string(deps.dkjson) -- ibverbs.fabric, examples/fabric_check.lua
     for _, f in ipairs(lines_of("find lua -name '*.lua' | sort")) do
       for m in read(f):gmatch('require%s*%(?%s*"([%w_.]+)"') do
         local top = m:match("^[^.]+")
         assert.is_true(top == "ibverbs" or top == "ffi" or (top == "socket" and deps.luasocket ~= nil)
-          or (top == "dkjson" and deps.dkjson ~= nil), -- ibverbs.fabric
+          or (top == "dkjson" and deps.dkjson ~= nil) -- ibverbs.fabric
+          or (top == "argparse" and deps.argparse ~= nil), -- ibverbs.tools.cli
           f .. " requires " .. m .. ", which is not a declared dependency")
       end
     end

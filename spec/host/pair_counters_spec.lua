@@ -1,13 +1,12 @@
--- examples/lib/pair_counters.lua: a rank's port counters around a round of
+-- lua/ibverbs/tools/pair_counters.lua: a rank's port counters around a round of
 -- fabric_matrix.lua (deltas only; saturated or backwards: unknown, never 0),
 -- the lines that carry them to rank 0, rank 0's store of them, their
 -- attribution to the round's pairs and the flags and verdicts they give
--- (examples/lib/diagnose.lua) when the figures alone pass.
-package.path = "examples/lib/?.lua;" .. package.path
-local pcount = require "pair_counters"
-local results = require "results"
-local diagnose = require "diagnose"
-local schedule = require "schedule"
+-- (lua/ibverbs/tools/diagnose.lua) when the figures alone pass.
+local pcount = require "ibverbs.tools.pair_counters"
+local results = require "ibverbs.tools.results"
+local diagnose = require "ibverbs.tools.diagnose"
+local schedule = require "ibverbs.tools.schedule"
 local dkjson = require "dkjson"
 
 local tree = require("fabric_support").sysfs_tree -- a fake /sys/class/infiniband: its root
@@ -38,7 +37,7 @@ end
 
 local NAMES = { { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" }, { "rxe0:1" } }
 
-describe("examples/lib/pair_counters.lua", function()
+describe("lua/ibverbs/tools/pair_counters.lua", function()
   it("reads every rail's port, and gives the deltas that moved, the unknown ones and those past their thresholds",
     function()
     local before = tree{

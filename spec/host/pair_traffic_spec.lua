@@ -1,11 +1,10 @@
--- examples/lib/pair_traffic.lua (and the texts of examples/lib/measures.lua):
+-- lua/ibverbs/tools/pair_traffic.lua (and the texts of lua/ibverbs/tools/measures.lua):
 -- the sizes the options give, the bytes a pair checks, an end's address as
 -- its peer reads it, every phase named by one text.
-package.path = "examples/lib/?.lua;" .. package.path
-local traffic = require "pair_traffic"
-local measures = require "measures"
+local traffic = require "ibverbs.tools.pair_traffic"
+local measures = require "ibverbs.tools.measures"
 
-describe("examples/lib/pair_traffic.lua", function()
+describe("lua/ibverbs/tools/pair_traffic.lua", function()
   it("rounds the bandwidth messages up to whole chains and sizes the ring and the CQ from them", function()
     local s = traffic.sizes({ bw_iters = 1000 })
     assert.equal(1000, s.bw_iters)

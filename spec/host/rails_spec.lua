@@ -1,11 +1,10 @@
--- examples/lib/rails.lua: the GID fabric_matrix.lua and fabric_check.lua
+-- lua/ibverbs/tools/rails.lua: the GID fabric_matrix.lua and fabric_check.lua
 -- both pick, and a dry run's rails (no device opened).
-package.path = "examples/lib/?.lua;" .. package.path
-local rails = require "rails"
+local rails = require "ibverbs.tools.rails"
 
 local function ctx(gids) return { query_gid_table = function() return gids end } end
 
-describe("examples/lib/rails.lua", function()
+describe("lua/ibverbs/tools/rails.lua", function()
   it("picks the given GID, 0 off Ethernet, else the port's first RoCE v2 IPv4 GID, else 0", function()
     local gids = {
       { port_num = 1, gid_index = 0, gid_type = "ib", gid = "fe80::1" },

@@ -1,12 +1,11 @@
--- examples/lib/results.lua: the result lines a rank writes after a round and
+-- lua/ibverbs/tools/results.lua: the result lines a rank writes after a round and
 -- rank 0 reads back into its store, one record per (sample, rail, src, dst)
 -- under one key, with its hosts.
-package.path = "examples/lib/?.lua;" .. package.path
-local results = require "results"
+local results = require "ibverbs.tools.results"
 
 local function name(r) return "rank " .. r end
 
-describe("examples/lib/results.lua", function()
+describe("lua/ibverbs/tools/results.lua", function()
   it("writes an end's line and reads it back into the pair's record (both ends of a pair, one record; the latency's"
     .. " percentiles too)", function()
     local rail = { index = 2 }

@@ -1,11 +1,10 @@
--- examples/lib/rounds.lua without a group: the times it prints, the pairs a
+-- lua/ibverbs/tools/rounds.lua without a group: the times it prints, the pairs a
 -- schedule's rounds hold, why an end cannot run (an unreachable peer, a local
 -- fault of either end, a missing rail), the port counters read around a
 -- round's traffic.  Its rounds and exchanges run in
 -- fabric_matrix_spec's dry runs.
-package.path = "examples/lib/?.lua;" .. package.path
-local rounds = require "rounds"
-local schedule = require "schedule"
+local rounds = require "ibverbs.tools.rounds"
+local schedule = require "ibverbs.tools.schedule"
 
 local function runner(n, me, fault)
   local f = { size = n, rank = me, alive = function(_, r) return r ~= 3 end,
@@ -13,7 +12,7 @@ local function runner(n, me, fault)
   return rounds.new{ f = f, rails = { { index = 1 } }, nrails = 1, block = 1, limit = 10, fault = fault or {} }
 end
 
-describe("examples/lib/rounds.lua", function()
+describe("lua/ibverbs/tools/rounds.lua", function()
   it("prints times in seconds, minutes or hours", function()
     assert.equal("4.2 s", rounds.fmt_time(4.2))
     assert.equal("2 min 03 s", rounds.fmt_time(123))

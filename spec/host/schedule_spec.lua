@@ -1,7 +1,6 @@
--- examples/lib/schedule.lua, fabric_matrix.lua's rounds: the tournament, the
+-- lua/ibverbs/tools/schedule.lua, fabric_matrix.lua's rounds: the tournament, the
 -- shift, serial, quick, a pairs file, the retest's disjoint rounds.
-package.path = "examples/lib/?.lua;" .. package.path
-local schedule = require "schedule"
+local schedule = require "ibverbs.tools.schedule"
 
 -- Every ordered pair of s exactly once; returns the number of rounds that used each rank twice.
 local function check_schedule(s, n, want_pairs)
@@ -27,7 +26,7 @@ local function check_schedule(s, n, want_pairs)
   return seen
 end
 
-describe("fabric_matrix.lua's schedules (examples/lib/schedule.lua)", function()
+describe("fabric_matrix.lua's schedules (lua/ibverbs/tools/schedule.lua)", function()
   it("tournament: every ordered pair once, rounds of disjoint pairs, N-1 rounds for even N, N for odd", function()
     for n = 2, 33 do
       local s = schedule.new("tournament", n)

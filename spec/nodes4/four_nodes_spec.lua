@@ -8,7 +8,6 @@
 -- (node 1) checks the report; every node checks its own exit status: 1 where
 -- its node has a verdict, 0 elsewhere.  Nodes 2 and 4 run the tool under
 -- LuaJIT, nodes 1 and 3 under Lua 5.4: each scenario holds under both.
-package.path = "examples/lib/?.lua;" .. package.path
 local support = require "support"
 local dkjson = require "dkjson"
 local socket = require "socket"
@@ -121,7 +120,7 @@ end
 -- The error counters that rose in a run (m.counters, pcount.THRESHOLDS' names and
 -- duplicate_request), on stderr from node 1: what the thresholds are set against.
 local function log_counters(what, m)
-  local judged = require("pair_counters").THRESHOLDS
+  local judged = require("ibverbs.tools.pair_counters").THRESHOLDS
   local l = {}
   for _, c in ipairs(m.counters) do
     for k, v in pairs(c.deltas) do
@@ -215,25 +214,33 @@ describe("four soft-RoCE nodes, fabric_matrix.lua in rounds", function()
     end
   end)
 
-  it("node 3 rate-limited (tbf on its eth0): the verdict names node 3 as a slow node, no other: exit 1 there alone",
+  -- A slow node, found by the portable hosts on bare nodes: each node runs
+  -- fabric_matrix in the bare tree (Debian 11 minbase, rdma-core 33, no Lua;
+  -- tools/bullseye bare: the binary copied into its /tmp, the project not
+  -- mounted), ibvluajit on nodes 2 and 4, ibvlua on 1 and 3.  Two bandwidth
+  -- messages a pair, not 8 (-N 2): node 3's 16 KiB each way still take 0.25 s
+  -- past tbf's 4 KiB burst, and the case stays short.  The report is read
+  -- from the output (the tree cannot write into the project).
+  it("from the bare tree, the portable hosts alone: node 3 rate-limited is named a slow node, exit 1 there alone",
     function()
-    local json = ".cache/nodes4-slow.json"
-    if NODE == 1 then os.remove(json) end
+    local host = (NODE == 2 or NODE == 4) and "/tmp/ibvluajit" or "/tmp/ibvlua"
     if NODE == 3 then tc{ "tc qdisc add dev eth0 root tbf rate 400kbit burst 4kb limit 256kb" } end
     local ok, err = pcall(function()
-      local out, rc = matrix("-t 10 --json " .. json, 200)
+      local t0 = socket.gettime()
+      local out, rc = support.spawn(("timeout 150 tools/bullseye bare %s fabric_matrix %s -n 10 -N 2 -t 10"):format(
+        host, COMMON)):wait(160)
+      if NODE == 1 then -- (the report, kept: .cache/nodes4-bare.txt)
+        io.stderr:write(string.format("nodes4: bare tree: exit %s in %.1f s (%s)\n", rc, socket.gettime() - t0,
+          out:match("first pass: [^\n]*") or "no first pass"))
+        local f = assert(io.open(".cache/nodes4-bare.txt", "w"))
+        f:write(out)
+        f:close()
+      end
       assert.equal(NODE == 3 and 1 or 0, rc, out)
       if NODE ~= 1 then return end
-      local m = load(json)
-      assert.equal(1, #m.verdicts, out)
-      assert.same({ 2 }, m.at_fault)
       assert.matches("FAIL; nodes at fault %(exit 1%): rank 2 %(node3%)\n", out)
-      local v = m.verdicts[1]
-      assert.equal("node", v.kind, out)
-      assert.same({ 2 }, v.ranks)
-      assert.same({ "node3" }, v.hosts)
-      assert.equal("rxe0:1", v.rail)
-      assert.matches("VERDICT node: rank 2 %(node3%) rxe0:1: still bad against", out)
+      assert.matches("\nVERDICT node: rank 2 %(node3%) rxe0:1: still bad against", out)
+      assert.equal(1, select(2, out:gsub("\nVERDICT ", "")), out)
     end)
     if NODE == 3 then sh("tc qdisc del dev eth0 root") end
     assert(ok, err)

@@ -1,7 +1,7 @@
 --- The report of fabric_matrix.lua: the text tables, JSON (dkjson) and a
 -- gnuplot heatmap.  Pure functions of the report (the diagnosis is diagnose.lua's):
 --
---   local matrix = require "matrix"
+--   local matrix = require "ibverbs.tools.matrix"
 --   -- report: {size=, hosts=, pattern=, rounds=, rails=, pairs = {{src=, dst=, rail=, round=, lat_us=,
 --   --          lat_p99_us=, lat_p999_us=, lat_max_us=, write_mbs=, send_mbs=, flagged=, bad=, why=,
 --   --          unmeasured=, counter_errors=, ...}}, verdicts=, control=, options=,
@@ -10,12 +10,12 @@
 --   --          exit 1}
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
-local diagnose = require "diagnose"
-local measures = require "measures"
+local diagnose = require "ibverbs.tools.diagnose"
+local measures = require "ibverbs.tools.measures"
 
 local matrix = {}
 
--- The metrics of a pair: key, title, unit, whether higher is better, format (examples/lib/measures.lua).
+-- The metrics of a pair: key, title, unit, whether higher is better, format (lua/ibverbs/tools/measures.lua).
 matrix.METRICS = measures.METRICS
 
 local function cell(report, src, dst)

@@ -3,7 +3,7 @@
 -- naming the ports that must be there and active and the values they must
 -- have.  Example support: it reads and judges, the tool prints and exits.
 --
---   local expect = require "expect"
+--   local expect = require "ibverbs.tools.expect"
 --   local spec, err = expect.load("golden.json")        -- err names the file and the line or key
 --   local entries, herr = expect.for_host(spec, "node07") -- the sections naming node07's entries (nil, why: none)
 --   local wrong = expect.compare(entry, found)          -- {"active_mtu: expected 4096, found 1024", ...}

@@ -1,7 +1,7 @@
 --- fabric_matrix.lua's diagnosis: from the measured pairs to verdicts.  Pure
 -- functions of the figures (the specs feed them synthetic ones).
 --
---   local diagnose = require "diagnose"
+--   local diagnose = require "ibverbs.tools.diagnose"
 --   local ref = diagnose.flag(pairs_list, {lat_factor = 2.1, bw_fraction = 0.93, reference = "best"})
 --   local plan = diagnose.retest_plan(pairs_list, n)   -- plan.pairs: unordered {a, b} to measure again
 --   local v, transient = diagnose.verdicts(retested, ref, plan, opts)
@@ -10,9 +10,9 @@
 -- its latency is above lat_factor x the fabric's reference latency, a
 -- bandwidth is below bw_fraction x the reference bandwidth, a physical or
 -- port error counter on one of its ends' ports rose past its threshold
--- during its round (p.counter_errors: examples/lib/pair_counters.lua), or a
+-- during its round (p.counter_errors: lua/ibverbs/tools/pair_counters.lua), or a
 -- transport counter's rise per packet stands out from the fabric's rate of
--- it (p.rates, ref.rates: examples/lib/counter_judge.lua), whatever its figures.
+-- it (p.rates, ref.rates: lua/ibverbs/tools/counter_judge.lua), whatever its figures.
 -- The reference (opts.reference) is the fabric's own figures: "best" (the lowest latency,
 -- the highest bandwidth: ClusterKit's rule, with 2.1 and 0.93, the defaults),
 -- "median", or "pQ" (Q from 50 to 100): bandwidth against its Qth
@@ -49,9 +49,9 @@
 -- the controls too and names nothing; a fault stays bad against them.  The
 -- controls can only excuse: with none, or when they did better, the first
 -- pass's reference judges.
-local measures = require "measures"
-local pcount = require "pair_counters"
-local judge = require "counter_judge"
+local measures = require "ibverbs.tools.measures"
+local pcount = require "ibverbs.tools.pair_counters"
+local judge = require "ibverbs.tools.counter_judge"
 
 local diagnose = {}
 

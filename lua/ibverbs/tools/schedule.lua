@@ -3,7 +3,7 @@
 -- per round (no schedule is sent around), except a --pairs file, which rank 0
 -- reads and hands out.
 --
---   local schedule = require "schedule"
+--   local schedule = require "ibverbs.tools.schedule"
 --   local s = schedule.new("tournament", n)       -- or "shift", "serial", "quick"
 --   s.rounds                                       -- how many rounds
 --   local dst, src = s:partners(rank, k)           -- round k (0-based): rank sends to dst, receives from src

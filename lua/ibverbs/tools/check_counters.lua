@@ -2,7 +2,7 @@
 -- its checks, after all traffic) into its deltas and the findings they
 -- give.  Example support: it judges, the caller prints and exits.
 --
---   local cc = require "check_counters"
+--   local cc = require "ibverbs.tools.check_counters"
 --   local own = cc.own_packets(22, peers, o.ud_count)            -- the check's own traffic on the port
 --   local c, failed = cc.judge(before, after, { lost, lost2 }, limits, { own = own, busy = o.busy, lid = 3, port = 1 })
 --   print("counters: " .. cc.text(c)); if c.note then print("counters: " .. c.note) end

@@ -3,7 +3,7 @@
 -- why) and the report (a matrix's heading) all read; and the quantile their
 -- references are taken at.
 --
---   local measures = require "measures"
+--   local measures = require "ibverbs.tools.measures"
 --   measures.METRICS[1].title, measures.phase("rx")   -- "ping-pong latency", "send bandwidth (receiving)"
 local measures = {}
 
@@ -16,7 +16,7 @@ measures.METRICS = {
   { key = "send_mbs", name = "send bandwidth", title = "send bandwidth", unit = "MB/s", higher = true, fmt = "%.2f" },
 }
 
---- The phases of a pair's end (examples/lib/pair_traffic.lua), each with what it is doing.
+--- The phases of a pair's end (lua/ibverbs/tools/pair_traffic.lua), each with what it is doing.
 measures.PHASES = {
   lat = "ping-pong",
   rx = "send bandwidth (receiving)",

@@ -2,28 +2,28 @@
 -- rounds, one exchange through the fabric group (f:route) per block.  The QPs
 -- of block b+1 are connected during block b, before the exchange that ends it,
 -- so the exchange is the only barrier: one per block (per round when block is
--- 1).  It carries this rank's results of block b (examples/lib/results.lua)
+-- 1).  It carries this rank's results of block b (lua/ibverbs/tools/results.lua)
 -- and its QP numbers for block b+2 to their peers, each message tagged with
 -- its round ("k#...").  Within a block a pair starts when both ends reach it:
 -- the echo side posts its first receive then, and the first ping waits for it
 -- (RNR, retried without limit).  With cfg.limits_of, every rank reads its
 -- rails' port counters just before and just after each round's traffic and
 -- reports the deltas, the packets and what cannot be judged (a saturated or
--- unreadable counter) with the round's results (examples/lib/pair_counters.lua).
+-- unreadable counter) with the round's results (lua/ibverbs/tools/pair_counters.lua).
 -- With cfg.watch_flaps, every rank also checks its rails' ports after each
--- round (examples/lib/flaps.lua: state, link_downed, port events since the
+-- round (lua/ibverbs/tools/flaps.lua: state, link_downed, port events since the
 -- last check) and reports a port that went down or came back.
 -- Rank 0 stores what the ranks report, streams it (--json-lines) and says how
 -- far the run is.
 --
---   local rounds = require "rounds"
+--   local rounds = require "ibverbs.tools.rounds"
 --   local runner = rounds.new{ f = f, rails = rails, traffic = tr, nrails = n, block = b, limit = s, ... }
 --   runner:run(sched, R, "first", store)
 local socket = require "socket"
-local results = require "results"
-local traffic = require "pair_traffic"
-local pcount = require "pair_counters"
-local flaps = require "flaps"
+local results = require "ibverbs.tools.results"
+local traffic = require "ibverbs.tools.pair_traffic"
+local pcount = require "ibverbs.tools.pair_counters"
+local flaps = require "ibverbs.tools.flaps"
 
 local rounds = {}
 

@@ -2,7 +2,7 @@
 -- fabric_check ran, or between two rounds of fabric_matrix.  Example support:
 -- it judges, the caller prints and exits.
 --
---   local flaps = require "flaps"
+--   local flaps = require "ibverbs.tools.flaps"
 --   local w = flaps.watch({ "rxe0" })             -- at the start: a context per device, each port's state
 --   ... the checks, the traffic; the counters read again (p.counters.deltas) ...
 --   local found = flaps.judge(w, results, host)   -- a failed check "flapped" on each port that did; their text

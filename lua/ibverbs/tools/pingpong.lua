@@ -2,7 +2,7 @@
 -- ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong.
 -- Example support, not a library module: it prints and exits as the C tools do.
 --
---   require("pingpong").main("rc", arg)    -- or "uc", "ud", "srq" (examples/lib on package.path)
+--   require("ibverbs.tools.pingpong").main("rc", arg)    -- or "uc", "ud", "srq"
 --
 -- The client connects over TCP (port 18515), both sides swap
 -- "lid:qpn:psn:gid" messages (ibverbs.exchange), connect their QPs, then
@@ -10,7 +10,7 @@
 -- send and a receive have completed.  Receives are reposted as one WR chain
 -- when the queue runs low.  Both sides print their addresses and the rate.
 local ibv = require "ibverbs"
-local cli = require "cli"
+local cli = require "ibverbs.tools.cli"
 local ex = require "ibverbs.exchange"
 
 local pp = {}

@@ -1,19 +1,19 @@
 --- Rank 0's side of fabric_matrix.lua's diagnosis, between the stored pairs
--- (examples/lib/results.lua) and the judgement (examples/lib/diagnose.lua):
+-- (lua/ibverbs/tools/results.lua) and the judgement (lua/ibverbs/tools/diagnose.lua):
 -- the first pass made whole (a record for every scheduled pair), the retest's
 -- rounds, and the verdicts of every rail with the ranks out of the run, the
 -- nodes that could not take part and the ports whose counters cannot be
 -- judged (a kind of its own, "counters"), and the report's notes on the
 -- transport counters (load or congestion on every pair, rates unknown).
 --
---   local findings = require "findings"
+--   local findings = require "ibverbs.tools.findings"
 --   findings.complete(store, sched, R1, f)
 --   local rt = findings.retest(store, f, fault, opts, width)     -- rt.rounds, rt.per_sample
 --   local verdicts, transient, bad, notes = findings.verdicts(f, fault, rail_names, first, retested, rt, opts,
 --     mismatch)
-local diagnose = require "diagnose"
-local schedule = require "schedule"
-local judge = require "counter_judge"
+local diagnose = require "ibverbs.tools.diagnose"
+local schedule = require "ibverbs.tools.schedule"
+local judge = require "ibverbs.tools.counter_judge"
 
 local findings = {}
 

@@ -8,7 +8,7 @@
 -- anyone else, fabric_check included, is left alone
 -- (ibverbs.fabric.slurm.settle).
 --
---   local drains = require "drains"
+--   local drains = require "ibverbs.tools.drains"
 --   local bad, passed, unnamed, scopes = drains.plan(rep, drains.nodes(all_local, rep.hosts), rail_names)
 --   drains.apply(rep, drains.nodes(all_local, rep.hosts), print, function(l) io.stderr:write(l, "\n") end,
 --     rail_names)                                    -- rail_names[rank + 1]: that rank's rails ("rxe0:1", ...)

@@ -8,10 +8,10 @@
 -- check of every byte that arrived.  An end's kernels go by the phases of
 -- measures.PHASES.
 --
---   local traffic = require "pair_traffic"
+--   local traffic = require "ibverbs.tools.pair_traffic"
 --   local tr = traffic.new{ o = o, ibv = ibv, me = rank, block = BLOCK }
 --   local e = tr:new_end(rail, "out", peer); tr:connect(e, tr.parse_info(text)); tr:run({ e, ... })
-local measures = require "measures"
+local measures = require "ibverbs.tools.measures"
 local socket = require "socket"
 
 local traffic = {}

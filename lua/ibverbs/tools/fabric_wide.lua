@@ -4,12 +4,12 @@
 -- UD.  Rank 0 prints the report; it names the ranks (and hosts) at fault and
 -- the pairs they break.  Example support: it prints, the caller exits.
 --
---   local wide = require "fabric_wide"
+--   local wide = require "ibverbs.tools.fabric_wide"
 --   local status = wide.run(o, results, failed, total, { print_text = f, json = f, agree = text,
 --     after_traffic = f })   -- after_traffic(size): this rank's findings after the traffic (counters), a list of text
 --   -- 0: this rank's node has no fault, 1: it has one (o.exit_any: any rank has one), 2: no run
 local ibv = require "ibverbs"
-local cli = require "cli"
+local cli = require "ibverbs.tools.cli"
 -- loaded when needed: a single-host run (or a fake ibverbs in the specs) goes without
 local has_fabric, fabric = pcall(require, "ibverbs.fabric")
 

@@ -3,7 +3,7 @@
 -- fault that stops it ({name =, fault =}); and the GID choice fabric_check.lua
 -- shares.
 --
---   local rails = require "rails"
+--   local rails = require "ibverbs.tools.rails"
 --   local list, ibv = rails.open(o, sizes)   -- sizes: ring_n, cqe; ibv nil on a dry run or without the module
 --   local idx = rails.pick_gid(ctx, port, link_layer, o.gid_idx)
 local rails = {}

@@ -5,7 +5,7 @@
 --   "I rail peer ok bytes|error"        (this rank received from peer)
 --   "U rail peer|why"                   (this rank was to send to peer: unmeasured)
 --   "D rail peer|"                      (a dry run's end)
---   "C rail deltas|unknown|packets"     (this rank's port counters over the round: examples/lib/pair_counters.lua)
+--   "C rail deltas|unknown|packets"     (this rank's port counters over the round: lua/ibverbs/tools/pair_counters.lua)
 --   "F rail time|what"                  (the rail's port went down or came back since the last round: flaps.lua)
 -- and "@k" before the lines of round k (an exchange carries a block of rounds).
 -- A store keeps one record per (sample, rail, src, dst), which names its hosts
@@ -13,12 +13,12 @@
 -- each round and rail (store.counters, store:counters_of) and the flaps its
 -- ranks saw (store.flaps: {pass =, round =, rank =, host =, rail =, at =, what =}).
 --
---   local results = require "results"
+--   local results = require "ibverbs.tools.results"
 --   local text = results.lines(ends)                               -- a rank, after a round
 --   local store = results.store(nrails, n, f.hosts)                -- rank 0
 --   store:absorb(src, text, round, "first", name)                  -- what rank src sent
 local dkjson = require "dkjson"
-local pcount = require "pair_counters"
+local pcount = require "ibverbs.tools.pair_counters"
 
 local results = {}
 
