@@ -55,6 +55,8 @@ local traffic = require "ibverbs.tools.pair_traffic"
 local results = require "ibverbs.tools.results"
 local rounds = require "ibverbs.tools.rounds"
 local findings = require "ibverbs.tools.findings"
+local ledger = require "ibverbs.tools.ledger"
+local reduction = require "ibverbs.tools.reduction"
 
 local o = cli.run(arg, {
   name = "fabric_matrix.lua", usage = { "            one process per rank; the launcher gives rank and size" },
@@ -327,10 +329,11 @@ end
 
 -- ------------------------------------------------------------------ the first pass
 
-local jl -- --json-lines file
-if ME == 0 and o.json_lines then
-  jl = io.open(o.json_lines, "w")
-  if not jl then say("fabric_matrix: cannot write %s", o.json_lines) end
+local jl -- --json-lines file: rank 0's, <file>.<rank> on the others (each writes the pairs it holds)
+if o.json_lines then
+  local name = ME == 0 and o.json_lines or (o.json_lines .. "." .. ME)
+  jl = io.open(name, "w")
+  if not jl then say("fabric_matrix: cannot write %s", name) end
 end
 -- each rail's counter thresholds (its port's --expect entry over --counter-thresholds')
 local LIMITS_OF = {}
@@ -340,7 +343,7 @@ local function limits_of(ki)
   return LIMITS_OF[ki]
 end
 local runner = rounds.new{ f = f, rails = rails, nrails = NRAILS, block = BLOCK, limit = EXCHANGE_LIMIT,
-  fault = FAULT, rail_names = plan.names, jl = jl, say = say, fatal = fatal,
+  fault = FAULT, rail_names = plan.names, jl = ME == 0 and jl or nil, say = say, fatal = fatal,
   limits_of = not o.dry_run and limits_of or nil, watch_flaps = not o.dry_run,
   traffic = traffic.new{ o = o, ibv = ibv, me = ME, block = BLOCK } }
 
@@ -348,17 +351,33 @@ local R1 = sched.rounds
 if o.max_rounds and o.max_rounds < R1 then R1 = o.max_rounds end
 local first = ME == 0 and results.store(NRAILS, N, f.hosts)
 local t_run = socket.gettime()
-runner:run(sched, R1, "first", first)
+-- the pass's results stay on the ranks (each holds its pairs), then go up reduced: rank 0 gets the
+-- summary, from it the reference, and the failing pairs (all of them up to reduction.ALL_PAIRS_MAX ranks)
+local led = ledger.new{ f = f, nrails = NRAILS, rail_names = plan.names, sched = sched, rounds = R1, jl = jl }
+runner:run(sched, R1, "first", first, led)
 local first_seconds = socket.gettime() - t_run
-
--- ------------------------------------------------------------------ the retest
-
-if ME == 0 then pcount.attribute(first, plan.names) end -- each pair's ends' counters of its round
 local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
   dry_run = o.dry_run, limits = LIMITS, counter_factor = o.counter_factor, counter_floor = o.counter_floor,
   judged = THRESHOLDS }
+local red = must(reduction.first_pass(f, led, opts, EXCHANGE_LIMIT))
+if ME ~= 0 and jl then jl:close() end
+
+-- ------------------------------------------------------------------ the retest
+
+if ME == 0 then
+  first.counts = reduction.absorb(first, red.text, f)
+  first.refs, first.summary, first.counts = red.refs, red.summary, not red.full and first.counts or nil
+  reduction.dead_pairs(red.summary, sched, R1, f, NRAILS)
+  pcount.attribute(first, plan.names) -- each pair's ends' counters of its round
+  if red.full then findings.complete(first, sched, R1, f) end
+  if jl then -- what reached rank 0 that it did not hold: the failing pairs (every pair when full)
+    for _, x in ipairs(first.list) do if not led:owns(x) then jl:write(results.json_line(x, plan.names), "\n") end end
+    for _, c in ipairs(first.counters) do
+      if c.rank ~= 0 then jl:write(results.json_line(c, plan.names), "\n") end
+    end
+  end
+end
 local rt, retested
-if ME == 0 then findings.complete(first, sched, R1, f) end
 if not o.dry_run and not o.no_retest then
   local lists
   if ME == 0 then
@@ -390,9 +409,9 @@ local function report(ctl_all)
   local verdicts, transient, bad, notes = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts,
     mismatch)
   local control = findings.control(ctl_all, N, runner.ctl.all_cpu, BLOCK, f.tree and f.tree.k or 0)
-  local scheduled, want = #first.list, NRAILS * N * (N - 1)
+  local scheduled, want = red.full and #first.list or reduction.scheduled(red.summary), NRAILS * N * (N - 1)
   local listed = 0
-  if scheduled < want and (o.json or N <= 16) then
+  if red.full and scheduled < want and (o.json or N <= 16) then
     listed = findings.unscheduled(first, PATTERN == "quick" and "not scheduled (--quick)" or PATTERN == "pairs" and
       "not in the pairs file" or "not scheduled (--max-rounds " .. tostring(o.max_rounds) .. ")")
   end
@@ -404,6 +423,7 @@ local function report(ctl_all)
   end
   local rep = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = rt and rt.rounds or 0,
     rails = plan.names[1], pairs = list, verdicts = verdicts, at_fault = bad, transient = transient,
+    summary = not red.full and reduction.report_summary(red.summary, first.refs, plan.names[1]) or nil,
     notes = notes, control = control, counters = counters,
     seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,

@@ -208,14 +208,26 @@ end
 
 -- ---------------------------------------------------------------- a relay's route
 
--- The bundle of a relay's group: its own and its members' messages by destination group.
-local function bundle(self, own, values)
+--- The ups of a route reduced (reduce of the string ups of all, a list
+-- indexed rank + 1 of n ranks, in rank order); "" when none.
+function tree.reduce_ups(all, n, reduce)
+  local l = {}
+  for r = 1, n do
+    if type(all[r]) == "string" then l[#l + 1] = all[r] end
+  end
+  return reduce(l)
+end
+
+-- The bundle of a relay's group: its own and its members' messages by
+-- destination group, and their ups (reduced into one, with reduce).
+local function bundle(self, own, values, reduce)
   local t = self.tree
   local parts, srcs = {}, {}
   local function add(g, s)
     parts[g] = parts[g] or {}
     parts[g][#parts[g] + 1] = s
   end
+  local ups = {}
   for i = 0, #t.members do
     local r = i == 0 and self.rank or t.members[i]
     local v = i == 0 and own or values[r + 1]
@@ -224,9 +236,11 @@ local function bundle(self, own, values)
       for _, m in ipairs(v.m) do
         if m[1] >= 0 and m[1] < self.size then add(group_of(t, m[1]), wire.item(r, m[1], m[2])) end
       end
-      if v.u then add(-1, wire.item(r, -1, v.u)) end
+      if v.u and reduce then ups[#ups + 1] = wire.untag(v.u)
+      elseif v.u then add(-1, wire.item(r, -1, v.u)) end
     end
   end
+  if #ups > 0 then add(-1, wire.item(self.rank, -1, wire.tag(reduce(ups)))) end
   local mine = {} -- the members this relay buried, each told once
   for _, d in ipairs(self.dead_list) do
     if not t.told[d[1]] and group_of(t, d[1]) == group_of(t, self.rank) then
@@ -238,10 +252,11 @@ local function bundle(self, own, values)
 end
 
 -- A relay: its members' frames, one bundle to rank 0, rank 0's answer split among them.
-local function relay_route(self, own, deadline)
+local function relay_route(self, own, deadline, reduce)
   local t = self.tree
   local values, err = hub.collect(self, "route", own, deadline, { ranks = t.members })
-  local frame = err and wire.encode({ op = "route", seq = self.seq, v = { err = err } }) or bundle(self, own, values)
+  local frame = err and wire.encode({ op = "route", seq = self.seq, v = { err = err } }) or
+    bundle(self, own, values, reduce)
   local ok, serr = wire.send_raw(self.up, frame, deadline + t.margin)
   local msg
   if ok then msg, serr = wire.read(self.up, deadline + 3 * t.margin) end
@@ -409,18 +424,20 @@ local function root_send(self, out, direct, err)
 end
 
 -- Rank 0: each group's parts joined, unread, into one frame for its relay.
-local function root_route(self, own, deadline)
+local function root_route(self, own, deadline, reduce)
   local values, err = root_collect(self, own, deadline)
   err = take_bundles(self, values, err)
   local out, all, direct = sort_out(self, own, values)
   self.tree.last = out
   local inbox = root_send(self, out, direct, err)
   if err then return broken(self, err) end
+  if reduce then all = tree.reduce_ups(all, self.size, reduce) end
   return wire.untag_list(inbox[0] or {}), all
 end
 
---- fabric_group:route over the tree (the collective begun: its deadline and limit).
-function tree.route(self, msgs, up, deadline, timeout)
+--- fabric_group:route over the tree (the collective begun: its deadline and
+-- limit; reduce: see fabric_group:route).
+function tree.route(self, msgs, up, deadline, timeout, reduce)
   local t = self.tree
   t.margin = margin(timeout)
   local m = {}
@@ -429,8 +446,8 @@ function tree.route(self, msgs, up, deadline, timeout)
     if to and to >= 0 and to < self.size then m[#m + 1] = { to, wire.tag(x[2]) } end
   end
   local own = { m = m, u = up ~= nil and wire.tag(up) or nil }
-  if self.rank == 0 then return root_route(self, own, deadline) end
-  if t.relay == self.rank then return relay_route(self, own, deadline) end
+  if self.rank == 0 then return root_route(self, own, deadline, reduce) end
+  if t.relay == self.rank then return relay_route(self, own, deadline, reduce) end
   local msg, err = member_route(self, wire.route_encode(self.seq, own), deadline)
   if not msg then return broken(self, err) end
   if msg.err then return broken(self, msg.err) end
