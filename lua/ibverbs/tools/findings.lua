@@ -53,8 +53,9 @@ function findings.complete_ends(x, f)
 end
 
 --- The retest of the flagged pairs of store (the first pass): per rail the
--- reference (store.refs[rail] when the pass was reduced: ibverbs.tools.reduction;
--- else from its pairs) and the plan (refs, plans; store.counts: the ranks' counts of partners), the union of their pairs in rounds of
+-- reference (store.refs[rail]: the summary's, ibverbs.tools.reduction; else
+-- from its pairs) and the plan (refs, plans; store.counts: the ranks' counts
+-- of partners, when only the failing pairs reached rank 0), the union of their pairs in rounds of
 -- at most width disjoint pairs, opts.retests times over (per_sample rounds
 -- each, so a pair's samples lie apart in time), as a schedule.
 function findings.retest(store, f, fault, opts, width)

@@ -1,0 +1,99 @@
+--- bench/sim_worker.lua: one process of the simulation (bench/fabric_sim.lua):
+-- ranks first..last of an n-rank fabric, each a coroutine running
+-- examples/fabric_matrix.lua itself (bench/sim_loop.lua: its sockets real,
+-- on loopback; bench/sim_world.lua: its measurement drawn, with planted faults).
+--   lua5.4 bench/sim_worker.lua <n> <first> <last> <port> <rails> <rounds> <outdir> [fabric_matrix options...]
+-- Rank 0 writes its report (<outdir>/report.txt, report.json); rank 0, the
+-- first relay and one of its members write what they spent, exchange by
+-- exchange (<outdir>/rank<r>.json: per route their CPU, bytes in and out,
+-- and rank 0's heap and resident memory).
+package.path = "bench/?.lua;" .. package.path
+local loop = require "sim_loop"
+local dkjson = require "dkjson"
+local world = require "sim_world"
+
+local n, first, last, port, nrails, rounds, outdir = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3]),
+  tonumber(arg[4]), tonumber(arg[5]), tonumber(arg[6]), arg[7]
+local extra = {}
+for i = 8, #arg do extra[#extra + 1] = arg[i] end
+math.randomseed(1000 + first)
+world.install(n, nrails, world.faults(n, rounds))
+
+local fabric = require "ibverbs.fabric"
+local k = fabric.TREE_MIN <= n and math.ceil(math.sqrt(n)) or 0
+local WATCH = { [0] = true, [k] = k > 0 or nil, [k + 1] = k > 0 or nil }
+
+-- the peak resident memory of this process, kB
+local function rss()
+  local f = io.open("/proc/self/status")
+  local t = f and f:read("a") or ""
+  if f then f:close() end
+  return tonumber(t:match("VmHWM:%s*(%d+)")) or 0
+end
+
+-- each route a watched rank calls: what it spent so far
+local function snap(task)
+  task.snaps[#task.snaps + 1] = { t = require("socket").gettime(), cpu = os.clock(),
+    bin = task.bytes_in, bout = task.bytes_out, heap = first == 0 and collectgarbage("count") or nil }
+end
+local init = fabric.init
+fabric.init = function(o)
+  local f, err = init(o)
+  if f then
+    local mt = getmetatable(f)
+    if not mt.sim_route then
+      mt.sim_route = mt.route
+      mt.route = function(self, ...)
+        local a, b = mt.sim_route(self, ...)
+        local t = loop.current
+        if t and t.snaps then snap(t) end
+        return a, b
+      end
+    end
+  end
+  return f, err
+end
+
+-- fabric_matrix.lua, compiled once; its globals are each task's own (arg, print, os.exit, io.stderr)
+local env = setmetatable({}, { __index = function(_, key)
+  local t = loop.current
+  local mine = t and t.g[key]
+  if mine ~= nil then return mine end
+  return _G[key]
+end })
+local chunk = assert(loadfile("examples/fabric_matrix.lua", "t", env))
+
+local function sink() return { write = function() end, close = function() end, flush = function() end } end
+
+for r = first, last do
+  local out = r == 0 and assert(io.open(outdir .. "/report.txt", "w")) or nil
+  local err = r == 0 and assert(io.open(outdir .. "/stderr.txt", "w")) or nil
+  local a = { [0] = "examples/fabric_matrix.lua", "--rank", tostring(r), "--size", tostring(n), "--root",
+    "127.0.0.1:" .. port, "--max-rounds", tostring(rounds), "-t", "3000", "--reference", "p75" }
+  if r == 0 then a[#a + 1] = "--json"; a[#a + 1] = outdir .. "/report.json" end
+  for _, x in ipairs(extra) do a[#a + 1] = x end
+  local g = {
+    arg = a,
+    print = function(...) if out then out:write(table.concat({ ... }, "\t"), "\n") end end,
+    os = setmetatable({ exit = function(code) error({ exit = code }, 0) end }, { __index = os }),
+    io = setmetatable({ stderr = err or sink() }, { __index = io }),
+  }
+  loop.spawn(function(task)
+    local ok, e = pcall(chunk)
+    task.status = ok and 0 or (type(e) == "table" and e.exit) or e
+    if type(task.status) ~= "number" then io.stderr:write("sim: rank ", r, ": ", tostring(task.status), "\n") end
+    if out then out:close(); err:close() end
+  end, { rank = r, g = g, snaps = WATCH[r] and {} or nil, env = { SLURMD_NODENAME = "node" .. (r + 1) },
+    on_exit = function(task)
+      if task.snaps then
+        local f = assert(io.open(outdir .. "/rank" .. r .. ".json", "w"))
+        f:write(dkjson.encode({ rank = r, status = task.status, snaps = task.snaps, cpu = task.cpu,
+          process_cpu = first == 0 and loop.real_clock() or nil, rss_kb = first == 0 and rss() or nil }), "\n")
+        f:close()
+      end
+    end })
+end
+loop.run()
+local bad = 0
+for _, t in ipairs(loop.tasks) do if t.status ~= 0 and t.status ~= 1 then bad = bad + 1 end end
+os.exit(bad == 0 and 0 or 3)
