@@ -25,6 +25,7 @@ local real_clock, real_getenv = os.clock, os.getenv
 -- ---------------------------------------------------------------- tasks
 
 local function resume(task, ...)
+  loop.resumes = (loop.resumes or 0) + 1
   loop.current = task
   task.resumed_at = real_clock()
   local ok, err = coroutine.resume(task.co, ...)
@@ -43,6 +44,7 @@ function loop.spawn(fn, attrs)
   local task = { cpu = 0, bytes_in = 0, bytes_out = 0, wait_id = 0 }
   for k, v in pairs(attrs or {}) do task[k] = v end
   task.co = coroutine.create(function() return fn(task) end)
+  if loop.profile then debug.sethook(task.co, loop.profile, "", 10000) end
   task.timer = uv.new_timer()
   loop.tasks[#loop.tasks + 1] = task
   loop.alive = loop.alive + 1
@@ -72,8 +74,45 @@ local function wake(task, reason)
   if task.waiting then task.waiting = nil; resume(task, reason) end
 end
 
+-- SIM_PROFILE=1: where the tasks spend their time, sampled every 10000 instructions (printed by SIM_DEBUG).
+if os.getenv("SIM_PROFILE") then
+  loop.samples = {}
+  loop.profile = function()
+    local where = {}
+    for level = 2, 6 do
+      local info = debug.getinfo(level, "Sl")
+      if not info then break end
+      where[#where + 1] = info.short_src:match("[^/]*$") .. ":" .. (info.currentline or 0)
+    end
+    local key = table.concat(where, " < ")
+    loop.samples[key] = (loop.samples[key] or 0) + 1
+  end
+end
+
+-- SIM_DEBUG=s: every s seconds, on stderr, the resumes since and where a few tasks wait.
+local function debug_every(s)
+  local t = uv.new_timer()
+  t:start(s * 1000, s * 1000, function()
+    io.stderr:write(string.format("sim: %d tasks alive, %d resumes\n", loop.alive, loop.resumes or 0))
+    if loop.samples then
+      local l = {}
+      for k, v in pairs(loop.samples) do l[#l + 1] = { k, v } end
+      table.sort(l, function(a, b) return a[2] > b[2] end)
+      for i = 1, math.min(12, #l) do io.stderr:write(string.format("sim: %6d %s\n", l[i][2], l[i][1])) end
+      loop.samples = {}
+    end
+    loop.resumes = 0
+    for i = 1, #loop.tasks, math.max(1, #loop.tasks // 3) do
+      local task = loop.tasks[i]
+      if not task.done then io.stderr:write(debug.traceback(task.co, "rank " .. tostring(task.rank)), "\n") end
+    end
+  end)
+  t:unref()
+end
+
 --- The loop, until every task ended.
 function loop.run()
+  if os.getenv("SIM_DEBUG") then debug_every(tonumber(os.getenv("SIM_DEBUG"))) end
   while loop.alive > 0 do uv.run("once") end
 end
 

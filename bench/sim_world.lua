@@ -80,8 +80,8 @@ local function count(rail, e, faults, me)
   local lo = faults.lossy
   if e.kind == "out" and rail.index == lo[3] and ((me == lo[1] and e.peer == lo[2]) or (me == lo[2] and e.peer == lo[1]))
   then
-    c.out_of_sequence = c.out_of_sequence + 120 + math.random(0, 40)
-    c.local_ack_timeout_err = c.local_ack_timeout_err + 60 + math.random(0, 20)
+    c.out_of_sequence = c.out_of_sequence + 280 + math.random(0, 40)
+    c.local_ack_timeout_err = c.local_ack_timeout_err + 140 + math.random(0, 20)
   end
 end
 
