@@ -15,6 +15,7 @@
 local socket = require "socket"
 local wire = require "ibverbs.fabric.wire"
 local hub = require "ibverbs.fabric.hub"
+local mesh = require "ibverbs.fabric.mesh"
 local ranks = require "ibverbs.fabric.ranks"
 local int = require("ibverbs.fabric.launcher").int
 
@@ -73,17 +74,22 @@ function tree.hello(t) return t.k, t.listener and select(2, t.listener:getsockna
 local function accept_members(self, deadline)
   local t = self.tree
   local g = group_of(t, self.rank)
+  local lower = mesh.connect_lower(self, deadline) -- the relays below: their listeners take it before they accept
   self.hub, self.peers = hub.new(true), {}
-  local pending, want = {}, 0
+  mesh.adopt_links(self, lower)
+  local pending, want = {}, mesh.expected(self)
   for _, r in ipairs(t.members) do if not self.dead[r] then want = want + 1 end end
   self.hub:listen(t.listener, function(c) pending[c] = true end)
   t.listener = nil
   local function visit(c)
+    if c.mesh then return end
     local hello = table.remove(c.frames, 1)
     if not hello then if c.closed then pending[c] = nil; self.hub:drop(c) end; return end
     pending[c] = nil
     local r = int(hello.member)
-    if r and group_of(t, r) == g and r ~= self.rank and not self.peers[r] and not self.dead[r] then
+    if hello.relay and mesh.accept(self, c, hello) then
+      want = want - 1
+    elseif r and group_of(t, r) == g and r ~= self.rank and not self.peers[r] and not self.dead[r] then
       c.rank, self.peers[r] = r, c
       want = want - 1
     else
@@ -248,15 +254,17 @@ local function bundle(self, own, values, reduce)
       mine[#mine + 1] = d
     end
   end
-  return wire.bundle_encode(self.seq, mine, srcs, parts)
+  local own = mesh.send_parts(self, parts) -- to the linked relays, and its own group's
+  return wire.bundle_encode(self.seq, mine, srcs, parts), own
 end
 
 -- A relay: its members' frames, one bundle to rank 0, rank 0's answer split among them.
 local function relay_route(self, own, deadline, reduce)
   local t = self.tree
   local values, err = hub.collect(self, "route", own, deadline, { ranks = t.members })
-  local frame = err and wire.encode({ op = "route", seq = self.seq, v = { err = err } }) or
-    bundle(self, own, values, reduce)
+  local frame, kept
+  if err then frame = wire.encode({ op = "route", seq = self.seq, v = { err = err } })
+  else frame, kept = bundle(self, own, values, reduce) end
   local ok, serr = wire.send_raw(self.up, frame, deadline + t.margin)
   local msg
   if ok then msg, serr = wire.read(self.up, deadline + 3 * t.margin) end
@@ -268,7 +276,9 @@ local function relay_route(self, own, deadline, reduce)
   local inbox
   if not err then
     ranks.learn_dead(self, msg.dead)
-    inbox, err = wire.inbox_of(msg.blob)
+    if msg.resend then mesh.resend(self, msg.resend, deadline + 3 * t.margin) end
+    local blobs = mesh.collect(self, deadline + 3 * t.margin)
+    inbox, err = wire.inbox_of(msg.blob .. table.concat(blobs) .. table.concat(kept or {}))
   end
   if err then
     local e = wire.encode({ err = err })
@@ -307,6 +317,8 @@ end
 -- Rank 0: group g's relay is gone; its live members send to rank 0 from now on.
 local function adopt_group(self, g, w)
   local t = self.tree
+  t.buried_now = t.buried_now or {}
+  t.buried_now[#t.buried_now + 1] = g * t.k -- what the other relays sent it by the mesh: to be resent
   local notice = wire.encode({ orphan = true })
   for _, m in ipairs(members(t, g)) do
     if not self.dead[m] and not t.adopted[m] then
@@ -393,16 +405,32 @@ local function take_bundles(self, values, err)
   return err
 end
 
+-- Rank 0: what the live relays resend for the relays buried during this route
+-- (ibverbs.fabric.mesh), into out[0]: the buried relays' members are adopted.
+local function take_resent(self, out, deadline)
+  local t = self.tree
+  local relays = {}
+  for g = 1, t.ngroups - 1 do
+    if not self.dead[g * t.k] and self.peers[g * t.k] then relays[#relays + 1] = g * t.k end
+  end
+  local values = hub.collect(self, "late", nil, deadline, { ranks = relays })
+  out[0] = out[0] or {}
+  for _, r in ipairs(relays) do
+    if type(values[r + 1]) == "string" then out[0][#out[0] + 1] = values[r + 1] end
+  end
+end
+
 -- Rank 0: one frame to each relay, then the answers of the ranks it serves directly.
 local function root_send(self, out, direct, err)
   local t = self.tree
   local dead = ranks.dead_said(self)
   local e = err and wire.encode({ err = err })
+  local resend = t.buried_now
   for g = 1, t.ngroups - 1 do
     local r = g * t.k
     local c = not self.dead[r] and self.peers[r]
     if c then
-      local ok, serr = wire.send_raw(c.sock, e or wire.bundle_reply(dead, out[g]), socket.gettime() + 5)
+      local ok, serr = wire.send_raw(c.sock, e or wire.bundle_reply(dead, out[g], resend), socket.gettime() + 5)
       if not ok and self.tolerant and not err then
         bury(self, r, string.format("%s left the fabric during route (%s)", name(self, r), tostring(serr)))
         adopt_group(self, g)
@@ -410,6 +438,7 @@ local function root_send(self, out, direct, err)
       c.sock:settimeout(0)
     end
   end
+  if resend and not err then take_resent(self, out, socket.gettime() + t.margin) end -- (the route's deadline passed)
   local inbox = wire.inbox_of(table.concat(out[0] or {})) or {}
   dead = ranks.dead_said(self)
   for i = 2, #direct do
@@ -425,6 +454,7 @@ end
 
 -- Rank 0: each group's parts joined, unread, into one frame for its relay.
 local function root_route(self, own, deadline, reduce)
+  self.tree.buried_now = nil
   local values, err = root_collect(self, own, deadline)
   err = take_bundles(self, values, err)
   local out, all, direct = sort_out(self, own, values)
