@@ -78,8 +78,8 @@ local function count(rail, e, faults, me)
   c.port_xmit_data = c.port_xmit_data + world.PACKETS * 1024
   c.port_rcv_data = c.port_rcv_data + world.PACKETS * 1024
   local lo = faults.lossy
-  if e.kind == "out" and rail.index == lo[3] and ((me == lo[1] and e.peer == lo[2]) or (me == lo[2] and e.peer == lo[1]))
-  then
+  local on_lossy = (me == lo[1] and e.peer == lo[2]) or (me == lo[2] and e.peer == lo[1])
+  if e.kind == "out" and rail.index == lo[3] and on_lossy then
     c.out_of_sequence = c.out_of_sequence + 280 + math.random(0, 40)
     c.local_ack_timeout_err = c.local_ack_timeout_err + 140 + math.random(0, 20)
   end
