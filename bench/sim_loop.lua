@@ -93,7 +93,10 @@ end
 local function debug_every(s)
   local t = uv.new_timer()
   t:start(s * 1000, s * 1000, function()
-    io.stderr:write(string.format("sim: %d tasks alive, %d resumes\n", loop.alive, loop.resumes or 0))
+    local heap = collectgarbage("count")
+    collectgarbage()
+    io.stderr:write(string.format("sim: %d tasks alive, %d resumes, heap %.0f MB, %.0f MB live\n", loop.alive,
+      loop.resumes or 0, heap / 1024, collectgarbage("count") / 1024))
     if loop.samples then
       local l = {}
       for k, v in pairs(loop.samples) do l[#l + 1] = { k, v } end

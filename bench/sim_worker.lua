@@ -1,8 +1,8 @@
 --- bench/sim_worker.lua: one process of the simulation (bench/fabric_sim.lua):
--- ranks first..last of an n-rank fabric, each a coroutine running
+-- some ranks of an n-rank fabric, each a coroutine running
 -- examples/fabric_matrix.lua itself (bench/sim_loop.lua: its sockets real,
 -- on loopback; bench/sim_world.lua: its measurement drawn, with planted faults).
---   lua5.4 bench/sim_worker.lua <n> <first> <last> <port> <rails> <rounds> <outdir> [fabric_matrix options...]
+--   lua5.4 bench/sim_worker.lua <n> <ranks: a-b,c-d> <port> <rails> <rounds> <outdir> [fabric_matrix options...]
 -- Rank 0 writes its report (<outdir>/report.txt, report.json); rank 0, the
 -- first relay and one of its members write what they spent, exchange by
 -- exchange (<outdir>/rank<r>.json: per route their CPU, bytes in and out,
@@ -12,10 +12,16 @@ local loop = require "sim_loop"
 local dkjson = require "dkjson"
 local world = require "sim_world"
 
-local n, first, last, port, nrails, rounds, outdir = tonumber(arg[1]), tonumber(arg[2]), tonumber(arg[3]),
-  tonumber(arg[4]), tonumber(arg[5]), tonumber(arg[6]), arg[7]
+local n, ranges, port, nrails, rounds, outdir = tonumber(arg[1]), arg[2], tonumber(arg[3]), tonumber(arg[4]),
+  tonumber(arg[5]), arg[6]
 local extra = {}
-for i = 8, #arg do extra[#extra + 1] = arg[i] end
+for i = 7, #arg do extra[#extra + 1] = arg[i] end
+local mine = {} -- the ranks of this process: "a-b,c-d" or "a"
+for a, b in ranges:gmatch("(%d+)%-?(%d*)") do
+  for r = tonumber(a), tonumber(b ~= "" and b or a) do mine[#mine + 1] = r end
+end
+local alone, first = #mine == 1, mine[1]
+if not alone then collectgarbage("generational") end -- many ranks' garbage: collected young
 math.randomseed(1000 + first)
 world.install(n, nrails, world.faults(n, rounds))
 
@@ -43,8 +49,9 @@ local function rss()
 end
 
 -- each route a watched rank calls: what it spent so far
+-- (a rank alone in its process: the process's CPU, the loop's waits included; else the task's own)
 local function snap(task)
-  task.snaps[#task.snaps + 1] = { t = require("socket").gettime(), cpu = os.clock(),
+  task.snaps[#task.snaps + 1] = { t = require("socket").gettime(), cpu = alone and loop.real_clock() or os.clock(),
     bin = task.bytes_in, bout = task.bytes_out, heap = first == 0 and collectgarbage("count") or nil }
 end
 local init = fabric.init
@@ -76,7 +83,7 @@ local chunk = assert(loadfile("examples/fabric_matrix.lua", "t", env))
 
 local function sink() return { write = function() end, close = function() end, flush = function() end } end
 
-for r = first, last do
+for _, r in ipairs(mine) do
   local out = r == 0 and assert(io.open(outdir .. "/report.txt", "w")) or nil
   local err = r == 0 and assert(io.open(outdir .. "/stderr.txt", "w")) or nil
   local a = { [0] = "examples/fabric_matrix.lua", "--rank", tostring(r), "--size", tostring(n), "--root",
