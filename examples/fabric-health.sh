@@ -11,7 +11,10 @@
 # "wide" drain (a fault only a run across nodes sees).  A node DOWN, FAIL,
 # MAINT, ... or drained by anyone else (fabric_matrix, an admin, an earlier
 # version's "ibverbs: ...") is left alone, and said so (docs/bringup.md,
-# "Slurm drains").  In slurm.conf:
+# "Slurm drains").  On a node Slurm says runs a job (ALLOCATED, MIXED,
+# COMPLETING: HealthCheckNodeState=ANY) the transport counters are not
+# judged, the job's traffic being on the ports; the physical ones are.
+# In slurm.conf:
 #
 #   HealthCheckProgram=/etc/slurm/fabric-health.sh
 #   HealthCheckInterval=300

@@ -36,6 +36,12 @@
 -- --slurm-health).  A node DOWN, FAIL, MAINT, ... or drained by anyone else
 -- (fabric_matrix included) is left alone, and said so.
 -- --slurm-health checks this node alone, for Slurm's HealthCheckProgram.
+-- Counters: the physical ones (symbol_error, link_downed, ...) are judged
+-- always; the transport ones (retries, sequence errors) only over the
+-- check's own traffic: not with --busy, not when Slurm says the node runs
+-- work (--slurm-health with --drain or --undrain-ok asks it), not when the
+-- port carried far more packets than the check sent.  A saturated or
+-- unreadable counter fails its port (examples/lib/check_counters.lua).
 local ibv = require "ibverbs"
 local cli = require "ibverbs.tools.cli"
 local dkjson = require "dkjson"
