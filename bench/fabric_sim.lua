@@ -7,9 +7,40 @@
 -- the reduction (the summary up, the references down, the failing pairs
 -- up) at rank 0; rank 0's heap and resident memory; the planted faults
 -- found and the verdicts that name none (bench/sim_world.lua).
+--   lua5.4 bench/fabric_sim.lua slices <n> <k> <w>   the other ranks in w processes: "a-b,c-d" each
+--   lua5.4 bench/fabric_sim.lua docs <doc.md> <table.md>  the table between the doc's markers replaced
 package.path = "bench/?.lua;" .. package.path
 local dkjson = require "dkjson"
 local world = require "sim_world"
+
+if arg[1] == "slices" then -- ranks 1 .. n-1 but k, in w slices of consecutive ranges
+  local n, k, w = tonumber(arg[2]), tonumber(arg[3]), tonumber(arg[4])
+  local l = {}
+  for r = 1, n - 1 do if r ~= k then l[#l + 1] = r end end
+  local per, out = math.ceil(#l / w), {}
+  for i = 1, #l, per do
+    local ranges, lo = {}, l[i]
+    local last = math.min(i + per - 1, #l)
+    for j = i + 1, last + 1 do
+      if j > last or l[j] ~= l[j - 1] + 1 then ranges[#ranges + 1] = lo .. "-" .. l[j - 1]; lo = l[j] end
+    end
+    out[#out + 1] = table.concat(ranges, ",")
+  end
+  print(table.concat(out, " "))
+  os.exit(0)
+elseif arg[1] == "docs" then -- the rows into the doc, between its markers
+  local f = assert(io.open(arg[2]))
+  local doc = f:read("a")
+  f:close()
+  local rows = assert(io.open(arg[3])):read("a"):gsub("%s+$", "")
+  local a, b = "<!-- bench-fabric: the simulation's table -->", "<!-- bench-fabric: end -->"
+  local i, j = doc:find(a, 1, true), doc:find(b, 1, true)
+  assert(i and j, "no markers in " .. arg[2])
+  f = assert(io.open(arg[2], "w"))
+  f:write(doc:sub(1, i + #a), rows, "\n", doc:sub(j))
+  f:close()
+  os.exit(0)
+end
 
 local dir, n, nrails, rounds, block, workers, wall = arg[1], tonumber(arg[2]), tonumber(arg[3]), tonumber(arg[4]),
   tonumber(arg[5]), tonumber(arg[6]), tonumber(arg[7])

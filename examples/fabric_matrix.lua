@@ -14,6 +14,11 @@
 -- Every rank reads its ports' counters (ibverbs.port_counters) just before
 -- and after each round's traffic; a rank's deltas of a round go to the pairs
 -- it was an end of in that round, and into --json and --json-lines.
+-- The first pass's results stay on the ranks, each pair with both of its
+-- ends (ibverbs.tools.ledger), and go up reduced (ibverbs.tools.reduction):
+-- the relays merge summaries, rank 0 takes the references from them, sends
+-- them down, and gets back only the pairs that fail (every pair up to 16
+-- ranks); --json-lines is then each rank's own file of its own pairs.
 -- Flagged pairs (latency above --lat-factor x the lowest, bandwidth below
 -- --bw-fraction x the highest, or against a percentile: --reference; failed,
 -- bad data; a physical or port error counter of an end's port that rose past
@@ -105,7 +110,8 @@ local o = cli.run(arg, {
     help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
       .. "waits for a rank at an exchange (every --block rounds) 2 x (block + 1) times it plus 30 s" },
   { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
-  { nil, "json-lines", arg = "file", help = "stream each round's pairs as JSON lines to <file> (rank 0)" },
+  { nil, "json-lines", arg = "file", help = "stream the pairs each rank holds as JSON lines: rank 0 to <file> (its "
+    .. "own, those that reach it: failing and retested, the verdicts), every other rank to <file>.<rank>" },
   { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0)" },
   { nil, "exit-any", help = "exit 1 on every rank when any verdict exists (default: only the ranks it names)" },
   { nil, "dry-run", help = "the whole schedule and every exchange, no device opened, no traffic" },

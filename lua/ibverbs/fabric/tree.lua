@@ -2,13 +2,16 @@
 -- with opts.group / IBV_FABRIC_GROUP = k), route runs over a two-level tree:
 -- the ranks form groups of k (about sqrt(size)), rank g*k is group g's relay,
 -- and a group's other ranks (its members) send their route frames to their
--- relay, which bundles them: the messages sorted by the group they go to, each
--- group's part one opaque string, and the ups.  Rank 0 (group 0's relay) takes
--- its own group's frames and one bundle per relay, joins the parts for each
--- group without reading them, and sends each relay one frame; a relay splits
--- it among its members.  Rank 0's cost per route is then O(size / k) frames
--- plus O(size) string joins, a relay's O(k).  The other collectives stay on
--- the star.  A relay that dies or misses its limit (tolerant groups) is buried
+-- relay, which sorts their messages by the group they go to: its own group's
+-- it keeps, another relay's group's it sends that relay directly (the relays'
+-- mesh: ibverbs.fabric.mesh), and it sends rank 0 one bundle: the messages
+-- for group 0 (and for a group whose relay is gone) and the ups, reduced into
+-- one when route is given a reduce.  Rank 0 (group 0's relay) takes its own
+-- group's frames and one bundle per relay, and sends each relay one frame
+-- (the messages from group 0, the dead); a relay splits what it got among
+-- its members.  Rank 0's cost per route is then O(size / k + k) frames and
+-- the bytes of group 0, a relay's O(size / k + k).  The other collectives
+-- stay on the star.  A relay that dies or misses its limit (tolerant groups) is buried
 -- alone: rank 0 tells its members on their own connections and they send to
 -- rank 0 from then on (adopted); a member that finds its relay gone does the
 -- same.  The frames are ibverbs.fabric.wire's; every wait is the hub's.
