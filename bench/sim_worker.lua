@@ -16,11 +16,11 @@ local n, ranges, port, nrails, rounds, outdir = tonumber(arg[1]), arg[2], tonumb
   tonumber(arg[5]), arg[6]
 local extra = {}
 for i = 7, #arg do extra[#extra + 1] = arg[i] end
-local mine = {} -- the ranks of this process: "a-b,c-d" or "a"
+local ours = {} -- the ranks of this process: "a-b,c-d" or "a"
 for a, b in ranges:gmatch("(%d+)%-?(%d*)") do
-  for r = tonumber(a), tonumber(b ~= "" and b or a) do mine[#mine + 1] = r end
+  for r = tonumber(a), tonumber(b ~= "" and b or a) do ours[#ours + 1] = r end
 end
-local alone, first = #mine == 1, mine[1]
+local alone, first = #ours == 1, ours[1]
 if not alone then collectgarbage("generational") end -- many ranks' garbage: collected young
 math.randomseed(1000 + first)
 world.install(n, nrails, world.faults(n, rounds))
@@ -83,7 +83,7 @@ local chunk = assert(loadfile("examples/fabric_matrix.lua", "t", env))
 
 local function sink() return { write = function() end, close = function() end, flush = function() end } end
 
-for _, r in ipairs(mine) do
+for _, r in ipairs(ours) do
   local out = r == 0 and assert(io.open(outdir .. "/report.txt", "w")) or nil
   local err = r == 0 and assert(io.open(outdir .. "/stderr.txt", "w")) or nil
   local a = { [0] = "examples/fabric_matrix.lua", "--rank", tostring(r), "--size", tostring(n), "--root",

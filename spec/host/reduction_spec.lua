@@ -28,7 +28,8 @@ local BAD_DATA = { SCHED:partners(25, 8), 25, 1 } -- the receiver's check failed
 
 local function group(r)
   return { rank = r, size = N, hosts = HOSTS, alive = function() return true end,
-    name = function(_, x) return "rank " .. x .. " (" .. HOSTS[x + 1] .. ")" end, dead_ranks = function() return {} end }
+    name = function(_, x) return "rank " .. x .. " (" .. HOSTS[x + 1] .. ")" end,
+    dead_ranks = function() return {} end }
 end
 
 local function is(x, src, dst, ki) return x[1] == src and x[2] == dst and x[3] == ki end
@@ -69,7 +70,9 @@ local function unreduced(opts)
     local l = store:of_rail(ki)
     out.refs[ki] = diagnose.flag(l, opts)
     out.plans[ki] = diagnose.retest_plan(l, N, {})
-    for _, x in ipairs(l) do if x.flagged then out.flagged[#out.flagged + 1] = ki .. " " .. x.src .. ">" .. x.dst end end
+    for _, x in ipairs(l) do
+      if x.flagged then out.flagged[#out.flagged + 1] = ki .. " " .. x.src .. ">" .. x.dst end
+    end
   end
   table.sort(out.flagged)
   return out, #store.list
@@ -122,7 +125,9 @@ local function reduced(opts, l)
     local list = store:of_rail(ki)
     diagnose.flag(list, opts, refs[ki])
     out.plans[ki] = diagnose.retest_plan(list, N, {}, counts[ki] or {})
-    for _, x in ipairs(list) do if x.flagged then out.flagged[#out.flagged + 1] = ki .. " " .. x.src .. ">" .. x.dst end end
+    for _, x in ipairs(list) do
+      if x.flagged then out.flagged[#out.flagged + 1] = ki .. " " .. x.src .. ">" .. x.dst end
+    end
   end
   table.sort(out.flagged)
   return out, #store.list
@@ -159,7 +164,9 @@ describe("the first pass reduced on the way up (ledger, pass_summary, reduction)
     local a, all = unreduced(opts)
     local b, got = reduced(opts, l)
     for ki = 1, NRAILS do
-      for _, key in ipairs({ "lat_us", "write_mbs", "send_mbs" }) do assert.equal(a.refs[ki][key], b.refs[ki][key]) end
+      for _, key in ipairs({ "lat_us", "write_mbs", "send_mbs" }) do
+        assert.equal(a.refs[ki][key], b.refs[ki][key])
+      end
       assert.same(a.refs[ki].rates.values, b.refs[ki].rates.values)
       same_plan(a.plans[ki], b.plans[ki])
     end

@@ -228,7 +228,9 @@ function tree.reduce_ups(all, n, reduce)
 end
 
 -- The bundle of a relay's group: its own and its members' messages by
--- destination group, and their ups (reduced into one, with reduce).
+-- destination group, and their ups (reduced into one, with reduce), for
+-- rank 0; the messages for linked relays sent them (the mesh); and the
+-- messages within its group, returned.
 local function bundle(self, own, values, reduce)
   local t = self.tree
   local parts, srcs = {}, {}
@@ -257,8 +259,8 @@ local function bundle(self, own, values, reduce)
       mine[#mine + 1] = d
     end
   end
-  local own = mesh.send_parts(self, parts) -- to the linked relays, and its own group's
-  return wire.bundle_encode(self.seq, mine, srcs, parts), own
+  local kept = mesh.send_parts(self, parts) -- to the linked relays; its own group's kept
+  return wire.bundle_encode(self.seq, mine, srcs, parts), kept
 end
 
 -- A relay: its members' frames, one bundle to rank 0, rank 0's answer split among them.
