@@ -65,6 +65,7 @@ assert(nblocks >= 2, "the per-round figures need two blocks or more")
 local steady = (nblocks - 1) * block
 
 local function per_round(snaps, key)
+  if not snaps[3][key] then return 0 / 0 end -- (a run before that figure was kept)
   return (snaps[nblocks + 2][key] - snaps[3][key]) / steady
 end
 local function bytes(snaps) return per_round(snaps, "bin") + per_round(snaps, "bout") end
@@ -88,14 +89,18 @@ for _, s in ipairs(r0.snaps) do heap = math.max(heap, s.heap or 0) end
 
 if os.getenv("FABRIC_SIM_JSON") then -- the figures themselves (spec/host/fabric_sim_spec.lua)
   print(dkjson.encode({ rank0_cpu = per_round(r0.snaps, "cpu"), relay_cpu = per_round(relay.snaps, "cpu"),
+    rank0_route_cpu = per_round(r0.snaps, "rcpu"), relay_route_cpu = per_round(relay.snaps, "rcpu"),
     rank0_bytes = bytes(r0.snaps), relay_bytes = bytes(relay.snaps), found = found, expected = nwant,
     invented = invented }))
   os.exit(0)
 end
 
 local function kb(b) return b >= 1e6 and string.format("%.1f MB", b / 1e6) or string.format("%.0f kB", b / 1e3) end
-print(string.format("| %d x %d | %d (blocks of %d), %d processes | %.2f ms | %.2f ms | %s | %s | %.0f ms, %s in, "
+local function ms(snaps)
+  return string.format("%.2f ms (%.2f in the exchanges)", 1000 * per_round(snaps, "cpu"), 1000 * per_round(snaps, "rcpu"))
+end
+print(string.format("| %d x %d | %d (blocks of %d), %d processes | %s | %s | %s | %s | %.0f ms, %s in, "
   .. "%s out | %.0f MB heap, %.0f MB resident | %d of %d | %s | %.0f s |", n, nrails, rounds, block, workers + 1,
-  1000 * per_round(r0.snaps, "cpu"), 1000 * per_round(relay.snaps, "cpu"), kb(bytes(r0.snaps)),
+  ms(r0.snaps), ms(relay.snaps), kb(bytes(r0.snaps)),
   kb(bytes(relay.snaps)), 1000 * once(r0.snaps, "cpu"), kb(once(r0.snaps, "bin")), kb(once(r0.snaps, "bout")),
   heap / 1024, r0.rss_kb / 1024, found, nwant, #invented == 0 and "none" or table.concat(invented, "; "), wall))

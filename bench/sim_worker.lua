@@ -50,8 +50,11 @@ end
 
 -- each route a watched rank calls: what it spent so far
 -- (a rank alone in its process: the process's CPU, the loop's waits included; else the task's own)
+local function cpu_now() return alone and loop.real_clock() or os.clock() end
+-- rcpu: the CPU spent inside the routes so far (the exchanges: the control plane, without its own pairs' work)
 local function snap(task)
-  task.snaps[#task.snaps + 1] = { t = require("socket").gettime(), cpu = alone and loop.real_clock() or os.clock(),
+  task.rcpu = (task.rcpu or 0) + cpu_now() - task.entered
+  task.snaps[#task.snaps + 1] = { t = require("socket").gettime(), cpu = cpu_now(), rcpu = task.rcpu,
     bin = task.bytes_in, bout = task.bytes_out, heap = first == 0 and collectgarbage("count") or nil }
 end
 local init = fabric.init
@@ -62,6 +65,8 @@ fabric.init = function(o)
     if not mt.sim_route then
       mt.sim_route = mt.route
       mt.route = function(self, ...)
+        local t0 = loop.current
+        if t0 and t0.snaps then t0.entered = cpu_now() end
         local a, b = mt.sim_route(self, ...)
         local t = loop.current
         if t and t.snaps then snap(t) end
