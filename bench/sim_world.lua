@@ -93,7 +93,7 @@ function T:run(ends)
   local o = self.o
   for _, e in ipairs(ends) do
     if e.kind == "out" then e.res = out_figures(e, self.faults, self.me)
-    else e.res = { data_ok = true, verified = o.lat_size + o.bw_size + self.bw_iters * o.bw_size } end
+    else e.res = { data_ok = true, verified = o.lat_size + o.bw_size + self.ring_n * o.bw_size } end
     count(e.rail, e, self.faults, self.me)
   end
 end
@@ -105,7 +105,7 @@ function world.install(n, nrails, faults)
     parse_info = real_traffic.parse_info, close_end = function() end,
   }
   function traffic.new(cfg)
-    return setmetatable({ o = cfg.o, me = cfg.me, faults = faults, bw_iters = real_traffic.sizes(cfg.o).bw_iters }, T)
+    return setmetatable({ o = cfg.o, me = cfg.me, faults = faults, ring_n = real_traffic.sizes(cfg.o).ring_n }, T)
   end
   function traffic.info(rail, e) -- as long as a real one: an InfiniBand GID, an address, a key
     return string.format("%d %d %d %d %s %.0f %d", 0x1000 + e.me * 7 % 0xffffff, e.psn, rail.lid, 4096,
