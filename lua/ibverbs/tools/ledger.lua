@@ -131,14 +131,17 @@ end
 -- fails against refs (rail -> diagnose.reference's) with opts, its own
 -- flaps and its own counter lines that fail their port ('!'), and per rail
 -- "W rank rail n" (the partners it measured a pair with on that rail) when
--- one of its pairs failed or it measured none.  full: every line of its own instead (every pair
--- then reaches rank 0: the report's matrices).
+-- one of its pairs failed or it measured none.  full: every line of its own instead, and those of
+-- a dead partner about it (every pair then reaches rank 0: the report's
+-- matrices).
 function L:failing(refs, opts, full)
   local out, partners, flagged = {}, {}, false
   self:each_round(function(k, store)
     local own = self.held[k] and self.held[k][self.me]
-    if full then
-      if own then out[#out + 1] = "=" .. self.me .. "\n" .. own end
+    if full then -- its own lines, and a dead partner's about it (the pairs it owns now)
+      for rank, text in pairs(self.held[k] or {}) do
+        if rank == self.me or not self.f:alive(rank) then out[#out + 1] = "=" .. rank .. "\n" .. text end
+      end
       return
     end
     local mine = pick(own, function(line) return line:find("^F ") or line:find("^C %d+ [^|]*|[^|]*!") end)
