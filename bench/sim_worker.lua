@@ -21,7 +21,9 @@ for a, b in ranges:gmatch("(%d+)%-?(%d*)") do
   for r = tonumber(a), tonumber(b ~= "" and b or a) do ours[#ours + 1] = r end
 end
 local alone, first = #ours == 1, ours[1]
-if not alone then collectgarbage("generational") end -- many ranks' garbage: collected young
+-- many ranks: collect as garbage comes, the heap near what lives (each rank receives its own copy of
+-- the O(N) frames every rank gets)
+if not alone then collectgarbage("incremental", 100, 400) end
 math.randomseed(1000 + first)
 world.install(n, nrails, world.faults(n, rounds))
 
