@@ -423,8 +423,10 @@ end
 -- then says who could not (tolerant groups: they send to rank 0 instead).
 local function tree_setup(self, deadline)
   local missing = tree.connect(self, deadline)
+  local l -- every rank's list joined once, the same answer for all (one encoding: O(N), not O(N^2))
   local orphans, err = collective(self, "tree", missing, self.init_timeout, function(values)
-    local l = {}
+    if l then return l end
+    l = {}
     for r = 1, self.size do
       for _, x in ipairs(type(values[r]) == "table" and values[r] or NOTHING) do l[#l + 1] = x end
     end
