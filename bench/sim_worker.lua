@@ -54,10 +54,21 @@ end
 -- (a rank alone in its process: the process's CPU, the loop's waits included; else the task's own)
 local function cpu_now() return alone and loop.real_clock() or os.clock() end
 -- rcpu: the CPU spent inside the routes so far (the exchanges: the control plane, without its own pairs' work)
+-- (and alone: the process's kernel time so far, /proc/self/stat's stime, in seconds; loopback TCP's
+-- work for both ends of a socket falls on the sender)
+local function kernel()
+  if not alone then return nil end
+  local f = io.open("/proc/self/stat")
+  local st = f and f:read("a") or ""
+  if f then f:close() end
+  local fields = {}
+  for x in st:gsub("^.*%) ", ""):gmatch("%S+") do fields[#fields + 1] = x end
+  return tonumber(fields[13]) and tonumber(fields[13]) / 100 or nil
+end
 local function snap(task)
   task.rcpu = (task.rcpu or 0) + cpu_now() - task.entered
   task.snaps[#task.snaps + 1] = { t = require("socket").gettime(), cpu = cpu_now(), rcpu = task.rcpu,
-    bin = task.bytes_in, bout = task.bytes_out, heap = first == 0 and collectgarbage("count") or nil }
+    sys = kernel(), bin = task.bytes_in, bout = task.bytes_out, heap = first == 0 and collectgarbage("count") or nil }
 end
 local init = fabric.init
 fabric.init = function(o)
