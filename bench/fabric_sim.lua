@@ -97,9 +97,8 @@ end
 
 local function kb(b) return b >= 1e6 and string.format("%.1f MB", b / 1e6) or string.format("%.0f kB", b / 1e3) end
 local function ms(snaps)
-  local sys = per_round(snaps, "sys")
-  return string.format("%.2f ms (%.2f in the exchanges%s)", 1000 * per_round(snaps, "cpu"),
-    1000 * per_round(snaps, "rcpu"), sys == sys and string.format("; %.2f in the kernel", 1000 * sys) or "")
+  return string.format("%.2f ms (%.2f in the exchanges)", 1000 * per_round(snaps, "cpu"),
+    1000 * per_round(snaps, "rcpu"))
 end
 print(string.format("| %d x %d | %d (blocks of %d), %d processes | %s | %s | %s | %s | %.0f ms, %s in, "
   .. "%s out | %.0f MB heap, %.0f MB resident | %d of %d | %s | %.0f s |", n, nrails, rounds, block, workers + 1,

@@ -163,12 +163,16 @@ local function watcher(fd)
   return w
 end
 
-local function forget(fd)
+-- A socket closed: its poll handle closed first, the descriptor only once libuv is done with it (a
+-- descriptor closed under a closing handle is reused by the next socket, and the handle's close then
+-- takes the new socket out of epoll: its wake-ups lost).
+local function close_socket(s, fd)
   local w = watch[fd]
-  if not w then return end
+  if not w then return s:close() end
   watch[fd] = nil
   w.poll:stop()
-  w.poll:close()
+  w.poll:close(function() s:close() end)
+  return 1
 end
 
 -- The current task waits until one of fds is ready for mode ("r" or "w"), or deadline: the fd, or "timeout".
@@ -253,8 +257,9 @@ function Sock:accept()
 end
 
 function Sock:close()
-  forget(self.fd)
-  return self.s:close()
+  if self.closed then return 1 end
+  self.closed = true
+  return close_socket(self.s, self.fd)
 end
 
 local shim = setmetatable({ _SIM = true }, { __index = real })
@@ -271,11 +276,10 @@ function shim.connect(host, port)
   local ok, err = t:connect(host, port)
   if not ok and err == "timeout" then
     if wait_fds({ t:getfd() }, "w", real.gettime() + 30) ~= "timeout" then ok, err = t:connect(host, port) end
-    forget(t:getfd())
     if err == "already connected" then ok = 1 end
   end
-  if not ok then t:close(); return nil, err end
-  return wrap(t)
+  if not ok then close_socket(t, t:getfd()); return nil, err end
+  return wrap(t) -- (its descriptor's watcher, if the wait made one, goes on serving it)
 end
 
 function shim.sleep(s) suspend(real.gettime() + s) end

@@ -21,9 +21,9 @@ for a, b in ranges:gmatch("(%d+)%-?(%d*)") do
   for r = tonumber(a), tonumber(b ~= "" and b or a) do ours[#ours + 1] = r end
 end
 local alone, first = #ours == 1, ours[1]
--- many ranks: collect as garbage comes, the heap near what lives (each rank receives its own copy of
--- the O(N) frames every rank gets)
-if not alone then collectgarbage("incremental", 100, 400) end
+-- many ranks: a cycle when the heap is half again what lived (not twice: each rank receives its own
+-- copy of the O(N) frames every rank gets; a pause of 100 collects without end)
+if not alone then collectgarbage("incremental", 150, 200) end
 math.randomseed(1000 + first)
 world.install(n, nrails, world.faults(n, rounds))
 
