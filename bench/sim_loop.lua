@@ -44,7 +44,7 @@ function loop.spawn(fn, attrs)
   local task = { cpu = 0, bytes_in = 0, bytes_out = 0, wait_id = 0 }
   for k, v in pairs(attrs or {}) do task[k] = v end
   task.co = coroutine.create(function() return fn(task) end)
-  if loop.profile then debug.sethook(task.co, loop.profile, "", 10000) end
+  if loop.profile then debug.sethook(task.co, loop.profile, "", tonumber(os.getenv("SIM_PROFILE")) or 10000) end
   task.timer = uv.new_timer()
   loop.tasks[#loop.tasks + 1] = task
   loop.alive = loop.alive + 1

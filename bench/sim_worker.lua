@@ -71,9 +71,12 @@ local function snap(task)
     sys = kernel(), bin = task.bytes_in, bout = task.bytes_out, heap = first == 0 and collectgarbage("count") or nil }
 end
 local init = fabric.init
+local hosts -- one host list per process, the same every rank's (each real rank holds its own: O(N))
 fabric.init = function(o)
   local f, err = init(o)
   if f then
+    hosts = hosts or f.hosts
+    f.hosts = hosts
     local mt = getmetatable(f)
     if not mt.sim_route then
       mt.sim_route = mt.route

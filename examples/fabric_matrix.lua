@@ -314,8 +314,10 @@ local all_local = must(f:gather(mine, 0))
 local plan, pairs_sched
 if ME == 0 then plan, pairs_sched = make_plan(all_local) end
 plan = must(f:bcast(plan))
-plan.names = {} -- rank + 1 -> its rail names
-for r = 1, N do plan.names[r] = plan.rail_lists and plan.rail_lists[plan.rails_of[r]] end
+-- rank + 1 -> its rail names, looked up (a table of N would be O(N) more on every rank)
+plan.names = setmetatable({}, { __index = function(_, r)
+  return plan.rail_lists and plan.rails_of and plan.rail_lists[plan.rails_of[r]]
+end })
 if plan.err then
   if ME == 0 then say("fabric_matrix: %s", plan.err) end
   f:close()

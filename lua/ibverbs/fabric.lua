@@ -247,7 +247,7 @@ function fabric_group:route(msgs, up, timeout, reduce)
     return inbox[r] or NOTHING
   end, raw and RAW or nil)
   if res == nil then return nil, err end
-  if reduce and self.rank == 0 then return res, tree.reduce_ups(all or { up }, self.size, reduce) end
+  if reduce and self.rank == 0 then return res, reduce(tree.reduce_ups(all or { up })) end
   return res, all
 end
 

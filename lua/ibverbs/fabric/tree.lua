@@ -217,14 +217,15 @@ end
 
 -- ---------------------------------------------------------------- a relay's route
 
---- The ups of a route reduced (reduce of the string ups of all, a list
--- indexed rank + 1 of n ranks, in rank order); "" when none.
-function tree.reduce_ups(all, n, reduce)
-  local l = {}
-  for r = 1, n do
-    if type(all[r]) == "string" then l[#l + 1] = all[r] end
-  end
-  return reduce(l)
+--- The string ups of all (a table indexed rank + 1) as a list in rank
+-- order, for a reduce: those present, not every rank's slot (rank 0 has a
+-- few: its group's and one a relay).
+function tree.reduce_ups(all)
+  local ks, l = {}, {}
+  for r, v in pairs(all) do if type(v) == "string" then ks[#ks + 1] = r end end
+  table.sort(ks)
+  for i, r in ipairs(ks) do l[i] = all[r] end
+  return l
 end
 
 -- The bundle of a relay's group: its own and its members' messages by
@@ -366,10 +367,9 @@ local function sort_out(self, own, values)
     out[g] = out[g] or {}
     out[g][#out[g] + 1] = s
   end
-  for g = 1, t.ngroups - 1 do
-    for _, r in ipairs(type(values[g * t.k + 1]) == "table" and values[g * t.k + 1].srcs or NOTHING) do
-      bundled[r] = true
-    end
+  for g = 1, next(t.adopted) and t.ngroups - 1 or 0 do -- (only an adopted rank may come both ways)
+    local v = values[g * t.k + 1]
+    for _, r in ipairs(type(v) == "table" and v.srcs_text and wire.bundle_srcs(v) or NOTHING) do bundled[r] = true end
   end
   local direct = { 0 } -- its group's members and the adopted ranks (some since this call began)
   for _, r in ipairs(t.members) do direct[#direct + 1] = r end
@@ -466,7 +466,7 @@ local function root_route(self, own, deadline, reduce)
   self.tree.last = out
   local inbox = root_send(self, out, direct, err)
   if err then return broken(self, err) end
-  if reduce then all = tree.reduce_ups(all, self.size, reduce) end
+  if reduce then all = reduce(tree.reduce_ups(all)) end
   return wire.untag_list(inbox[0] or {}), all
 end
 

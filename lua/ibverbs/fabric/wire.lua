@@ -140,13 +140,23 @@ local function bundle_decode(body)
   if seq then p, dead = dead_at(body, q) end
   local slen, r = body:match("^(%d+) ()", p or 1)
   if not (p and slen) then return nil, "malformed bundle" end
-  local v = { parts = {}, srcs = {}, dead = dead }
-  for rank in body:sub(r, r + tonumber(slen) - 1):gmatch("%d+") do v.srcs[#v.srcs + 1] = tonumber(rank) end
+  local v = { parts = {}, srcs_text = body:sub(r, r + tonumber(slen) - 1), dead = dead }
   p = r + tonumber(slen)
   if not wire.records(body, p, 1, function(part, g) v.parts[g] = part end) then
     return nil, "malformed bundle"
   end
   return { op = "route", seq = tonumber(seq), v = v }
+end
+
+--- The ranks whose frames a decoded bundle (its v) carries, read when asked
+-- (rank 0 asks only when it serves adopted ranks: a list of every rank a
+-- route, O(N), otherwise unread).
+function wire.bundle_srcs(v)
+  if not v.srcs then
+    v.srcs = {}
+    for rank in (v.srcs_text or ""):gmatch("%d+") do v.srcs[#v.srcs + 1] = tonumber(rank) end
+  end
+  return v.srcs
 end
 
 --- Rank 0's answer to a relay: the dead ranks, the relays it asks to
