@@ -62,7 +62,7 @@ all: $(MODULE) $(HOST)
 CONFIG_H = $(BUILD)/gen/ibvl_config.h
 $(CONFIG_H): tools/configure
 	@mkdir -p $(dir $@)
-	CC="$(CC)" IBVL_RDMA_CORE="$(RDMA_CORE_VERSION)" tools/configure $@ $(RDMA_CFLAGS) $(PKG_CFLAGS)
+	CC="$(CC)" IBVL_PC_VERSION="$(RDMA_CORE_VERSION)" tools/configure $@ $(RDMA_CFLAGS) $(PKG_CFLAGS)
 
 # The module's own calls bind inside it (no interposition: no PLT on the
 # kernels' hot paths, and a function of one file may be inlined there); the
@@ -86,19 +86,34 @@ LIBLUA_A = $(eval LIBLUA_A := $$(shell pkg-config --variable=libdir $(PKG_LUA))/
 RDMA_CORE_VERSION = $(eval RDMA_CORE_VERSION := $$(shell pkg-config --modversion libibverbs))$(RDMA_CORE_VERSION)
 LUA_SRCS = $(sort $(shell find lua -name '*.lua'))
 
-# and the pure-Lua libraries the examples use (argparse, dkjson: MIT), when the
-# build machine has them, so examples/ runs on a node with no Lua at all
+# and the pure-Lua libraries the tools use (argparse, dkjson: MIT), when the
+# build machine has them: on this Lua's path, else in any /usr/share/lua/5.x
+# (Debian 11 installs both under 5.1 to 5.3 only), so the tools run on a node
+# with no Lua at all
 LUA_DEPS = $(eval LUA_DEPS := $$(shell $(LUA) -e 'for _, m in ipairs{"argparse", "dkjson"} do \
-	local p = package.searchpath(m, package.path) if p then io.write(m, "=", p, " ") end end'))$(LUA_DEPS)
-$(BUILD)/gen/lua_modules.c: tools/embed-lua.lua $(LUA_SRCS)
+	local p = package.searchpath(m, package.path .. ";/usr/share/lua/5.4/?.lua;/usr/share/lua/5.3/?.lua;" .. \
+	"/usr/share/lua/5.2/?.lua;/usr/share/lua/5.1/?.lua") if p then io.write(m, "=", p, " ") end end'))$(LUA_DEPS)
+
+# SOCKET_SRC=<luasocket's src/> (make portable): luasocket's C core and
+# socket.lua built in as socket.core and socket, for nodes with no luasocket
+# this Lua can load; unset, `require "socket"` finds the system's luasocket
+SOCKET_SRC ?=
+SOCKET_C = luasocket timeout buffer io auxiliar compat options inet usocket except select tcp udp
+SOCKET_OBJS = $(if $(SOCKET_SRC),$(SOCKET_C:%=$(BUILD)/obj/luasocket/%.o))
+SOCKET_MODS = $(if $(SOCKET_SRC),socket=$(SOCKET_SRC)/socket.lua socket.core=@luaopen_socket_core)
+$(BUILD)/obj/luasocket/%.o: $(SOCKET_SRC)/%.c
 	@mkdir -p $(dir $@)
-	$(LUA) tools/embed-lua.lua $@ $(LUA_SRCS) $(LUA_DEPS)
+	$(CC) $(WARN) $(CFLAGS) -fPIC $(PKG_CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/lua_modules.c: tools/embed-lua.lua $(LUA_SRCS) $(if $(SOCKET_SRC),$(SOCKET_SRC)/socket.lua)
+	@mkdir -p $(dir $@)
+	$(LUA) tools/embed-lua.lua $@ $(LUA_SRCS) $(LUA_DEPS) $(SOCKET_MODS)
 
 $(BUILD)/obj/lua_modules.o: $(BUILD)/gen/lua_modules.c csrc/ibverbs.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -c $< -o $@
 
-$(ARCHIVE): $(OBJS) $(BUILD)/obj/lua_modules.o
+$(ARCHIVE): $(OBJS) $(BUILD)/obj/lua_modules.o $(SOCKET_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
@@ -179,9 +194,11 @@ deps:
 	else echo "all Debian packages present"; fi
 	tools/rxe-vm --prepare
 	tools/bullseye --prepare
+	tools/bullseye --prepare-bare
 
-# the portable hosts: built in the Debian 11 tree (make deps makes it), then
-# their symbol versions checked against the floors
+# the portable hosts: built in the Debian 11 tree (make deps makes it) with
+# argparse, dkjson and luasocket (its source, which make deps fetches) built
+# in, then their symbol versions checked against the floors
 portable:
 	tools/bullseye build
 	tools/check-floors --glibc 2.28 build/portable/ibvlua build/portable/ibvluajit

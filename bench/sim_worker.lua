@@ -1,9 +1,10 @@
 --- bench/sim_worker.lua: one process of the simulation (bench/fabric_sim.lua):
--- some ranks of an n-rank fabric, each a coroutine running
--- examples/fabric_matrix.lua itself (bench/sim_loop.lua: its sockets real,
+-- some ranks of an n-rank fabric, each a coroutine running fabric_matrix
+-- itself (ibverbs.tools.fabric_matrix; bench/sim_loop.lua: its sockets real,
 -- on loopback; bench/sim_world.lua: its measurement drawn, with planted faults).
 --   lua5.4 bench/sim_worker.lua <n> <ranks: a-b,c-d> <port> <rails> <rounds> <outdir> [fabric_matrix options...]
--- Rank 0 writes its report (<outdir>/report.txt, report.json); rank 0, the
+-- Rank 0 writes its report (<outdir>/report.txt, report.json; its progress on
+-- the process's stderr); rank 0, the
 -- first relay and one of its members write what they spent, exchange by
 -- exchange (<outdir>/rank<r>.json: per route their CPU, bytes in and out,
 -- and rank 0's heap and resident memory).
@@ -93,36 +94,29 @@ fabric.init = function(o)
   return f, err
 end
 
--- fabric_matrix.lua, compiled once; its globals are each task's own (arg, print, os.exit, io.stderr)
-local env = setmetatable({}, { __index = function(_, key)
+-- the tool (ibverbs.tools.fabric_matrix, what examples/fabric_matrix.lua runs) in every task: its exit
+-- ends the task, not the process; its print is the task's (rank 0: its report); its stderr the process's
+local tool = require "ibverbs.tools.fabric_matrix"
+local exit = os.exit
+os.exit = function(code) error({ exit = code }, 0) end -- luacheck: ignore 122
+print = function(...) -- luacheck: ignore 121
   local t = loop.current
-  local mine = t and t.g[key]
-  if mine ~= nil then return mine end
-  return _G[key]
-end })
-local chunk = assert(loadfile("examples/fabric_matrix.lua", "t", env))
-
-local function sink() return { write = function() end, close = function() end, flush = function() end } end
+  if t and t.print then t.print(...) end
+end
 
 for _, r in ipairs(ours) do
   local out = r == 0 and assert(io.open(outdir .. "/report.txt", "w")) or nil
-  local err = r == 0 and assert(io.open(outdir .. "/stderr.txt", "w")) or nil
   local a = { [0] = "examples/fabric_matrix.lua", "--rank", tostring(r), "--size", tostring(n), "--root",
     "127.0.0.1:" .. port, "--max-rounds", tostring(rounds), "-t", "3000", "--reference", "p75" }
   if r == 0 then a[#a + 1] = "--json"; a[#a + 1] = outdir .. "/report.json" end
   for _, x in ipairs(extra) do a[#a + 1] = x end
-  local g = {
-    arg = a,
-    print = function(...) if out then out:write(table.concat({ ... }, "\t"), "\n") end end,
-    os = setmetatable({ exit = function(code) error({ exit = code }, 0) end }, { __index = os }),
-    io = setmetatable({ stderr = err or sink() }, { __index = io }),
-  }
   loop.spawn(function(task)
-    local ok, e = pcall(chunk)
-    task.status = ok and 0 or (type(e) == "table" and e.exit) or e
+    local ok, e = pcall(tool.main, a)
+    task.status = ok and (tonumber(e) or 0) or (type(e) == "table" and e.exit) or e
     if type(task.status) ~= "number" then io.stderr:write("sim: rank ", r, ": ", tostring(task.status), "\n") end
-    if out then out:close(); err:close() end
-  end, { rank = r, g = g, snaps = WATCH[r] and {} or nil, env = { SLURMD_NODENAME = "node" .. (r + 1) },
+    if out then out:close() end
+  end, { rank = r, snaps = WATCH[r] and {} or nil, env = { SLURMD_NODENAME = "node" .. (r + 1) },
+    print = out and function(...) out:write(table.concat({ ... }, "\t"), "\n") end,
     on_exit = function(task)
       if task.snaps then
         local f = assert(io.open(outdir .. "/rank" .. r .. ".json", "w"))
@@ -135,4 +129,4 @@ end
 loop.run()
 local bad = 0
 for _, t in ipairs(loop.tasks) do if t.status ~= 0 and t.status ~= 1 then bad = bad + 1 end end
-os.exit(bad == 0 and 0 or 3)
+exit(bad == 0 and 0 or 3)

@@ -5,17 +5,21 @@
  *   ctx:query_device().max_qp, ctx:query_device_ex().device_cap_flags_ex
  *   local p = ctx:query_port(1); print(p.state, p.active_mtu)   -- "active" 1024
  *   ctx:query_gid(1, 1), ctx:query_gid_ex(1, 1).gid_type, ctx:query_gid_table()
+ *       -- without rdma-core 32's verbs both read the GID types from sysfs
  *   ctx:query_pkey(1, 0)
  *   local ev = ctx:get_async_event(1.0)  -- {type="port_active", port_num=1} or nil on timeout
- *   ctx:async_fd(), ctx:name()
+ *   ctx:async_fd(), ctx:name(), ctx:provider()   -- "rxe", ".../librxe-rdmav34.so"
  *   ctx:cmd_fd(), ctx:num_comp_vectors(), ctx:get_pkey_index(1, 0xffff)
  *   ctx:query_rt_values_ex().raw_clock, ctx:resolve_eth_l2_from_gid(ah_attr)  -- mac, vid
  */
+#include <dlfcn.h>
 #include <endian.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ibvl.h"
 
@@ -156,47 +160,182 @@ static const struct ibvl_field gid_entry_fields[] = {
 
 #endif
 
+/* ---- GID entries without the verbs of rdma-core 32 ----------------------------
+ * Where _ibv_query_gid_ex and _ibv_query_gid_table are absent (rdma-core 28 to
+ * 31, IBVL_RDMA_CORE below 32, headers without them), as rdma-core's own
+ * fallback (query_gid_table_fb in libibverbs/cmd_device.c) and its tools
+ * before 32 read them: the GID with ibv_query_gid, its type from
+ * <ibdev_path>/ports/<port>/gid_attrs/types/<index> ("IB/RoCE v1": "ib" on an
+ * InfiniBand port, "roce_v1" on Ethernet; "RoCE v2"), its netdev from
+ * .../gid_attrs/ndevs/<index> (its ifindex in this network namespace; 0 when
+ * there is none or it is not here).  The same tables as the verbs give. */
+struct gid_row {
+	union ibv_gid gid;
+	uint32_t index, ifindex;
+	uint8_t port;
+	const char *type;
+};
+
+/* The text of <ibdev_path>/ports/<port>/gid_attrs/<dir>/<index>, its newline
+ * dropped; -1 with errno when it cannot be read. */
+static int read_gid_attr(struct ibv_context *ctx, const char *dir, int port, uint32_t index,
+                         char *buf, size_t size)
+{
+	char path[IBV_SYSFS_PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/ports/%d/gid_attrs/%s/%u", ctx->device->ibdev_path, port,
+	         dir, (unsigned)index);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	int err = errno;
+	close(fd);
+	if (n < 0) {
+		errno = err;
+		return -1;
+	}
+	while (n > 0 && buf[n - 1] == '\n')
+		n--;
+	buf[n] = '\0';
+	return (int)n;
+}
+
+/* One entry: 0, ENODATA for an empty one (a zero GID), or an errno value. */
+static int gid_row_sysfs(struct ibv_context *ctx, int port, uint32_t index, int link_layer,
+                         struct gid_row *r)
+{
+	static const union ibv_gid zero;
+	char text[IBV_SYSFS_NAME_MAX];
+	errno = 0;
+	if (ibv_query_gid(ctx, (uint8_t)port, (int)index, &r->gid) != 0)
+		return errno ? errno : EINVAL;
+	if (memcmp(&r->gid, &zero, sizeof zero) == 0)
+		return ENODATA;
+	r->port = (uint8_t)port;
+	r->index = index;
+	r->type = link_layer == IBV_LINK_LAYER_ETHERNET ? "roce_v1" : "ib";
+	/* an InfiniBand port's types file cannot be read (EINVAL); a kernel
+	 * without gid_attrs (ENOENT) has v1 GIDs only */
+	if (read_gid_attr(ctx, "types", port, index, text, sizeof text) < 0) {
+		if (errno != EINVAL && errno != ENOENT)
+			return errno;
+	} else if (strcmp(text, "RoCE v2") == 0) {
+		r->type = "roce_v2";
+	} else if (strcmp(text, "IB/RoCE v1") != 0) {
+		return EPROTO; /* a type this code does not know */
+	}
+	r->ifindex = 0;
+	if (read_gid_attr(ctx, "ndevs", port, index, text, sizeof text) > 0)
+		r->ifindex = if_nametoindex(text);
+	return 0;
+}
+
+static void push_gid_row(lua_State *L, const struct gid_row *r)
+{
+	lua_createtable(L, 0, 5);
+	ibvl_push_gid(L, &r->gid);
+	lua_setfield(L, -2, "gid");
+	ibvl_set_int(L, "gid_index", r->index);
+	ibvl_set_int(L, "port_num", r->port);
+	ibvl_set_str(L, "gid_type", r->type);
+	ibvl_set_int(L, "ndev_ifindex", r->ifindex);
+}
+
+static int port_link_layer(struct ibv_context *ctx, int port, int *gid_tbl_len)
+{
+	struct ibv_port_attr pa;
+	int rc = ibv_query_port(ctx, (uint8_t)port, &pa);
+	if (rc != 0)
+		return -rc;
+	if (gid_tbl_len != NULL)
+		*gid_tbl_len = pa.gid_tbl_len;
+	return pa.link_layer;
+}
+
+/* The valid GIDs of every port into rows[0..max): their count, or -errno
+ * (EINVAL: more than max). */
+static ssize_t gid_table_sysfs(struct ibv_context *ctx, struct gid_row *rows, size_t max)
+{
+	struct ibv_device_attr da;
+	int rc = ibv_query_device(ctx, &da);
+	if (rc != 0)
+		return -rc;
+	size_t n = 0;
+	for (int port = 1; port <= da.phys_port_cnt; port++) {
+		int len = 0, ll = port_link_layer(ctx, port, &len);
+		if (ll < 0)
+			return ll;
+		for (int i = 0; i < len; i++) {
+			struct gid_row r;
+			rc = gid_row_sysfs(ctx, port, (uint32_t)i, ll, &r);
+			if (rc == ENODATA)
+				continue;
+			if (rc != 0)
+				return -rc;
+			if (n == max)
+				return -EINVAL;
+			rows[n++] = r;
+		}
+	}
+	return (ssize_t)n;
+}
+
 /* Both call the versioned verbs directly, as verbs.h's inline wrappers do
  * (the wrappers would name the symbols, which late.h redirects). */
 static int l_query_gid_ex(lua_State *L)
 {
-#if IBVL_HAVE_GID_EX
-	ibvl_late_need(L, IBVL_LATE__ibv_query_gid_ex, "ctx:query_gid_ex");
 	struct ibv_context *ctx = check_ctx(L);
 	uint32_t port = (uint32_t)ibvl_check_range(L, 2, 1, 255);
 	uint32_t index = (uint32_t)ibvl_check_range(L, 3, 0, INT32_MAX);
-	struct ibv_gid_entry e;
-	int rc = _ibv_query_gid_ex(ctx, port, index, &e, 0, sizeof e);
+#if IBVL_HAVE_GID_EX
+	if (ibvl_late_fn[IBVL_LATE__ibv_query_gid_ex] != NULL) {
+		struct ibv_gid_entry e;
+		int rc = _ibv_query_gid_ex(ctx, port, index, &e, 0, sizeof e);
+		if (rc != 0)
+			return ibvl_fail(L, "ibv_query_gid_ex", rc);
+		ibvl_push_fields(L, &e, gid_entry_fields);
+		return 1;
+	}
+#endif
+	struct gid_row r;
+	int ll = port_link_layer(ctx, (int)port, NULL);
+	int rc = ll < 0 ? -ll : gid_row_sysfs(ctx, (int)port, index, ll, &r);
 	if (rc != 0)
 		return ibvl_fail(L, "ibv_query_gid_ex", rc);
-	ibvl_push_fields(L, &e, gid_entry_fields);
+	push_gid_row(L, &r);
 	return 1;
-#else
-	return ibvl_absent(L, "ctx:query_gid_ex", IBVL_SINCE_GID_EX);
-#endif
 }
 
 /* ctx:query_gid_table([max_entries]): every valid GID of every port. */
 static int l_query_gid_table(lua_State *L)
 {
-#if IBVL_HAVE_GID_EX
-	ibvl_late_need(L, IBVL_LATE__ibv_query_gid_table, "ctx:query_gid_table");
 	check_ctx(L);
 	size_t max = (size_t)ibvl_opt_range(L, 2, 1024, 1, 1 << 20);
-	struct ibv_gid_entry *e = lua_newuserdatauv(L, max * sizeof *e, 0);
-	struct ibv_context *ctx = check_ctx(L); /* again: the buffer may have run a finalizer */
-	ssize_t n = _ibv_query_gid_table(ctx, e, max, 0, sizeof *e);
+#if IBVL_HAVE_GID_EX
+	if (ibvl_late_fn[IBVL_LATE__ibv_query_gid_table] != NULL) {
+		struct ibv_gid_entry *e = lua_newuserdatauv(L, max * sizeof *e, 0);
+		struct ibv_context *ctx = check_ctx(L); /* again: the buffer may have run a finalizer */
+		ssize_t n = _ibv_query_gid_table(ctx, e, max, 0, sizeof *e);
+		if (n < 0)
+			return ibvl_fail(L, "ibv_query_gid_table", (int)-n);
+		lua_createtable(L, (int)n, 0);
+		for (ssize_t i = 0; i < n; i++) {
+			ibvl_push_fields(L, &e[i], gid_entry_fields);
+			lua_rawseti(L, -2, (lua_Integer)i + 1);
+		}
+		return 1;
+	}
+#endif
+	struct gid_row *rows = lua_newuserdatauv(L, max * sizeof *rows, 0);
+	ssize_t n = gid_table_sysfs(check_ctx(L), rows, max);
 	if (n < 0)
 		return ibvl_fail(L, "ibv_query_gid_table", (int)-n);
 	lua_createtable(L, (int)n, 0);
 	for (ssize_t i = 0; i < n; i++) {
-		ibvl_push_fields(L, &e[i], gid_entry_fields);
+		push_gid_row(L, &rows[i]);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
 	return 1;
-#else
-	return ibvl_absent(L, "ctx:query_gid_table", IBVL_SINCE_GID_EX);
-#endif
 }
 
 static int l_query_pkey(lua_State *L)
@@ -280,6 +419,29 @@ static int l_name(lua_State *L)
 	return 1;
 }
 
+/* ctx:provider(): the user-space provider serving the device, by its short
+ * name ("rxe", "mlx5": its library's, less "lib" and "-rdmav<N>" or ".so")
+ * and the library file as libibverbs loaded it: where its poll_cq lives. */
+static int l_provider(lua_State *L)
+{
+	struct ibv_context *ctx = check_ctx(L);
+	Dl_info info;
+	if (ctx->ops.poll_cq == NULL || dladdr((void *)ctx->ops.poll_cq, &info) == 0 ||
+	    info.dli_fname == NULL)
+		return ibvl_fail(L, "dladdr", ENOENT);
+	const char *base = strrchr(info.dli_fname, '/');
+	base = base != NULL ? base + 1 : info.dli_fname;
+	if (strncmp(base, "lib", 3) == 0)
+		base += 3;
+	size_t n = strcspn(base, ".");
+	const char *abi = strstr(base, "-rdmav");
+	if (abi != NULL && (size_t)(abi - base) < n)
+		n = (size_t)(abi - base);
+	lua_pushlstring(L, base, n);
+	lua_pushstring(L, info.dli_fname);
+	return 2;
+}
+
 /* ---- more of the context: fds, completion vectors, P_Keys, clocks, L2 ---- */
 static int l_cmd_fd(lua_State *L)
 {
@@ -356,7 +518,8 @@ void ibvl_open_context(lua_State *L)
 		{"query_port", l_query_port}, {"query_gid", l_query_gid},
 		{"query_gid_ex", l_query_gid_ex}, {"query_gid_table", l_query_gid_table},
 		{"query_pkey", l_query_pkey}, {"get_async_event", l_get_async_event},
-		{"async_fd", l_async_fd}, {"name", l_name}, {"cmd_fd", l_cmd_fd},
+		{"async_fd", l_async_fd}, {"name", l_name}, {"provider", l_provider},
+		{"cmd_fd", l_cmd_fd},
 		{"num_comp_vectors", l_num_comp_vectors}, {"get_pkey_index", l_get_pkey_index},
 		{"query_rt_values_ex", l_query_rt_values_ex},
 		{"resolve_eth_l2_from_gid", l_resolve_eth_l2_from_gid}, {NULL, NULL},

@@ -73,13 +73,16 @@ static void stay_loaded(void)
 int luaopen_ibverbs_core(lua_State *L)
 {
 	stay_loaded();
-	ibvl_late_open();
+	const char *bad_aid = ibvl_late_open();
+	if (bad_aid != NULL)
+		return luaL_error(L, "%s", bad_aid);
 	lua_newtable(L);
-	lua_createtable(L, 0, 2); /* core.rdma_core: the build's headers, the node's library */
+	lua_createtable(L, 0, 10); /* core.rdma_core: the build's headers, the node's library */
 	lua_pushstring(L, IBVL_RDMA_CORE_BUILT);
 	lua_setfield(L, -2, "built");
 	ibvl_late_push_missing(L);
 	lua_setfield(L, -2, "missing");
+	ibvl_late_set_found(L);
 	lua_setfield(L, -2, "rdma_core");
 	open_constants(L);
 	ibvl_open_errno(L);

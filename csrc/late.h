@@ -1,7 +1,7 @@
 /*
  * late.h: the verbs newer than rdma-core 28, found when the module opens.
  *
- *   ibvl_late_open();                                  -- once, in luaopen
+ *   const char *bad = ibvl_late_open();                -- once, in luaopen (NULL: fine)
  *   #if IBVL_HAVE_QP_DATA_IN_ORDER                     -- the headers had it
  *   ibvl_late_need(L, IBVL_LATE_ibv_query_qp_data_in_order, "qp:query_data_in_order");
  *   r = ibv_query_qp_data_in_order(qp, op, flags);     -- through the pointer found
@@ -15,6 +15,8 @@
  * with dlvsym by name and version instead, and every call below is redirected
  * through that pointer by a macro of the verb's own name.  What the headers
  * provide comes from the generated ibvl_config.h (tools/configure).
+ * IBVL_RDMA_CORE=28 in the environment (a test aid, read once) makes every
+ * verb newer than that release absent, as on a node that has it.
  * The bottom layer with err.h: it depends on nothing else of the module.
  */
 #ifndef IBVL_LATE_H
@@ -53,7 +55,8 @@ enum ibvl_late_id { IBVL_LATE_VERBS(IBVL_LATE_ID) IBVL_LATE_COUNT };
 
 extern void *ibvl_late_fn[IBVL_LATE_COUNT];
 
-void ibvl_late_open(void);
+/* NULL, or what is wrong with IBVL_RDMA_CORE (luaopen raises it). */
+const char *ibvl_late_open(void);
 /* Raises "what: needs rdma-core N or later (verb@VERSION); this node's
  * library does not have it" unless the verb was found. */
 void ibvl_late_need(lua_State *L, enum ibvl_late_id id, const char *what);
@@ -62,6 +65,10 @@ void ibvl_late_need(lua_State *L, enum ibvl_late_id id, const char *what);
 int ibvl_absent(lua_State *L, const char *what, int since);
 /* The names of the late verbs this node lacks, as a list; pushed. */
 void ibvl_late_push_missing(lua_State *L);
+/* Sets what the node's libraries say into the table on top: aid, since (each
+ * late verb's release), libibverbs, librdmacm, versions, at_least, at_most,
+ * fallbacks. */
+void ibvl_late_set_found(lua_State *L);
 
 #define IBVL_LATE(verb) ((__typeof__(&verb))ibvl_late_fn[IBVL_LATE_##verb])
 

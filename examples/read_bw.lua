@@ -6,5 +6,5 @@
 -- perftest's bandwidth table printed (ibverbs.perftest's run).
 --   server: lua5.4 examples/read_bw.lua -x 1 -s 65536 -n 5000
 --   client: lua5.4 examples/read_bw.lua -x 1 -s 65536 -n 5000 <server>
-local ok, err = require("ibverbs.perftest").run(arg, require "ibverbs.tools.cli", "read_bw")
-if not ok then io.stderr:write(tostring(err), "\n") os.exit(1) end
+-- `ibvlua read_bw ...` runs the same (lua/ibverbs/tools.lua).
+os.exit(require("ibverbs.tools").run("read_bw", arg))

@@ -6,5 +6,5 @@
 -- table printed from the samples (ibverbs.perftest's run).
 --   server: lua5.4 examples/send_lat.lua -x 1 -s 8 -n 1000
 --   client: lua5.4 examples/send_lat.lua -x 1 -s 8 -n 1000 <server>
-local ok, err = require("ibverbs.perftest").run(arg, require "ibverbs.tools.cli", "send_lat")
-if not ok then io.stderr:write(tostring(err), "\n") os.exit(1) end
+-- `ibvlua send_lat ...` runs the same (lua/ibverbs/tools.lua).
+os.exit(require("ibverbs.tools").run("send_lat", arg))

@@ -3,4 +3,5 @@
 --   server: lua5.4 examples/uc_pingpong.lua -g 1
 --   client: lua5.4 examples/uc_pingpong.lua -g 1 <server>
 --   --help lists the options (the C tool's letters and defaults).
-os.exit(require("ibverbs.tools.pingpong").main("uc", arg))
+-- `ibvlua uc_pingpong ...` runs the same (lua/ibverbs/tools.lua).
+os.exit(require("ibverbs.tools").run("uc_pingpong", arg))

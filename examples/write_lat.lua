@@ -8,5 +8,5 @@
 -- (ibverbs.perftest's run).
 --   server: lua5.4 examples/write_lat.lua -x 1 -s 8 -n 1000
 --   client: lua5.4 examples/write_lat.lua -x 1 -s 8 -n 1000 <server>
-local ok, err = require("ibverbs.perftest").run(arg, require "ibverbs.tools.cli", "write_lat")
-if not ok then io.stderr:write(tostring(err), "\n") os.exit(1) end
+-- `ibvlua write_lat ...` runs the same (lua/ibverbs/tools.lua).
+os.exit(require("ibverbs.tools").run("write_lat", arg))

@@ -4,8 +4,11 @@
  * lua-ibverbs built in; it needs only rdma-core and libc on the node.
  *
  *   ibvlua script.lua args...        arg[0] = script, arg[1..] = args
+ *   ibvlua fabric_check args...      a built-in tool (lua/ibverbs/tools.lua) when no
+ *                                    file has that name: devinfo, fabric_check,
+ *                                    fabric_matrix, rc_pingpong, send_bw, ...
  *   ibvlua -e 'print(1)' -l mod -i -v -E -W -- -   the lua(1) options
- *   ibvlua --version                  host, module, Lua, rdma-core, devices
+ *   ibvlua --version                  host, Lua, then what the node has and lacks
  *   ibvlua -i                         prompt with ibv = require "ibverbs" loaded
  *
  * It exports the Lua API (linked with -Wl,-E), so C modules from the system
@@ -15,20 +18,14 @@
  * chunk raises "interrupted!" (a second one kills the process, as in lua);
  * at the prompt it drops the line and prompts again.
  */
-#include <dirent.h>
 #include <dlfcn.h>
-#include <endian.h>
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -38,7 +35,6 @@
 #endif
 
 #include "ibverbs.h"
-#include "ibvl_config.h"
 
 #define IBVLUA_VERSION "0.1"
 
@@ -53,6 +49,7 @@
 
 static const char *progname = "ibvlua";
 static lua_State *globalL;
+static int exit_status = EXIT_SUCCESS; /* a tool's (handle_tool) */
 
 /* ---- messages -------------------------------------------------------------- */
 static void l_message(const char *pname, const char *msg)
@@ -81,6 +78,8 @@ static void print_usage(const char *badoption)
 		fprintf(stderr, "%s: unrecognized option '%s'\n", progname, badoption);
 	fprintf(stderr,
 	        "usage: %s [options] [script [args]]\n"
+	        "       %s [options] tool [args]   (a built-in tool: devinfo, fabric_check,\n"
+	        "                                  fabric_matrix, the pingpongs, perftest's tests)\n"
 	        "Available options are:\n"
 	        "  -e stat   execute string 'stat'\n"
 	        "  -i        enter interactive mode after executing 'script'\n"
@@ -89,10 +88,10 @@ static void print_usage(const char *badoption)
 	        "  -v        show version information\n"
 	        "  -E        ignore environment variables\n"
 	        "  -W        turn warnings on\n"
-	        "  --version show the host, module, Lua and rdma-core versions and the devices\n"
+	        "  --version what this node has and lacks: versions, rdma-core, devices, libraries\n"
 	        "  --        stop handling options\n"
 	        "  -         stop handling options and execute stdin\n",
-	        progname);
+	        progname, progname);
 }
 
 /* ---- SIGINT while a chunk runs (as lua.c) ----------------------------------- */
@@ -152,104 +151,32 @@ static void print_version(void)
 	fflush(stdout);
 }
 
-/* The file a library symbol was loaded from, resolved ("libibverbs.so.1.14.44.0"). */
-static const char *lib_file(void *sym, char *buf, size_t n)
-{
-	Dl_info info;
-	char real[PATH_MAX];
-	if (dladdr(sym, &info) == 0 || info.dli_fname == NULL)
-		return "?";
-	const char *path = realpath(info.dli_fname, real) ? real : info.dli_fname;
-	snprintf(buf, n, "%s", path);
-	return buf;
-}
-
-static void print_devices(void)
-{
-	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	if (list == NULL) {
-		printf("devices: none (%s)\n", strerror(errno));
-		return;
-	}
-	printf("devices: %d", n);
-	if (n == 0) { /* devices the kernel has that no provider library serves */
-		DIR *d = opendir("/sys/class/infiniband");
-		struct dirent *e;
-		int k = 0;
-		while (d != NULL && (e = readdir(d)) != NULL)
-			if (e->d_name[0] != '.')
-				printf("%s%s", k++ ? ", " : " (the kernel has ", e->d_name);
-		if (d != NULL)
-			closedir(d);
-		if (k > 0)
-			printf(", but no user-space provider serves them: install ibverbs-providers "
-			       "(Debian, Ubuntu) or libibverbs (RHEL, SLES))");
-	}
-	printf("\n");
-	for (int i = 0; i < n; i++) {
-		printf("  %-12s %-8s guid %016llx", ibv_get_device_name(list[i]),
-		       ibv_node_type_str(list[i]->node_type),
-		       (unsigned long long)be64toh(ibv_get_device_guid(list[i])));
-		struct ibv_context *ctx = ibv_open_device(list[i]);
-		struct ibv_device_attr da;
-		if (ctx != NULL && ibv_query_device(ctx, &da) == 0) {
-			for (int p = 1; p <= da.phys_port_cnt; p++) {
-				struct ibv_port_attr pa;
-				if (ibv_query_port(ctx, (uint8_t)p, &pa) == 0)
-					printf("  port %d %s mtu %d %s", p, ibv_port_state_str(pa.state),
-					       128 << pa.active_mtu,
-					       pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet"
-					                                                 : "InfiniBand");
-			}
-		}
-		if (ctx != NULL)
-			ibv_close_device(ctx);
-		printf("\n");
-	}
-	ibv_free_device_list(list);
-}
-
+/* --version: the host's line and the Lua it links, then the node report
+ * (lua/ibverbs/node_report.lua, built in): rdma-core, devices and providers,
+ * the tools' libraries, what the node lacks. */
 static int full_version(lua_State *L)
 {
-	char b1[PATH_MAX], b2[PATH_MAX];
-	lua_getglobal(L, "require");
-	lua_pushliteral(L, "ibverbs.core");
-	const char *core = "?", *missing = "?";
-	if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) {
-		lua_getfield(L, -1, "_VERSION");
-		if (lua_isstring(L, -1))
-			core = lua_tostring(L, -1);
-		/* the later verbs this node's rdma-core lacks: core.rdma_core.missing */
-		static char names[1024];
-		size_t len = 0;
-		lua_getfield(L, -2, "rdma_core");
-		lua_getfield(L, -1, "missing");
-		int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 0;
-		for (int i = 1; i <= n && len < sizeof names; i++) {
-			lua_rawgeti(L, -1, i);
-			const char *v = lua_tostring(L, -1);
-			len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i > 1 ? ", " : "",
-			                        v ? v : "?");
-			lua_pop(L, 1);
-		}
-		missing = n == 0 ? "none" : names;
-	}
 #ifdef LUA_LJDIR
 	const char *lua = LUAJIT_VERSION;
 #else
 	const char *lua = LUA_RELEASE;
 #endif
-	printf("ibvlua %s\n", IBVLUA_VERSION);
-	printf("module: %s (built in, with the Lua modules of lua-ibverbs)\n", core);
-	printf("lua: %s (linked in)\n", lua);
-	printf("rdma-core: built against %s; running %s, %s\n", IBVL_RDMA_CORE_BUILT,
-	       lib_file((void *)ibv_get_device_list, b1, sizeof b1),
-	       lib_file((void *)rdma_create_id, b2, sizeof b2));
-	printf("verbs newer than rdma-core 28 this node lacks: %s\n", missing);
-	print_devices();
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "ibverbs.node_report");
+	if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+		lua_getfield(L, -1, "print");
+		lua_createtable(L, 0, 2);
+		lua_pushliteral(L, "ibvlua " IBVLUA_VERSION);
+		lua_setfield(L, -2, "host");
+		lua_pushfstring(L, "%s (linked in)", lua);
+		lua_setfield(L, -2, "lua");
+		if (lua_pcall(L, 1, 0, 0) == LUA_OK)
+			return 0;
+	}
+	printf("ibvlua %s\nlua: %s (linked in)\nthe node report failed: %s\n", IBVLUA_VERSION, lua,
+	       lua_tostring(L, -1) ? lua_tostring(L, -1) : "?");
 	fflush(stdout);
-	return 0;
+	return 1;
 }
 
 /* ---- running chunks ------------------------------------------------------------ */
@@ -322,6 +249,39 @@ static int handle_script(lua_State *L, char **argv)
 		status = docall(L, n, LUA_MULTRET);
 	}
 	return report(L, status);
+}
+
+/* A tool rather than a script: a name with no '/' or '.' that no file has. */
+static int is_tool_name(const char *name)
+{
+	return strpbrk(name, "/.") == NULL && strcmp(name, "-") != 0 && access(name, F_OK) != 0;
+}
+
+/* ibvlua <tool> [args]: ibverbs.tools.host(name, arg, "ibvlua <tool>") runs
+ * the tool (its usage named so); its result is the exit status, or nil and
+ * the message for a name that is no tool either. */
+static int handle_tool(lua_State *L, const char *name)
+{
+	const char *base = strrchr(progname, '/');
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "ibverbs.tools");
+	int status = docall(L, 1, 1);
+	if (status != LUA_OK)
+		return report(L, status);
+	lua_getfield(L, -1, "host");
+	lua_pushstring(L, name);
+	lua_getglobal(L, "arg");
+	lua_pushfstring(L, "%s %s", base ? base + 1 : progname, name);
+	status = docall(L, 3, 2);
+	if (status != LUA_OK)
+		return report(L, status);
+	if (lua_isnil(L, -2)) {
+		l_message(progname, lua_tostring(L, -1));
+		return LUA_ERRRUN;
+	}
+	exit_status = (int)lua_tointeger(L, -2);
+	lua_pop(L, 3);
+	return LUA_OK;
 }
 
 /* ---- options -------------------------------------------------------------------- */
@@ -721,15 +681,15 @@ static int pmain(lua_State *L)
 	lua_gc(L, LUA_GCGEN, 0, 0);
 #endif
 	if (args & has_version) {
-		full_version(L);
-		lua_pushboolean(L, 1);
+		lua_pushboolean(L, full_version(L) == 0);
 		return 1;
 	}
 	if (!(args & has_E) && handle_luainit(L) != LUA_OK)
 		return 0;
 	if (!runargs(L, argv, script))
 		return 0;
-	if (script < argc && handle_script(L, argv + script) != LUA_OK)
+	if (script < argc && (is_tool_name(argv[script]) ? handle_tool(L, argv[script])
+	                                                 : handle_script(L, argv + script)) != LUA_OK)
 		return 0;
 	if (args & has_i) {
 		doREPL(L);
@@ -760,5 +720,5 @@ int main(int argc, char **argv)
 	int result = lua_toboolean(L, -1);
 	report(L, status);
 	lua_close(L);
-	return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
+	return (result && status == LUA_OK) ? exit_status : EXIT_FAILURE;
 }

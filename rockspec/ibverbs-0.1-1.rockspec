@@ -26,7 +26,7 @@ description = {
 dependencies = {
   "lua >= 5.1, < 5.5", -- 5.1 means LuaJIT 2.1 here: plain 5.1 and 5.2 are refused by the C build
   "luasocket >= 3.0", -- ibverbs.exchange: the TCP exchange of QP addresses
-  "argparse >= 0.7", -- the examples' command lines (examples/ is installed with the rock)
+  "argparse >= 0.7", -- the tools' command lines (ibverbs.tools.cli; examples/ is installed with the rock)
   "dkjson >= 2.5", -- ibverbs.fabric (collectives), examples/fabric_check.lua --json
 }
 external_dependencies = {

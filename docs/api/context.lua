@@ -11,6 +11,15 @@ local context = {}
 -- @treturn string "rxe0"
 function context:name() end
 
+--- The user-space provider serving the device: the library libibverbs loaded for it (the
+-- file its `poll_cq` comes from, `dladdr`) and its short name, the file's less `lib` and
+-- `-rdmav<N>` or `.so` (`"rxe"` for `librxe-rdmav34.so`, `"mlx5"` for `libmlx5.so.1`).
+-- @treturn string name "rxe"
+-- @treturn string the library as loaded, "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
+-- @return[2] nil, message, errno
+-- @errno ENOENT the function is in no loaded library
+function context:provider() end
+
 --- The file descriptor of the async event queue (`ctx->async_fd`), for poll(2).
 -- @treturn integer fd
 function context:async_fd() end
@@ -53,19 +62,28 @@ function context:query_port(port, t) end
 -- @errno EINVAL index or port out of range
 function context:query_gid(port, index) end
 
---- A GID table entry (`ibv_query_gid_ex`).
+--- A GID table entry (`ibv_query_gid_ex`).  Where the verb is absent (rdma-core 28 to 31, or
+-- `IBVL_RDMA_CORE` below 32) the same table comes from `ibv_query_gid` and sysfs, as rdma-core's
+-- own fallback reads it: `gid_type` from `<ibdev_path>/ports/<port>/gid_attrs/types/<index>`
+-- ("IB/RoCE v1" is "ib" on an InfiniBand port, "roce_v1" on Ethernet), `ndev_ifindex` from the
+-- netdev named in `gid_attrs/ndevs/<index>` (0 when there is none, or it is in another network
+-- namespace); `ibv.rdma_core.fallbacks` then names this method.
 -- @tparam integer port
 -- @tparam integer index
 -- @treturn table `gid`, `gid_index`, `port_num`, `gid_type` ("ib", `"roce_v1"`, `"roce_v2"`), `ndev_ifindex`
 -- @return[2] nil, message, errno
--- @errno ENODATA empty entry; EINVAL out of range
+-- @errno ENODATA empty entry; EINVAL out of range; EPROTO (sysfs) a GID type this module does not know
 function context:query_gid_ex(port, index) end
 
---- Every valid GID of every port (`ibv_query_gid_table`).
+--- Every valid GID of every port (`ibv_query_gid_table`), port by port, by index.  Without the
+-- verb (rdma-core 28 to 31, or `IBVL_RDMA_CORE` below 32) the same entries come from
+-- `ibv_query_gid` and sysfs, as `query_gid_ex` says: every tool works on rdma-core 28.
+-- @tparam[opt=1024] integer max_entries
 -- @treturn {table,...} entries as `query_gid_ex` gives them
 -- @return[2] nil, message, errno
--- @errno EOPNOTSUPP, ENOMEM
-function context:query_gid_table() end
+-- @errno EINVAL more valid entries than `max_entries`; EOPNOTSUPP, ENOMEM; EPROTO (sysfs) a
+-- GID type this module does not know
+function context:query_gid_table(max_entries) end
 
 --- A `P_Key` (`ibv_query_pkey`).
 -- @tparam integer port

@@ -13,7 +13,7 @@
 
 local ibv = {}
 
---- The rdma-core this module was built against and what the node's lacks.
+--- The rdma-core this module was built against and what the node's has and lacks.
 -- `built`: the release of the headers it was compiled with ("44.0"; a call those
 -- headers lacked raises "qp:query_data_in_order: needs rdma-core 36 or later; built
 -- against 33.2"). `missing`: the verbs newer than rdma-core 28 (the module looks them up
@@ -21,6 +21,16 @@ local ibv = {}
 -- (`{"ibv_query_qp_data_in_order", ...}`); calling a method that needs one raises
 -- "...: needs rdma-core 36 or later (ibv_query_qp_data_in_order@IBVERBS_1.14); this
 -- node's libibverbs does not have it".  Everything else works on any rdma-core from 28.
+-- `fallbacks`: the methods that read sysfs here for want of a verb
+-- (`{"ctx:query_gid_table", "ctx:query_gid_ex"}` below rdma-core 32; empty otherwise).
+-- `libibverbs`, `librdmacm`: the library files in use (resolved: the name ends in the
+-- release, "libibverbs.so.1.14.44.0" is rdma-core 44.0). `versions`: the newest symbol
+-- version found in each (`{"IBVERBS_1.14", "RDMACM_1.3"}`), and the releases they bound:
+-- `at_least` (36) and `at_most` (58; nil when the newest version the module knows is there).
+-- `aid`: the release `IBVL_RDMA_CORE` names, when set (a test aid, read once when the
+-- module loads: every verb newer than that release is treated as absent, with the same
+-- errors, `missing` and `fallbacks` as on a node with that release; a value that is no
+-- release, or below 28, makes `require` fail). The files and versions stay the node's.
 -- @table rdma_core
 ibv.rdma_core = {}
 

@@ -1,4 +1,5 @@
--- fabric_check.lua on rxe0: passes with the port up, fails clearly with it down;
+-- fabric_check.lua on rxe0: passes with the port up (also on rdma-core 28's
+-- verbs alone: IBVL_RDMA_CORE=28), fails clearly with it down;
 -- a second device on a netdev that is down is listed as idle and fails only
 -- when named or when no active port is left.  A link that goes down and
 -- comes back during a check (ip link set d0 down; up) gets a "flapped"
@@ -32,6 +33,24 @@ describe("on rxe0, fabric_check.lua", function()
     assert.matches('^{"checks":6,"devices":%[{', out)
     assert.matches('"name":"ud_send","pass":true', out)
     assert.matches('"pass":true}\n$', out)
+  end)
+
+  -- (IBVL_RDMA_CORE, a test aid: every verb newer than 28 absent, as on Ubuntu 20.04's rdma-core 28)
+  it("passes on rdma-core 28's verbs (IBVL_RDMA_CORE=28): GIDs, their types and --expect's from sysfs", function()
+    local host = require("ibverbs.fabric").hostname()
+    local good = os.tmpname()
+    local fh = assert(io.open(good, "w"))
+    fh:write('{"hosts": {"' .. host .. '": {"ports": [{"device": "rxe0", "port": 1, "active_mtu": 1024, '
+      .. '"link_layer": "Ethernet", "gid_type": "roce_v2"}]}}}')
+    fh:close()
+    local out, rc = support.run("IBVL_RDMA_CORE=28 timeout 60 "
+      .. support.example("fabric_check.lua", "-d rxe0 --expect " .. good))
+    os.remove(good)
+    assert.equal(0, rc, out)
+    assert.matches("GID%[1%] ::ffff:192%.0%.2%.1 %(roce_v2%) %*", out)
+    assert.matches("expect%s+PASS", out)
+    assert.matches("7 checks, 0 failed: PASS", out)
+    assert.not_matches("needs rdma%-core", out)
   end)
 
   it("fails with a non-zero exit when the link is down (ip link set d0 down)", function()

@@ -8,16 +8,37 @@ local run = support.capture
 
 -- no environment but search paths that lead nowhere (not even the system's):
 -- ibverbs and the examples' argparse and dkjson come from inside the binary
-local function ibvlua(args)
-  return run(("cd /tmp && timeout 120 env -i LUA_PATH=/nonexistent/?.lua LUA_CPATH=/nonexistent/?.so %s %s")
-    :format(IBVLUA, args))
+local function ibvlua(args, env)
+  return run(("cd /tmp && timeout 120 env -i %s LUA_PATH=/nonexistent/?.lua LUA_CPATH=/nonexistent/?.so %s %s")
+    :format(env or "", IBVLUA, args))
 end
 
 describe("on rxe0, ibvlua (" .. FLAVOUR .. ")", function()
-  it("--version lists rxe0 and its active port", function()
-    local out, rc = ibvlua("--version")
-    assert.equal(0, rc, out)
-    assert.matches("devices: 1\n  rxe0 [^\n]*port 1 active mtu 1024 Ethernet", out)
+  it("--version: the node report names rxe0, its provider (rxe), its netdev, its port and rdma-core's release",
+    function()
+    local ibv = require "ibverbs"
+    local rel = require("ibverbs.node_report").file_release(ibv.rdma_core.libibverbs)
+    for _, aid in ipairs({ "", "IBVL_RDMA_CORE=28" }) do
+      local out, rc = ibvlua("--version", aid)
+      assert.equal(0, rc, out)
+      assert.matches("\nrdma%-core: " .. rel:gsub("%.", "%%.") .. " %(the file name libibverbs%.so%.1%.", out)
+      assert.matches("\ndevices: 1\n  rxe0: ca, node guid %x+:%x+:%x+:%x+[^\n]*\n", out)
+      assert.matches("\n    provider rxe %(/[^\n]*/librxe%-rdmav%d+%.so%); kernel: no device: "
+        .. "a software device on netdev d0\n", out)
+      assert.matches("\n    port 1: active, mtu 1024, ethernet, %d+ GIDs, "
+        .. "RoCE v2 IPv4 at index 1 %(::ffff:192%.0%.2%.1%)\n", out)
+      -- argparse and dkjson are built in; LuaSocket is a C module from the system path, none here
+      assert.matches("\nthe tools' libraries: argparse [%d.]+ built in; dkjson [%d.]+ built in;", out)
+      local lacks = out:match("\nlacks: ([^\n]*)\n$")
+      assert.is_truthy(lacks == "nothing the tools need"
+        or lacks == "socket (fabric_matrix, ibverbs.fabric, ibverbs.exchange)", out)
+      if aid ~= "" then
+        assert.matches("; IBVL_RDMA_CORE=28 %(a test aid%): treated as rdma%-core 28\n", out)
+        assert.matches("\n  read from sysfs instead: ctx:query_gid_table, ctx:query_gid_ex\n", out)
+      elseif tonumber(rel:match("^%d+")) >= 36 then
+        assert.matches("\nverbs newer than rdma%-core 28 this node lacks: none\n", out)
+      end
+    end
   end)
 
   it("runs examples/devinfo.lua with an empty environment and no search path", function()

@@ -32,7 +32,7 @@ describe("tools/configure", function()
   after_each(function() os.execute("rm -rf " .. dir) end)
 
   it("finds every feature in this machine's headers (rdma-core 44) and names the release", function()
-    local out, rc, defs = configure(dir, "", "IBVL_RDMA_CORE=1.14.44.0")
+    local out, rc, defs = configure(dir, "", "IBVL_PC_VERSION=1.14.44.0")
     assert.equal(0, rc, out)
     assert.equal('"44.0"', defs.RDMA_CORE_BUILT)
     local n = 0
@@ -52,7 +52,7 @@ describe("tools/configure", function()
     -- its rdma-core headers alone, before this machine's libc headers
     local copy = ("mkdir -p %s/inc && cp -r %s/infiniband %s/rdma %s/inc/"):format(dir, inc, inc, dir)
     assert.equal(0, select(2, sh(copy)))
-    local out, rc, defs = configure(dir, "-I" .. dir .. "/inc", "IBVL_RDMA_CORE=1.11.33.2")
+    local out, rc, defs = configure(dir, "-I" .. dir .. "/inc", "IBVL_PC_VERSION=1.11.33.2")
     assert.equal(0, rc, out)
     assert.equal('"33.2"', defs.RDMA_CORE_BUILT)
     for k, v in pairs(defs) do

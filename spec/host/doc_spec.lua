@@ -1,8 +1,8 @@
 -- The API reference (docs/api/*.lua, rendered by LDoc with `make doc`) covers
 -- the API as the module registers it: every method of every ibverbs.* type in
 -- the registry and every function of ibverbs, ibverbs.cm, ibverbs.exchange,
--- ibverbs.port_counters, ibverbs.fabric and its groups, ibverbs.perftest (and
--- ibverbs.ffi under LuaJIT) has a doc entry with a summary, and no entry
+-- ibverbs.port_counters, ibverbs.fabric and its groups, ibverbs.perftest,
+-- ibverbs.node_report (and ibverbs.ffi under LuaJIT) has a doc entry with a summary, and no entry
 -- documents a method that does not exist.  In the spirit of luv's bindcov.
 local support = require "support"
 local LUA = support.LUA
@@ -37,6 +37,7 @@ for name, f in pairs(getmetatable(assert(fabric.init{ rank = 0, size = 1, host =
   if type(f) == "function" and not name:match("^__") then out[#out + 1] = "ibverbs.fabric_group:" .. name end
 end
 functions("ibverbs.perftest", require "ibverbs.perftest")
+functions("ibverbs.node_report", require "ibverbs.node_report")
 if jit then functions("ibverbs.ffi", require "ibverbs.ffi") end
 table.sort(out)
 print(table.concat(out, "\n"))

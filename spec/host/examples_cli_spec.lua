@@ -15,6 +15,38 @@ local function run(script, args)
   return out:gsub("rc=%d+%s*$", ""), rc
 end
 
+describe("examples/ and ibverbs.tools", function()
+  it("every tool has its script in examples/, which runs it and nothing else", function()
+    local tools = require "ibverbs.tools"
+    local scripts = {}
+    for path in io.popen("ls examples/*.lua"):lines() do
+      local name = path:match("^examples/(.+)%.lua$")
+      if name ~= "demo" then scripts[name] = support.slurp(path) end
+    end
+    for _, t in ipairs(tools.list) do
+      local text = scripts[t.name]
+      assert.is_string(text, "no examples/" .. t.name .. ".lua")
+      local code = text:gsub("^#![^\n]*\n", ""):gsub("%-%-[^\n]*\n", "")
+      assert.equal(('os.exit(require("ibverbs.tools").run("%s", arg))\n'):format(t.name), code)
+      assert.is_function(t.main)
+      assert.is_string(t.what)
+      scripts[t.name] = nil
+    end
+    assert.same({}, scripts) -- a script of examples/ that is no tool
+  end)
+
+  it("runs a tool as its script does: arg[1] its first option, the status its main's", function()
+    local tools = require "ibverbs.tools"
+    assert.has_error(function() tools.run("nope", {}) end, "no tool named nope")
+    local out, rc = run("fabric_matrix.lua", "--dry-run --rank 0 --size 1")
+    assert.equal(0, rc, out)
+    assert.matches("\nPASS\n$", out)
+    out, rc = run("send_lat.lua", "--iters 1")
+    assert.equal(1, rc, out)
+    assert.matches("Usage:\n  send_lat%.lua ", out)
+  end)
+end)
+
 describe("examples/xsrq_pingpong.lua options", function()
   it("--help lists ibv_xsrq_pingpong's options with its defaults and exits 0", function()
     local out, rc = run("xsrq_pingpong.lua", "--help")

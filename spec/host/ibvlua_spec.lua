@@ -15,6 +15,17 @@ local function ibvlua(args, opts)
     opts.stdin and (" < " .. opts.stdin) or ""))
 end
 
+-- a fresh directory holding one file (name, text)
+local function dir_with(name, text)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local f = assert(io.open(dir .. "/" .. name, "w"))
+  f:write(text)
+  f:close()
+  return dir
+end
+
 local function lua_modules()
   local names = {}
   for path in io.popen("find lua -name '*.lua' | sort"):lines() do
@@ -60,12 +71,7 @@ describe("ibvlua (" .. FLAVOUR .. ")", function()
   end)
 
   it("takes the lua command line: script and arg, -e, -l, -, --", function()
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute("mkdir -p " .. dir))
-    local f = assert(io.open(dir .. "/s.lua", "w"))
-    f:write("print(arg[0], arg[1], arg[2], #arg, ...)\n")
-    f:close()
+    local dir = dir_with("s.lua", "print(arg[0], arg[1], arg[2], #arg, ...)\n")
     local out, rc = ibvlua(dir .. "/s.lua a b")
     assert.equal(0, rc, out)
     assert.equal(dir .. "/s.lua\ta\tb\t2\ta\tb\n", out)
@@ -77,6 +83,31 @@ describe("ibvlua (" .. FLAVOUR .. ")", function()
     out = ibvlua("-e 'print(1)' -- " .. dir .. "/s.lua -e")
     assert.equal("1\n" .. dir .. "/s.lua\t-e\tnil\t1\t-e\n", out)
     os.execute("rm -rf " .. dir)
+  end)
+
+  it("runs a built-in tool when its first argument names one and no file has that name", function()
+    local out, rc = ibvlua("devinfo --help")
+    assert.equal(0, rc, out)
+    assert.matches("^Usage:\n  ibvlua devinfo +print the ca attributes\n", out)
+    out, rc = ibvlua("fabric_matrix --dry-run --rank 0 --size 1")
+    assert.equal(0, rc, out)
+    assert.matches("\nPASS\n$", out)
+    -- a tool's own exit status: fabric_check's for a bad option is 2
+    out, rc = ibvlua("fabric_check --no-such-option 2>&1")
+    assert.equal(2, rc, out)
+    assert.matches("Usage:\n  ibvlua fabric_check ", out)
+    assert.matches("unknown option '%-%-no%-such%-option'", out)
+    -- neither a file nor a tool: the tools are listed
+    out, rc = ibvlua("fabric_chek 2>&1")
+    assert.equal(1, rc, out)
+    assert.matches("cannot open fabric_chek: no such file, and no tool of that name " ..
+      "%(tools: devinfo, fabric_check, fabric_matrix, rc_pingpong,", out)
+    -- a file of that name is a script, as in lua
+    local dir = dir_with("devinfo", "print('the script', arg[0], arg[1])\n")
+    out, rc = run(("cd %s && env -i %s devinfo -l"):format(dir, IBVLUA))
+    os.execute("rm -rf " .. dir)
+    assert.equal(0, rc, out)
+    assert.equal("the script\tdevinfo\t-l\n", out)
   end)
 
   it("exits 1 with a traceback on a script error, and on a bad option", function()
@@ -92,18 +123,23 @@ describe("ibvlua (" .. FLAVOUR .. ")", function()
     assert.equal(3, rc, out)
   end)
 
-  it("-v and --version: host, module, Lua and rdma-core versions and the devices", function()
+  it("-v and --version: the host's and Lua's versions, then the node report (ibverbs.node_report)", function()
     local out, rc = ibvlua("-v")
     assert.equal(0, rc, out)
     assert.matches("^ibvlua 0%.1", out)
     out, rc = ibvlua("--version")
     assert.equal(0, rc, out)
-    assert.matches("ibvlua 0%.1\n", out)
-    assert.matches("module: ibverbs%.core 0%.1", out)
-    assert.matches(({ luajit = "lua: LuaJIT 2%.1", ["lua5.3"] = "lua: Lua 5%.3" })[FLAVOUR] or "lua: Lua 5%.4", out)
-    assert.matches("rdma%-core: built against [%d.]+; running [^\n]*libibverbs%.so%.1%.[%d.]+", out)
+    assert.matches("^ibvlua 0%.1\n", out)
+    assert.matches(({ luajit = "\nlua: LuaJIT 2%.1", ["lua5.3"] = "\nlua: Lua 5%.3" })[FLAVOUR]
+      or "\nlua: Lua 5%.4%.%d+ %(linked in%)\n", out)
+    assert.matches("\nmodule: ibverbs%.core 0%.1 %(built in, with the Lua modules of lua%-ibverbs%), "
+      .. "built against rdma%-core [%d.]+\n", out)
+    assert.matches("\nrdma%-core: [%d.]+ %(the file name libibverbs%.so%.1%.[%d.]+; "
+      .. "its symbol versions IBVERBS_1%.%d+", out)
     assert.matches("verbs newer than rdma%-core 28 this node lacks: none\n", out) -- rdma-core 44 here
-    assert.matches("devices: ", out)
+    assert.matches("\ndevices: ", out)
+    assert.matches("\nlacks: ", out)
+    assert.is_true(select(2, out:gsub("\n", "")) <= 24, out) -- one screen
   end)
 
   -- (under LuaJIT only a loop the JIT has not compiled: hooks run in the interpreter, as in luajit)

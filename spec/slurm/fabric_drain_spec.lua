@@ -71,7 +71,7 @@ echo "matrix: exit $?"
 ]], "755")
 
 -- The HealthCheckProgram (tools/rxe-vm --slurm-health names it; it may be missing until written here):
--- examples/fabric-health.sh with this checkout's paths, while HEALTH_ON exists;
+-- examples/fabric-health.sh with this checkout's ibvlua (its built-in fabric_check), while HEALTH_ON exists;
 -- each run's output, exit status and time go to .cache/slurm-health-<node>.log, with the time of one more
 -- `scontrol show node` (the part of a run that is Slurm's).
 local HEALTH = CACHE .. "/slurm-health-check"
@@ -80,14 +80,14 @@ write(HEALTH, string.format([[#!/bin/sh
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 log=%s/slurm-health-${SLURMD_NODENAME:-unknown}.log
 start=$(date +%%s%%N)
-IBVLUA=%s/build/luajit/ibvlua FABRIC_CHECK=%s/examples/fabric_check.lua %s/examples/fabric-health.sh >>"$log" 2>&1
+IBVLUA=%s/build/luajit/ibvlua %s/examples/fabric-health.sh >>"$log" 2>&1
 rc=$?
 echo "health rc=$rc ms=$(( ($(date +%%s%%N) - start) / 1000000 )) SLURMD_NODENAME=$SLURMD_NODENAME" >>"$log"
 start=$(date +%%s%%N)
 scontrol show node "$SLURMD_NODENAME" >/dev/null 2>&1
 echo "scontrol show node ms=$(( ($(date +%%s%%N) - start) / 1000000 ))" >>"$log"
 exit $rc
-]], HEALTH_ON, CACHE, ROOT, ROOT, ROOT), "755")
+]], HEALTH_ON, CACHE, ROOT, ROOT), "755")
 
 local function node_line(node)
   local out = run("scontrol show node " .. node, 30)

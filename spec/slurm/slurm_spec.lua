@@ -143,14 +143,19 @@ describe("a Slurm cluster of three soft-RoCE VMs", function()
     support.assert_matrix_pass(out, 6)
   end)
 
-  it("recipe sbatch: sbcast ibvlua and the examples to /tmp, run them on nodes without Lua", function()
+  it("recipe sbatch: sbcast the one file ibvlua to /tmp, run its tools on nodes with no Lua of any kind", function()
     assert.equal(support.slurp("examples/fabric.sbatch"),
       assert(support.slurp(RECIPES):match("<!%-%- file: examples/fabric%.sbatch %-%->\n```sh\n(.-\n)```")),
       RECIPES .. "'s copy of examples/fabric.sbatch differs from the file")
-    -- /dev/null over the interpreters: not executable, so not on PATH (lua -> lua5.4 too)
+    -- /dev/null over the interpreters: not executable, so not on PATH (lua -> lua5.4 too); an
+    -- empty tmpfs over the system's Lua modules (luasocket, argparse, dkjson, lua-luv: the
+    -- host's default paths search them).  This node's busted has loaded what it needs.
+    local LUA_DIRS = "/usr/share/lua /usr/lib/x86_64-linux-gnu/lua"
     local hide = "srun -N 3 --ntasks-per-node=1 sh -c 'mount --bind /dev/null /usr/bin/lua5.4 && " ..
-      "mount --bind /dev/null /usr/bin/luajit && ! command -v lua5.4 lua luajit'"
-    local unhide = "srun -N 3 --ntasks-per-node=1 umount /usr/bin/lua5.4 /usr/bin/luajit"
+      "mount --bind /dev/null /usr/bin/luajit && for d in " .. LUA_DIRS .. "; do mount -t tmpfs none $d; done && " ..
+      "! command -v lua5.4 lua luajit && ! test -e /usr/share/lua/5.4/socket.lua && " ..
+      "! test -e /usr/lib/x86_64-linux-gnu/lua/5.4/socket/core.so'"
+    local unhide = "srun -N 3 --ntasks-per-node=1 umount /usr/bin/lua5.4 /usr/bin/luajit " .. LUA_DIRS
     local out, rc = run(hide, 60)
     local ok, err = pcall(function()
       assert.equal(0, rc, "hiding Lua: " .. out)

@@ -62,16 +62,20 @@ local function converter(o)
   end
 end
 
+--- The program name usage and errors show: nil, spec.name ("fabric_check.lua");
+-- ibverbs.tools.run sets "ibvlua fabric_check" for the host's subcommand.
+cli.program = nil
+
 --- The usage lines of a tool.
 function cli.usage(spec)
   local lines = { "Usage:" }
-  for _, u in ipairs(spec.usage or { "" }) do lines[#lines + 1] = "  " .. spec.name .. " " .. u end
+  for _, u in ipairs(spec.usage or { "" }) do lines[#lines + 1] = "  " .. (cli.program or spec.name) .. " " .. u end
   return table.concat(lines, "\n")
 end
 
 --- The argparse parser of a tool's spec.
 function cli.parser(spec)
-  local p = argparse(spec.name):usage(cli.usage(spec)):help_max_width(120):help_description_margin(40)
+  local p = argparse(cli.program or spec.name):usage(cli.usage(spec)):help_max_width(120):help_description_margin(40)
   p:argument("args"):args("*"):hidden(true)
   for _, o in ipairs(spec) do
     local names = (o[1] and ("-" .. o[1] .. " ") or "") .. "--" .. o[2]

@@ -32,6 +32,7 @@
 -- figures are (diagnose.retest_reference); a retested pair's rate is its
 -- lowest of its K samples (common), as its figures are its best.
 local measures = require "ibverbs.tools.measures"
+local pcount = require "ibverbs.tools.pair_counters"
 
 local judge = {}
 
@@ -129,52 +130,22 @@ end
 -- in every sample.  Returns them (nil when none) and whether every sample
 -- was counted.
 function judge.common(samples)
-  local keep, order, counted = nil, {}, #samples > 0
-  for _, p in ipairs(samples) do
-    counted = counted and p.counted or false
-    local here = {}
-    for _, e in ipairs(p.rates or {}) do
-      local k = e.rank .. " " .. e.rail .. " " .. e.name
-      here[k] = e
-      if not keep then order[#order + 1] = k end
-    end
-    if keep then
-      for k, e in pairs(keep) do
-        local h = here[k]
-        if not h then
-          keep[k] = nil
-        else
-          local low = h.rate < e.rate and h or e
-          keep[k] = { rank = low.rank, host = low.host, rail = low.rail, name = low.name, delta = low.delta,
-            packets = low.packets, rate = low.rate, threshold = (e.threshold and h.threshold) and low.threshold }
-        end
-      end
-    else
-      keep = here
-    end
-  end
-  local out = {}
-  for _, k in ipairs(order) do
-    if keep and keep[k] then out[#out + 1] = keep[k]; keep[k] = nil end
-  end
-  return #out > 0 and out or nil, counted
+  local counted = #samples > 0
+  for _, p in ipairs(samples) do counted = counted and p.counted or false end
+  return pcount.in_every(samples, "rates", function(e, h)
+    local low = h.rate < e.rate and h or e
+    return { rank = low.rank, host = low.host, rail = low.rail, name = low.name, delta = low.delta,
+      packets = low.packets, rate = low.rate, threshold = (e.threshold and h.threshold) and low.threshold }
+  end), counted
 end
 
 --- Rates that stand out as text: "rxe0:1 on node2: completer_retry_err +44 in
 -- 310 packets (0.142 a packet > 4 x p25 0.0031); rxe0:1 on node4: ...".
 function judge.text(list)
-  local parts, at = {}, {}
-  for _, e in ipairs(list) do
-    local where = e.rail .. " on " .. e.host
-    if not at[where] then
-      at[where] = {}
-      parts[#parts + 1] = where
-    end
-    table.insert(at[where], string.format("%s +%d in %d packets (%.3g a packet > %s)", e.name, e.delta, e.packets,
-      e.rate, e.against or ("floor " .. judge.DEFAULTS.counter_floor)))
-  end
-  for i, where in ipairs(parts) do parts[i] = where .. ": " .. table.concat(at[where], ", ") end
-  return table.concat(parts, "; ")
+  return pcount.grouped_text(list, function(e)
+    return string.format("%s +%d in %d packets (%.3g a packet > %s)", e.name, e.delta, e.packets, e.rate,
+      e.against or ("floor " .. judge.DEFAULTS.counter_floor))
+  end)
 end
 
 --- The report's words for a reference whose judged counters' rates are

@@ -213,21 +213,23 @@ function pcount.attribute(store, rail_names)
   end
 end
 
---- The counter errors every sample of a pair had (samples: records with
--- counter_errors), each with its smallest rise, as diagnose.best_of judges a
--- pair by its best figures: noise rarely rises in every sample.  nil when none.
-function pcount.common(samples)
+--- The entries of list field that every sample has (samples: records; an
+-- entry is keyed by its rank, rail and name), each the one keep(a, b)
+-- chooses among its samples' (a and b: two entries of one key), in the
+-- first sample's order; nil when none.  As diagnose.best_of judges a pair
+-- by its best figures: noise rarely rises in every sample.
+function pcount.in_every(samples, field, keep_of)
   local keep, order = nil, {}
   for _, p in ipairs(samples) do
     local here = {}
-    for _, e in ipairs(p.counter_errors or {}) do
+    for _, e in ipairs(p[field] or {}) do
       local k = e.rank .. " " .. e.rail .. " " .. e.name
-      if not here[k] or e.delta < here[k].delta then here[k] = e end
+      here[k] = here[k] and keep_of(here[k], e) or e
       if not keep then order[#order + 1] = k end
     end
     if keep then
       for k, e in pairs(keep) do
-        if not here[k] then keep[k] = nil elseif here[k].delta < e.delta then keep[k] = here[k] end
+        if not here[k] then keep[k] = nil else keep[k] = keep_of(e, here[k]) end
       end
     else
       keep = here
@@ -240,20 +242,34 @@ function pcount.common(samples)
   return #out > 0 and out or nil
 end
 
---- A pair's counter errors as text: "rxe0:1 on node2: rcvd_seq_err +37
--- (threshold 10), out_of_seq_request +12 (threshold 10); rxe0:1 on node4: ...".
-function pcount.text(errors)
+--- The counter errors every sample of a pair had (samples: records with
+-- counter_errors), each with its smallest rise; nil when none.
+function pcount.common(samples)
+  return pcount.in_every(samples, "counter_errors", function(a, b) return b.delta < a.delta and b or a end)
+end
+
+--- Entries (each with rail, host) as text, grouped by port: "rxe0:1 on
+-- node2: <item(e)>, <item(e)>; rxe0:1 on node4: ...".
+function pcount.grouped_text(list, item)
   local parts, at = {}, {}
-  for _, e in ipairs(errors) do
+  for _, e in ipairs(list) do
     local where = e.rail .. " on " .. e.host
     if not at[where] then
       at[where] = {}
       parts[#parts + 1] = where
     end
-    table.insert(at[where], string.format("%s +%d (threshold %d)", e.name, e.delta, e.threshold))
+    table.insert(at[where], item(e))
   end
   for i, where in ipairs(parts) do parts[i] = where .. ": " .. table.concat(at[where], ", ") end
   return table.concat(parts, "; ")
+end
+
+--- A pair's counter errors as text: "rxe0:1 on node2: rcvd_seq_err +37
+-- (threshold 10), out_of_seq_request +12 (threshold 10); rxe0:1 on node4: ...".
+function pcount.text(errors)
+  return pcount.grouped_text(errors, function(e)
+    return string.format("%s +%d (threshold %d)", e.name, e.delta, e.threshold)
+  end)
 end
 
 return pcount

@@ -4,7 +4,7 @@
 --   local reduction = require "ibverbs.tools.reduction"
 --   local red = reduction.first_pass(f, ledger, opts, limit)   -- every rank, after the pass's rounds
 --   -- rank 0: red.summary (pass_summary), red.refs (rail -> reference), red.text (the lines it gets)
---   local counts = reduction.absorb(store, red.text, f)         -- rank 0: the lines into its store
+--   reduction.at_root(store, red, ctx)                           -- rank 0: the lines into its store
 --
 -- Every rank holds its own pairs (ibverbs.tools.ledger).  Once the pass's
 -- rounds are over, three collectives:
@@ -26,6 +26,9 @@
 -- partner holds: the partner reports it.
 local summary = require "ibverbs.tools.pass_summary"
 local sketch = require "ibverbs.tools.sketch"
+local results = require "ibverbs.tools.results"
+local findings = require "ibverbs.tools.findings"
+local pcount = require "ibverbs.tools.pair_counters"
 
 local reduction = {}
 
@@ -87,6 +90,27 @@ function reduction.absorb(store, text, f)
   local name = function(r) return f:name(r) end
   for _, c in ipairs(chunks) do store:absorb(c.rank, table.concat(c.lines, "\n"), c.round, "first", name) end
   return counts
+end
+
+--- Rank 0, after first_pass (red): its store given the lines that came up,
+-- the summary's references and, reduced, the ranks' counts of partners; the
+-- pairs between dead ranks counted; the counters attributed; every
+-- scheduled pair a record when every pair came (full); and its
+-- --json-lines file (ctx.jl) what reached it that it did not hold.  ctx:
+-- sched, rounds (how many ran), f, names (rank + 1 -> rail names), jl, ledger (its own).
+function reduction.at_root(store, red, ctx)
+  local counts = reduction.absorb(store, red.text, ctx.f)
+  store.refs, store.summary, store.counts = red.refs, red.summary, not red.full and counts or nil
+  reduction.dead_pairs(red.summary, ctx.sched, ctx.rounds, ctx.f, store.nrails)
+  pcount.attribute(store, ctx.names) -- each pair's ends' counters of its round
+  if red.full then findings.complete(store, ctx.sched, ctx.rounds, ctx.f) end
+  if not ctx.jl then return end
+  for _, x in ipairs(store.list) do
+    if not ctx.ledger:owns(x) then ctx.jl:write(results.json_line(x, ctx.names), "\n") end
+  end
+  for _, c in ipairs(store.counters) do
+    if c.rank ~= 0 then ctx.jl:write(results.json_line(c, ctx.names), "\n") end
+  end
 end
 
 --- Rank 0: the pairs of the first nrounds rounds of sched between two dead

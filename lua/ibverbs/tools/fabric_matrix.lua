@@ -1,0 +1,482 @@
+--- fabric_matrix (`ibvlua fabric_matrix`, examples/fabric_matrix.lua): the
+-- all-pairs test to run after racking a cluster.  One
+-- process per host, started by the launcher the cluster already has (srun,
+-- mpirun, tools/rxe-vm --nodes) or with --rank/--size; rank 0 collects.
+-- Every ordered pair of ranks gets an RC connection of its own: ping-pong
+-- latency (--lat-size bytes), RDMA write and send bandwidth (--bw-size bytes)
+-- and a check of every byte that arrived.
+--
+-- The pairs run in rounds in which every rank works (--pattern):
+--   tournament  N/2 disjoint pairs a round, both directions at once: N-1 rounds (N for odd N); the default
+--   shift       round d: every rank sends to rank+d and receives from rank-d (mpiGraph): N-1 rounds
+--   serial      one ordered pair at a time: N(N-1) rounds, the baseline
+--   --pairs F   lines "round rankA rankB" (ranks or host names); --quick: the tournament's first round
+-- Every rank reads its ports' counters (ibverbs.port_counters) just before
+-- and after each round's traffic; a rank's deltas of a round go to the pairs
+-- it was an end of in that round, and into --json and --json-lines.
+-- The first pass's results stay on the ranks, each pair with both of its
+-- ends (ibverbs.tools.ledger), and go up reduced (ibverbs.tools.reduction):
+-- the relays merge summaries, rank 0 takes the references from them, sends
+-- them down, and gets back only the pairs that fail (every pair up to 16
+-- ranks); --json-lines is then each rank's own file of its own pairs.
+-- Flagged pairs (latency above --lat-factor x the lowest, bandwidth below
+-- --bw-fraction x the highest, or against a percentile: --reference; failed,
+-- bad data; a physical or port error counter of an end's port that rose past
+-- its threshold: --counter-thresholds, --expect's counters; a transport
+-- counter, retries and sequence errors, whose rise per packet stands out
+-- from the fabric's: --counter-factor, --counter-floor) are measured again
+-- (--retests times, judged by their best figures), each end against a
+-- partner that passed; a rank all of whose pairs were flagged has two of
+-- them retested, not all.  The report gives a verdict per fault: a node, a
+-- link, an unreachable rank, a port that flapped (its state, link_downed or
+-- port events changed since the last round: lua/ibverbs/tools/flaps.lua; the run
+-- goes on), a port whose counters cannot be judged (a judged counter
+-- saturated, a counter file unreadable: "counters").  A healthy fabric gives
+-- none; transport rates high on every pair are said as load, not blamed.
+-- Exit status, per rank: 0 when its own node has no verdict, 1 when it has one
+-- (a node, flap, counters or unreachable verdict on it, an end of a link verdict, an end of a
+-- flagged pair not retested whose other end has no verdict; also a rank that
+-- lost rank 0 mid-run), 2 when the run could not be made (bad options or
+-- --expect file, a rank whose host none of its host lists names: every rank, at
+-- the rendezvous; no rendezvous or ranks that disagree, a bad pairs file, rank
+-- 0's output files not written); --exit-any: 1 on every rank when any verdict.
+-- Slurm: --drain (rank 0, after the report) drains every node a verdict names
+-- with a reason "ibverbs fabric_matrix [<its rails in the run>]: <verdict>" and
+-- resumes a node that passed when fabric_matrix drained it and the node
+-- measured pairs on every rail of that scope; a node DOWN, FAIL, MAINT, ... or
+-- drained by anyone else (fabric_check included) is left alone.
+--   srun -N 64 --ntasks-per-node=1 ibvlua fabric_matrix -d all --json m.json --json-lines m.jsonl
+--   tools/rxe-vm --nodes 4 ibvlua fabric_matrix --pattern shift
+--   ibvlua fabric_matrix --dry-run ...   # the control plane alone: no device, no traffic
+local fabric = require "ibverbs.fabric"
+local socket = require "socket"
+local dkjson = require "dkjson"
+local cli = require "ibverbs.tools.cli"
+local schedule = require "ibverbs.tools.schedule"
+local diagnose = require "ibverbs.tools.diagnose"
+local matrix = require "ibverbs.tools.matrix"
+local rails_mod = require "ibverbs.tools.rails"
+local traffic = require "ibverbs.tools.pair_traffic"
+local results = require "ibverbs.tools.results"
+local rounds = require "ibverbs.tools.rounds"
+local findings = require "ibverbs.tools.findings"
+local ledger = require "ibverbs.tools.ledger"
+local reduction = require "ibverbs.tools.reduction"
+
+local fabric_matrix = {}
+
+--- The tool: `ibvlua fabric_matrix ...`, `lua5.4 examples/fabric_matrix.lua ...`; arg is the command line
+-- (arg[1] the first option), as a script's.
+function fabric_matrix.main(arg)
+  local o = cli.run(arg, {
+    name = "fabric_matrix.lua", usage = { "            one process per rank; the launcher gives rank and size" },
+    error_status = 2,
+    cli.ib_dev{ help = "device(s): <dev>, <dev>,<dev>..., or all (every device and port: one rail each); "
+      .. "default the first device" },
+    cli.ib_port(),
+    cli.gid_idx{ default = false, min = 0,
+                 help = "GID index (default: the first RoCE v2 IPv4 GID, else 0)" },
+    { "s", "lat-size", arg = "bytes", type = "int", default = 8, min = 1, max = 4096,
+      help = "ping-pong message size (default 8)" },
+    { "n", "lat-iters", arg = "n", type = "int", default = 500, min = 1, max = 1e7,
+      help = "ping-pong round trips (default 500)" },
+    { "S", "bw-size", arg = "bytes", type = "int", default = 65536, min = 1, max = 1073741824,
+      help = "bandwidth message size (default 65536)" },
+    { "N", "bw-iters", arg = "n", type = "int", default = 1000, min = 1, max = 1e8,
+      help = "bandwidth messages per direction and kind (default 1000)" },
+    { nil, "pattern", arg = "name", help = "tournament (default), shift or serial" },
+    { nil, "pairs", arg = "file", help = "the rounds from <file>: lines 'round rankA rankB' (ranks or host names)" },
+    { nil, "quick", help = "one round of the tournament: every rank against one partner" },
+    { nil, "max-rounds", arg = "n", type = "int", min = 1, help = "stop after <n> rounds (the rest: unmeasured)" },
+    { nil, "block", arg = "b", type = "int", min = 1, max = 64,
+      help = "rounds per exchange through rank 0 (default 1 below 64 ranks, else ranks/64 up to 16): within a block "
+        .. "a pair starts when both ends reach it (its first ping waits for the partner's receive)" },
+    { nil, "lat-factor", arg = "x", type = "number", default = 2.1, min = 1,
+      help = "flag a latency above <x> times the reference latency (default 2.1; the lowest: see --reference)" },
+    { nil, "bw-fraction", arg = "f", type = "number", default = 0.93, min = 0, max = 1,
+      help = "flag a bandwidth below <f> times the reference bandwidth (default 0.93; the highest: see --reference)" },
+    { nil, "reference", arg = "kind", default = "best",
+      help = "what the factors apply to: best (the lowest latency, the highest bandwidth; default), median, or pQ "
+        .. "(Q from 50 to 100): bandwidth against its Qth percentile, latency against its (100-Q)th (p75: robust to "
+        .. "one bad node owning many pairs)" },
+    { nil, "retests", arg = "k", type = "int", default = 1, min = 1, max = 100,
+      help = "measure each retest pair <k> times (in <k> passes) and judge it by its best figures: a fault is bad "
+        .. "every time, noise rarely <k> times (default 1)" },
+    { nil, "wait", arg = "how", default = "spin",
+      help = "how a rank waits for completions: spin (busy polling, as perftest; default) or event (sleeps on a "
+        .. "completion channel: for oversubscribed hosts and VMs)" },
+    { nil, "retest-width", arg = "n", type = "int", min = 1,
+      help = "pairs measured at once in a retest round (default: a quarter of the ranks, at least 1)" },
+    { nil, "qp-timeout", arg = "n", type = "int", default = 14, min = 1, max = 31,
+      help = "the RC QPs' ack timeout exponent: 4.096 us x 2^n (default 14: 67 ms); raise it on links that queue "
+        .. "long, keeping two of it within a bandwidth phase (half of -t): a lost frame costs one" },
+    { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
+    { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
+      help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
+        .. "waits for a rank at an exchange (every --block rounds) 2 x (block + 1) times it plus 30 s" },
+    { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
+    { nil, "json-lines", arg = "file", help = "stream the pairs each rank holds as JSON lines: rank 0 to <file> (its "
+      .. "own, those that reach it: failing and retested, the verdicts), every other rank to <file>.<rank>" },
+    { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0)" },
+    { nil, "exit-any", help = "exit 1 on every rank when any verdict exists (default: only the ranks it names)" },
+    { nil, "dry-run", help = "the whole schedule and every exchange, no device opened, no traffic" },
+    { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
+    { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
+    { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
+    { nil, "fabric-port", arg = "port", type = "int", min = 1, max = 65535,
+      help = "rendezvous TCP port (default 18600)" },
+    { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
+      .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
+    { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
+      .. "ends over its round (all=n: every one; defaults: docs/bringup.md); more flags the pair (a transport "
+      .. "counter's: when its rate also stands out)" },
+    { nil, "counter-factor", arg = "x", type = "number", default = 4, min = 1,
+      help = "flag a transport counter's rise per packet above <x> times the fabric's rate of it (the --reference "
+        .. "kind, as for latency; default 4)" },
+    { nil, "counter-floor", arg = "rate", type = "number", default = 0.001, min = 0, max = 1,
+      help = "flag no transport counter's rise per packet at or below <rate> (default 0.001: one a thousand packets)" },
+    { nil, "drain", help = "rank 0 drains in Slurm every node a verdict names (reason 'ibverbs fabric_matrix "
+      .. "[<rails>]: <verdict>') and resumes a node that passed when fabric_matrix drained it and it measured every "
+      .. "rail of that scope again; a node DOWN, FAIL, MAINT, ... or drained by anyone else is left alone" },
+  })
+
+  local function say(...) io.stderr:write(string.format(...), "\n") end
+  local fmt_time = rounds.fmt_time
+
+  local function usage_error(msg)
+    say("fabric_matrix.lua: %s", msg)
+    os.exit(2)
+  end
+
+  -- options that depend on each other: checked on every rank, before the rendezvous
+  if o.pairs and (o.pattern or o.quick) then usage_error("--pairs and --pattern/--quick exclude each other") end
+  if o.pattern and not (o.pattern == "tournament" or o.pattern == "shift" or o.pattern == "serial") then
+    usage_error("option '--pattern': tournament, shift or serial expected, got '" .. o.pattern .. "'")
+  end
+  if o.quick and o.pattern and o.pattern ~= "tournament" then
+    usage_error("--quick is the tournament's first round: it does not go with --pattern " .. o.pattern)
+  end
+  do
+    local ok, err = diagnose.parse_reference(o.reference)
+    if not ok then usage_error("option '--reference': " .. err) end
+  end
+  if o.wait ~= "spin" and o.wait ~= "event" then
+    usage_error("option '--wait': spin or event expected, got '" .. o.wait .. "'")
+  end
+  if o.bw_fraction <= 0 then usage_error("option '--bw-fraction': above 0 expected, got " .. o.bw_fraction) end
+  if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
+    usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
+  end
+  local NODE -- --drain: this rank's Slurm node (SLURMD_NODENAME, else the host name), sent to rank 0
+  if o.drain then
+    if o.dry_run then usage_error("option '--drain': does not go with --dry-run (nothing is measured)") end
+    local slurm = require "ibverbs.fabric.slurm"
+    NODE = slurm.node_name()
+    local ok, err = slurm.check_node(NODE)
+    if not ok then usage_error("option '--drain': " .. err) end
+  end
+  local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
+  local pc = require "ibverbs.port_counters"
+  local pcount = require "ibverbs.tools.pair_counters"
+  local THRESHOLDS = pcount.THRESHOLDS -- the counter thresholds; a port's --expect entry's counters go over them
+  if o.counter_thresholds then
+    local t, err = pc.parse_thresholds(o.counter_thresholds, pcount.THRESHOLDS)
+    if not t then usage_error("option '--counter-thresholds': " .. err) end
+    THRESHOLDS = t
+  end
+  local expectations = require "ibverbs.tools.expect"
+  local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
+  local LIMITS -- every pair's absolute limits (the file's pairs section), or nil
+  local NOT_NAMED -- why no host list of the file names this host: exit 2 on every rank, at the rendezvous
+  if o.expect then
+    local spec, err = expectations.load(o.expect)
+    if not spec then
+      say("fabric_matrix.lua: --expect %s", err)
+      os.exit(2)
+    end
+    if spec.hosts then -- (a file of pairs alone names no host)
+      EXPECTED, err = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
+      NOT_NAMED = err and string.format("fabric_matrix.lua: --expect %s: %s", o.expect, err)
+      if NOT_NAMED then say("%s", NOT_NAMED) end
+    end
+    LIMITS = expectations.pair_limits(spec)
+  end
+
+  -- ------------------------------------------------------------------ the group and its limits
+
+  -- every rank runs this version with these options, or the rendezvous names the ones that differ
+  -- (and whether --expect names its host: a rank it does not name fails the rendezvous of all)
+  local AGREE = cli.agreement("fabric_matrix.lua 2", o, { rank = true, size = true, root = true, fabric_port = true,
+    json = true, json_lines = true, plot = true, exit_any = true }) .. (NOT_NAMED and " host_named=false" or "")
+  local f, ferr = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
+    timeout = o.timeout + 15, tolerant = true, agree = AGREE }
+  if not f or NOT_NAMED then -- (every rank's host unnamed: they agree, and stop here all the same)
+    if not f then say("fabric_matrix: %s", ferr) end
+    if f then f:close() end
+    os.exit(2)
+  end
+  local N, ME = f.size, f.rank
+  -- a lost frame costs a pair one ack timeout: past half a bandwidth phase, one loss ends a healthy pair's phase
+  local ACK_S = traffic.ack_seconds(o.qp_timeout)
+  if ME == 0 and 2 * ACK_S > traffic.bw_phase_limit(o) then
+    say("fabric_matrix: warning: --qp-timeout %d (acks given %.3g s) leaves a bandwidth phase (-t %g / 2) room for "
+      .. "less than two ack timeouts: one lost frame can end a healthy pair's phase with an error", o.qp_timeout,
+      ACK_S, o.timeout)
+  end
+  -- Rounds per exchange: one (a barrier per round) on small fabrics; past 64
+  -- ranks, rank 0's share of a round is cut by running several rounds between
+  -- exchanges, each pair starting when both of its ends reach it.
+  local BLOCK = o.block or (N < 64 and 1 or math.min(16, math.ceil(N / 64)))
+  -- rank 0 waits this long for a rank at a block's end: its traffic (2 x --timeout a round), its QPs
+  -- of the next rounds, slack
+  local EXCHANGE_LIMIT = BLOCK * 2 * o.timeout + 2 * o.timeout + 30
+  -- every collective after the rendezvous follows a block: it waits as long as an exchange
+  f.timeout = EXCHANGE_LIMIT
+  -- rank 0 names whom a collective still waits for, every minute of waiting (IBV_FABRIC_WAIT_EVERY): a
+  -- rank that hangs inside a block is buried at the exchange's limit only
+  if ME == 0 then
+    f.on_wait = function(who, waited)
+      say("fabric_matrix: waiting %s for %s (the limit: %s)", fmt_time(waited), who, fmt_time(EXCHANGE_LIMIT))
+    end
+  end
+  local function fatal(err)
+    say("fabric_matrix (%s): %s", f:name(ME), tostring(err))
+    f:close()
+    os.exit(1)
+  end
+  local function must(v, err)
+    if v == nil then fatal(err) end
+    return v
+  end
+
+  local SIZES = traffic.sizes(o)
+  local rails, ibv = rails_mod.open(o, SIZES)
+
+  -- ------------------------------------------------------------------ the plan every rank agrees on
+
+  -- Rank 0: the rails of every rank, the local faults ({rank, rail, why}), the
+  -- pairs file's rounds; pairs_sched, its schedule.
+  local function make_plan(all_local)
+    local nrails = 0
+    for r = 0, N - 1 do
+      local l = all_local[r + 1]
+      if l then nrails = math.max(nrails, #l.rails) end
+    end
+    -- each rank's rail names as an index into the lists that differ (one, mostly): the plan every rank
+    -- gets is O(N) small numbers, not N lists (at 12,500 ranks x 8 rails, 25 kB instead of 1.1 MB a rank)
+    local plan = { nrails = nrails, rail_lists = {}, rails_of = {}, faults = {} }
+    local index = {}
+    for r = 0, N - 1 do
+      local l = all_local[r + 1]
+      plan.rails_of[r + 1] = 0
+      if l then
+        local key = table.concat(l.rails, "\0")
+        if not index[key] then plan.rail_lists[#plan.rail_lists + 1] = l.rails; index[key] = #plan.rail_lists end
+        plan.rails_of[r + 1] = index[key]
+        for _, x in ipairs(l.faults or {}) do plan.faults[#plan.faults + 1] = { r, x[1], x[2] } end
+        for k = #l.rails + 1, nrails do
+          plan.faults[#plan.faults + 1] = { r, k, string.format("no rail %d (%d asked for, this host has %d)", k,
+            nrails, #l.rails) }
+        end
+      end
+    end
+    if PATTERN ~= "pairs" then return plan end
+    local fh, oerr = io.open(o.pairs)
+    local text = fh and fh:read("a")
+    if fh then fh:close() end
+    if not text then plan.err = "cannot read the pairs file: " .. tostring(oerr); return plan end
+    local s, perr = schedule.from_pairs(text, N, f.hosts, o.pairs)
+    if not s then plan.err = perr; return plan end
+    plan.rounds = s.rounds
+    return plan, s
+  end
+
+  -- This host's ports against --expect (none on a dry run): a list of {rail name, why}.
+  local function mismatches()
+    if not EXPECTED or o.dry_run or not ibv then return {} end
+    local found = expectations.survey(ibv, EXPECTED, function(ctx, port, link_layer)
+      return rails_mod.pick_gid(ctx, port, link_layer, o.gid_idx)
+    end)
+    expectations.judge(found, EXPECTED, o.expect, pc.read)
+    local out = {}
+    for _, dev in ipairs(found) do
+      for _, p in ipairs(dev.ports) do
+        for _, c in ipairs(p.checks) do
+          if not c.pass then out[#out + 1] = { dev.name .. ":" .. p.port, "expect: " .. c.detail } end
+        end
+      end
+    end
+    return out
+  end
+
+  local mine = { rails = {}, faults = {}, expect = mismatches() }
+  mine.node = NODE
+  for i, r in ipairs(rails) do
+    mine.rails[i] = r.name
+    if r.fault then mine.faults[#mine.faults + 1] = { i, r.fault } end
+  end
+  local all_local = must(f:gather(mine, 0))
+  local plan, pairs_sched
+  if ME == 0 then plan, pairs_sched = make_plan(all_local) end
+  plan = must(f:bcast(plan))
+  -- rank + 1 -> its rail names, looked up (a table of N would be O(N) more on every rank)
+  plan.names = setmetatable({}, { __index = function(_, r)
+    return plan.rail_lists and plan.rails_of and plan.rail_lists[plan.rails_of[r]]
+  end })
+  if plan.err then
+    if ME == 0 then say("fabric_matrix: %s", plan.err) end
+    f:close()
+    os.exit(2)
+  end
+  local NRAILS = plan.nrails
+  local FAULT = {} -- FAULT[rank][rail] = why
+  for _, x in ipairs(plan.faults) do
+    FAULT[x[1]] = FAULT[x[1]] or {}
+    FAULT[x[1]][x[2]] = x[3]
+  end
+
+  local sched
+  if PATTERN == "pairs" then
+    local lists
+    if ME == 0 then
+      lists = {}
+      for r = 0, N - 1 do lists[r + 1] = pairs_sched:rank_plan(r) end
+    end
+    local mine_plan = must(f:scatter(lists, 0))
+    sched = ME == 0 and pairs_sched or schedule.from_plan("pairs", N, plan.rounds, mine_plan, ME)
+  else
+    sched = schedule.new(PATTERN, N)
+  end
+
+  -- ------------------------------------------------------------------ the first pass
+
+  local jl -- --json-lines file: rank 0's, <file>.<rank> on the others (each writes the pairs it holds)
+  if o.json_lines then
+    local name = ME == 0 and o.json_lines or (o.json_lines .. "." .. ME)
+    jl = io.open(name, "w")
+    if not jl then say("fabric_matrix: cannot write %s", name) end
+  end
+  -- each rail's counter thresholds (its port's --expect entry over --counter-thresholds')
+  local LIMITS_OF = {}
+  local function limits_of(ki)
+    local r = rails[ki]
+    LIMITS_OF[ki] = LIMITS_OF[ki] or pcount.thresholds(THRESHOLDS, EXPECTED, r.name:match("^(.*):%d+$"), r.port)
+    return LIMITS_OF[ki]
+  end
+  local runner = rounds.new{ f = f, rails = rails, nrails = NRAILS, block = BLOCK, limit = EXCHANGE_LIMIT,
+    fault = FAULT, rail_names = plan.names, jl = ME == 0 and jl or nil, say = say, fatal = fatal,
+    limits_of = not o.dry_run and limits_of or nil, watch_flaps = not o.dry_run,
+    traffic = traffic.new{ o = o, ibv = ibv, me = ME, block = BLOCK } }
+
+  local R1 = sched.rounds
+  if o.max_rounds and o.max_rounds < R1 then R1 = o.max_rounds end
+  local first = ME == 0 and results.store(NRAILS, N, f.hosts)
+  local t_run = socket.gettime()
+  -- the pass's results stay on the ranks (each holds its pairs), then go up reduced: rank 0 gets the
+  -- summary, from it the reference, and the failing pairs (all of them up to reduction.ALL_PAIRS_MAX ranks)
+  local led = ledger.new{ f = f, nrails = NRAILS, rail_names = plan.names, sched = sched, rounds = R1, jl = jl }
+  runner:run(sched, R1, "first", first, led)
+  local first_seconds = socket.gettime() - t_run
+  local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
+    dry_run = o.dry_run, limits = LIMITS, counter_factor = o.counter_factor, counter_floor = o.counter_floor,
+    judged = THRESHOLDS }
+  local red = must(reduction.first_pass(f, led, opts, EXCHANGE_LIMIT))
+  if ME ~= 0 and jl then jl:close() end
+
+  -- ------------------------------------------------------------------ the retest
+
+  if ME == 0 then reduction.at_root(first, red, { sched = sched, rounds = R1, f = f, names = plan.names, jl = jl,
+    ledger = led }) end
+  local rt, retested
+  if not o.dry_run and not o.no_retest then
+    local lists
+    if ME == 0 then
+      rt = findings.retest(first, f, FAULT, opts, o.retest_width or math.max(1, math.floor(N / 4)))
+      lists = {}
+      for r = 0, N - 1 do lists[r + 1] = { rounds = rt.rounds, plan = rt.sched:rank_plan(r) } end
+    end
+    local m = must(f:scatter(lists, 0))
+    if m.rounds > 0 then
+      retested = ME == 0 and results.store(NRAILS, N, f.hosts, rt.per_sample)
+      runner:run(ME == 0 and rt.sched or schedule.from_plan("retest", N, m.rounds, m.plan, ME), m.rounds, "retest",
+        retested)
+      if ME == 0 then pcount.attribute(retested, plan.names) end
+    end
+  end
+
+  -- ------------------------------------------------------------------ report
+
+  -- Rank 0: the report of the run; the verdict every rank's exit status comes
+  -- from (cli.own_status), and whether rank 0's output files were all written.
+  local function report(ctl_all)
+    local written = true
+    local mismatch = {}
+    for r = 0, N - 1 do
+      for _, x in ipairs(all_local[r + 1] and all_local[r + 1].expect or {}) do
+        mismatch[#mismatch + 1] = { r, x[1], x[2] }
+      end
+    end
+    local verdicts, transient, bad, notes = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts,
+      mismatch)
+    local control = findings.control(ctl_all, N, runner.ctl.all_cpu, BLOCK, f.tree and f.tree.k or 0)
+    local scheduled, want = red.full and #first.list or reduction.scheduled(red.summary), NRAILS * N * (N - 1)
+    local listed = 0
+    if red.full and scheduled < want and (o.json or N <= 16) then
+      listed = findings.unscheduled(first, PATTERN == "quick" and "not scheduled (--quick)" or PATTERN == "pairs" and
+        "not in the pairs file" or "not scheduled (--max-rounds " .. tostring(o.max_rounds) .. ")")
+    end
+    local list = first.list
+    for _, x in ipairs(retested and retested.list or {}) do list[#list + 1] = x end -- (pass "retest", sample k)
+    local counters = {} -- every rank's deltas, round by round
+    for _, store in ipairs({ first, retested }) do
+      for _, c in ipairs(store.counters) do counters[#counters + 1] = results.counter_json(c, plan.names) end
+    end
+    local rep = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = rt and rt.rounds or 0,
+      rails = plan.names[1], pairs = list, verdicts = verdicts, at_fault = bad, transient = transient,
+      summary = not red.full and reduction.report_summary(red.summary, first.refs, plan.names[1]) or nil,
+      notes = notes, control = control, counters = counters,
+      seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
+      options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,
+        lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
+        dry_run = o.dry_run or nil, launcher = f.launcher, max_rounds = o.max_rounds, wait = o.wait,
+        counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
+        counter_floor = o.counter_floor } }
+    print(matrix.text(rep))
+    if o.json then
+      local fh = io.open(o.json, "w")
+      if not fh then say("fabric_matrix: cannot write %s", o.json); written = false else
+        fh:write(matrix.json(rep), "\n")
+        fh:close()
+      end
+    end
+    if o.plot then
+      local ok, err = matrix.plot(rep, o.plot)
+      if not ok then say("fabric_matrix: %s", err); written = false end
+    end
+    if jl then
+      jl:write(dkjson.encode({ verdicts = verdicts }), "\n")
+      jl:close()
+    end
+    return { bad = bad, any = #bad > 0 }, written, rep
+  end
+
+  -- this rank's time in the exchanges, for the control plane's figures
+  local c = runner.ctl
+  local ctl_all = must(f:gather({ c.seconds, c.cpu, c.rounds, c.max, c.exchanges }, 0))
+  local verdict, written, rep
+  if ME == 0 then verdict, written, rep = report(ctl_all) end
+  -- every rank learns the ranks at fault; one that does not (rank 0 lost it: named unreachable) exits 1
+  verdict = f:bcast(verdict)
+  local status = verdict and cli.own_status(ME, o.exit_any, verdict) or 1
+  if ME == 0 and not written then status = 2 end
+  f:close()
+  -- --drain: Slurm told after the report (a failed scontrol call is said; the status stays the verdict's)
+  if ME == 0 and o.drain and status ~= 2 then
+    local drains = require "ibverbs.tools.drains"
+    drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end,
+      plan.names)
+  end
+  os.exit(status)
+end
+
+return fabric_matrix
