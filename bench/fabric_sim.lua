@@ -62,7 +62,7 @@ if not (r0 and relay and rep) then
 end
 local nblocks = math.ceil(rounds / block)
 assert(nblocks >= 2, "the per-round figures need two blocks or more")
-local steady = (nblocks - 1) * block
+local steady = rounds - block -- the rounds of the blocks after the first
 
 local function per_round(snaps, key)
   if not snaps[3][key] then return 0 / 0 end -- (a run before that figure was kept)
