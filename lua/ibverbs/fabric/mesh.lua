@@ -30,14 +30,21 @@ local mesh = {}
 local function group_of(t, r) return math.floor(r / t.k) end
 
 --- A relay, before accepting its members: its links to the relays below it
--- (sockets, hello said), by group; those it cannot reach are left out.
+-- (sockets, hello said), by group, each tried until deadline as a member
+-- tries its relay (a relay below counts on it: a SYN dropped under a storm
+-- of connections is tried again); those it cannot reach are left out.
 function mesh.connect_lower(self, deadline)
   local t = self.tree
   local g, out = group_of(t, self.rank), {}
   for h = 1, g - 1 do
     local addr = t.addrs[tostring(h)]
     local host, port = tostring(addr):match("^(.*):(%d+)$")
-    local sock = host and socket.connect(host, tonumber(port))
+    local sock
+    while host and not sock do
+      sock = socket.connect(host, tonumber(port))
+      if not sock and socket.gettime() >= deadline then break end
+      if not sock then socket.sleep(0.05 + math.random() * 0.1) end
+    end
     if sock then
       sock:setoption("tcp-nodelay", true)
       if wire.send(sock, { relay = self.rank }, deadline) then out[h] = sock else sock:close() end
