@@ -1,5 +1,5 @@
 -- The simulation of bench/fabric at small sizes (bench/sim_worker.lua: every
--- rank a coroutine running examples/fabric_matrix.lua over loopback TCP,
+-- rank a coroutine running fabric_matrix (ibverbs.tools.fabric_matrix) over loopback TCP,
 -- its measurement drawn with planted faults): the faults found and none
 -- invented, and rank 0's bytes a round growing with the relay tree's
 -- fanout (about sqrt(N)), not with N, now that results are reduced and
