@@ -231,13 +231,18 @@ end
 -- to this rank; at rank 0 also every rank's up (a list indexed rank + 1).
 -- Rank 0's cost is O(size + messages): the per-round exchange of a schedule.
 -- When every value is a string (up a string or nil), the frames are made by
--- hand rather than by dkjson.
-function fabric_group:route(msgs, up, timeout)
+-- hand rather than by dkjson.  With reduce (a function of a list of ups,
+-- strings, giving one string; every rank passes the same), the ups are
+-- reduced on the way up: each relay of the tree sends rank 0 its group's
+-- ups reduced, and rank 0 returns, in place of the list, the reduction of
+-- those and of the ups it got directly (so reduce must not care how the
+-- ups are grouped: a merge of summaries, a sum, a concatenation).
+function fabric_group:route(msgs, up, timeout, reduce)
   if type(msgs) ~= "table" then error("bad argument #1 to 'route' (table expected, got " .. type(msgs) .. ")", 2) end
   if self.tree then
     local deadline, limit = begin(self, timeout)
     if not deadline then return nil, limit end
-    return tree.route(self, msgs, up, deadline, limit)
+    return tree.route(self, msgs, up, deadline, limit, reduce)
   end
   local raw = up == nil or type(up) == "string"
   for _, m in ipairs(msgs) do
@@ -249,6 +254,7 @@ function fabric_group:route(msgs, up, timeout)
     return inbox[r] or NOTHING
   end, raw and RAW or nil)
   if res == nil then return nil, err end
+  if reduce and self.rank == 0 then return res, reduce(tree.reduce_ups(all or { up })) end
   return res, all
 end
 
@@ -429,8 +435,10 @@ end
 -- then says who could not (tolerant groups: they send to rank 0 instead).
 local function tree_setup(self, deadline)
   local missing = tree.connect(self, deadline)
+  local l -- every rank's list joined once, the same answer for all (one encoding: O(N), not O(N^2))
   local orphans, err = collective(self, "tree", missing, self.init_timeout, function(values)
-    local l = {}
+    if l then return l end
+    l = {}
     for r = 1, self.size do
       for _, x in ipairs(type(values[r]) == "table" and values[r] or NOTHING) do l[#l + 1] = x end
     end

@@ -27,9 +27,18 @@ if os.getenv("SLOW_WAIT") and f.rank == 0 then -- a callback slower than wait_ev
   f.on_wait = function(who) on_wait(who) os.execute("sleep 0.5") end
 end
 if tonumber(os.getenv("LATE") or -1) == f.rank then os.execute("sleep " .. (os.getenv("LATE_S") or 1.5)) end
+local reduce = os.getenv("REDUCE") and function(l) -- a sum, and how many values each reduction took
+  local sum, calls = 0, {}
+  for _, s in ipairs(l) do
+    local v, c = s:match("^(%d+) ?(.*)$")
+    sum = sum + tonumber(v)
+    calls[#calls + 1] = c ~= "" and c or "1"
+  end
+  return sum .. " " .. #l .. ":" .. table.concat(calls, ",")
+end
 for k = 1, 3 do
   local got, ups = f:route({ { (f.rank + k) % f.size, "from " .. f.rank }, { (f.rank - k) % f.size, { r = f.rank } } },
-    "up " .. f.rank)
+    reduce and tostring(f.rank) or ("up " .. f.rank), nil, reduce)
   if not got then out.err = ups break end
   local seen = {}
   for _, m in ipairs(got) do seen[#seen + 1] = m[1] .. "=" .. (type(m[2]) == "table" and m[2].r or m[2]) end
@@ -73,6 +82,19 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
     end
     for k = 1, 3 do for r = 0, 8 do assert.equal("up " .. r, out[0].ups[k][r + 1]) end end
   end)
+
+  it("reduces the ups on the way up with route's reduce: each relay its group's, rank 0 the relays' and its own",
+    function()
+      for _, group in ipairs({ 3, 0 }) do -- the tree, and the star (rank 0 reduces every up)
+        local out = tree_ranks(9, "T=10 REDUCE=1 IBV_FABRIC_GROUP=" .. group)
+        for r = 0, 8 do for k = 1, 3 do assert.equal(tree_expect(9, r, k, {}), out[r].got[k]) end end
+        for k = 1, 3 do
+          -- rank 0 reduced 3 values: its group's (its own and ranks 1, 2) and one reduction from each relay,
+          -- each of 3 values; the star: 9 values, each its own
+          assert.equal(group == 3 and "36 5:1,1,1,3:1,1,1,3:1,1,1" or "36 9:1,1,1,1,1,1,1,1,1", out[0].ups[k])
+        end
+      end
+    end)
 
   it("is on by itself past fabric.TREE_MIN ranks: 100 ranks in groups of 10", function()
     local out = tree_ranks(100, "T=30")

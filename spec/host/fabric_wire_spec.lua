@@ -27,8 +27,10 @@ describe("ibverbs.fabric.wire", function()
   it("frames a bundle and its answer by hand: any bytes, the sources, the dead", function()
     local parts = { [2] = { "3 7 2 s\0" }, [-1] = { "5 -1 3 sup" } }
     local b = body(wire.bundle_encode(5, { { 4, "gone" } }, { 3, 5 }, parts))
-    assert.same({ op = "route", seq = 5, v = { dead = { { 4, "gone" } }, srcs = { 3, 5 },
-      parts = { [2] = "3 7 2 s\0", [-1] = "5 -1 3 sup" } } }, wire.decode(b))
+    local msg = wire.decode(b)
+    assert.same({ op = "route", seq = 5, v = { dead = { { 4, "gone" } }, srcs_text = "3,5",
+      parts = { [2] = "3 7 2 s\0", [-1] = "5 -1 3 sup" } } }, msg)
+    assert.same({ 3, 5 }, wire.bundle_srcs(msg.v)) -- read when asked
     assert.is_nil(wire.decode("B1 0 x"))
     assert.same({ blob = "1 2 1 x" }, wire.decode("b0 1 2 1 x"))
     assert.same({ blob = "", dead = { { 1, "x" } } }, wire.decode(body(wire.bundle_reply({ { 1, "x" } }))))

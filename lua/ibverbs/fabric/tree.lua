@@ -2,19 +2,23 @@
 -- with opts.group / IBV_FABRIC_GROUP = k), route runs over a two-level tree:
 -- the ranks form groups of k (about sqrt(size)), rank g*k is group g's relay,
 -- and a group's other ranks (its members) send their route frames to their
--- relay, which bundles them: the messages sorted by the group they go to, each
--- group's part one opaque string, and the ups.  Rank 0 (group 0's relay) takes
--- its own group's frames and one bundle per relay, joins the parts for each
--- group without reading them, and sends each relay one frame; a relay splits
--- it among its members.  Rank 0's cost per route is then O(size / k) frames
--- plus O(size) string joins, a relay's O(k).  The other collectives stay on
--- the star.  A relay that dies or misses its limit (tolerant groups) is buried
+-- relay, which sorts their messages by the group they go to: its own group's
+-- it keeps, another relay's group's it sends that relay directly (the relays'
+-- mesh: ibverbs.fabric.mesh), and it sends rank 0 one bundle: the messages
+-- for group 0 (and for a group whose relay is gone) and the ups, reduced into
+-- one when route is given a reduce.  Rank 0 (group 0's relay) takes its own
+-- group's frames and one bundle per relay, and sends each relay one frame
+-- (the messages from group 0, the dead); a relay splits what it got among
+-- its members.  Rank 0's cost per route is then O(size / k + k) frames and
+-- the bytes of group 0, a relay's O(size / k + k).  The other collectives
+-- stay on the star.  A relay that dies or misses its limit (tolerant groups) is buried
 -- alone: rank 0 tells its members on their own connections and they send to
 -- rank 0 from then on (adopted); a member that finds its relay gone does the
 -- same.  The frames are ibverbs.fabric.wire's; every wait is the hub's.
 local socket = require "socket"
 local wire = require "ibverbs.fabric.wire"
 local hub = require "ibverbs.fabric.hub"
+local mesh = require "ibverbs.fabric.mesh"
 local ranks = require "ibverbs.fabric.ranks"
 local int = require("ibverbs.fabric.launcher").int
 
@@ -73,17 +77,22 @@ function tree.hello(t) return t.k, t.listener and select(2, t.listener:getsockna
 local function accept_members(self, deadline)
   local t = self.tree
   local g = group_of(t, self.rank)
+  local lower = mesh.connect_lower(self, deadline) -- the relays below: their listeners take it before they accept
   self.hub, self.peers = hub.new(true), {}
-  local pending, want = {}, 0
+  mesh.adopt_links(self, lower)
+  local pending, want = {}, mesh.expected(self)
   for _, r in ipairs(t.members) do if not self.dead[r] then want = want + 1 end end
   self.hub:listen(t.listener, function(c) pending[c] = true end)
   t.listener = nil
   local function visit(c)
+    if c.mesh then return end
     local hello = table.remove(c.frames, 1)
     if not hello then if c.closed then pending[c] = nil; self.hub:drop(c) end; return end
     pending[c] = nil
     local r = int(hello.member)
-    if r and group_of(t, r) == g and r ~= self.rank and not self.peers[r] and not self.dead[r] then
+    if hello.relay and mesh.accept(self, c, hello) then
+      want = want - 1
+    elseif r and group_of(t, r) == g and r ~= self.rank and not self.peers[r] and not self.dead[r] then
       c.rank, self.peers[r] = r, c
       want = want - 1
     else
@@ -208,14 +217,29 @@ end
 
 -- ---------------------------------------------------------------- a relay's route
 
--- The bundle of a relay's group: its own and its members' messages by destination group.
-local function bundle(self, own, values)
+--- The string ups of all (a table indexed rank + 1) as a list in rank
+-- order, for a reduce: those present, not every rank's slot (rank 0 has a
+-- few: its group's and one a relay).
+function tree.reduce_ups(all)
+  local ks, l = {}, {}
+  for r, v in pairs(all) do if type(v) == "string" then ks[#ks + 1] = r end end
+  table.sort(ks)
+  for i, r in ipairs(ks) do l[i] = all[r] end
+  return l
+end
+
+-- The bundle of a relay's group: its own and its members' messages by
+-- destination group, and their ups (reduced into one, with reduce), for
+-- rank 0; the messages for linked relays sent them (the mesh); and the
+-- messages within its group, returned.
+local function bundle(self, own, values, reduce)
   local t = self.tree
   local parts, srcs = {}, {}
   local function add(g, s)
     parts[g] = parts[g] or {}
     parts[g][#parts[g] + 1] = s
   end
+  local ups = {}
   for i = 0, #t.members do
     local r = i == 0 and self.rank or t.members[i]
     local v = i == 0 and own or values[r + 1]
@@ -224,9 +248,11 @@ local function bundle(self, own, values)
       for _, m in ipairs(v.m) do
         if m[1] >= 0 and m[1] < self.size then add(group_of(t, m[1]), wire.item(r, m[1], m[2])) end
       end
-      if v.u then add(-1, wire.item(r, -1, v.u)) end
+      if v.u and reduce then ups[#ups + 1] = wire.untag(v.u)
+      elseif v.u then add(-1, wire.item(r, -1, v.u)) end
     end
   end
+  if #ups > 0 then add(-1, wire.item(self.rank, -1, wire.tag(reduce(ups)))) end
   local mine = {} -- the members this relay buried, each told once
   for _, d in ipairs(self.dead_list) do
     if not t.told[d[1]] and group_of(t, d[1]) == group_of(t, self.rank) then
@@ -234,14 +260,17 @@ local function bundle(self, own, values)
       mine[#mine + 1] = d
     end
   end
-  return wire.bundle_encode(self.seq, mine, srcs, parts)
+  local kept = mesh.send_parts(self, parts) -- to the linked relays; its own group's kept
+  return wire.bundle_encode(self.seq, mine, srcs, parts), kept
 end
 
 -- A relay: its members' frames, one bundle to rank 0, rank 0's answer split among them.
-local function relay_route(self, own, deadline)
+local function relay_route(self, own, deadline, reduce)
   local t = self.tree
   local values, err = hub.collect(self, "route", own, deadline, { ranks = t.members })
-  local frame = err and wire.encode({ op = "route", seq = self.seq, v = { err = err } }) or bundle(self, own, values)
+  local frame, kept
+  if err then frame = wire.encode({ op = "route", seq = self.seq, v = { err = err } })
+  else frame, kept = bundle(self, own, values, reduce) end
   local ok, serr = wire.send_raw(self.up, frame, deadline + t.margin)
   local msg
   if ok then msg, serr = wire.read(self.up, deadline + 3 * t.margin) end
@@ -253,7 +282,9 @@ local function relay_route(self, own, deadline)
   local inbox
   if not err then
     ranks.learn_dead(self, msg.dead)
-    inbox, err = wire.inbox_of(msg.blob)
+    if msg.resend then mesh.resend(self, msg.resend, deadline + 3 * t.margin) end
+    local blobs = mesh.collect(self, deadline + 3 * t.margin)
+    inbox, err = wire.inbox_of(msg.blob .. table.concat(blobs) .. table.concat(kept or {}))
   end
   if err then
     local e = wire.encode({ err = err })
@@ -292,6 +323,8 @@ end
 -- Rank 0: group g's relay is gone; its live members send to rank 0 from now on.
 local function adopt_group(self, g, w)
   local t = self.tree
+  t.buried_now = t.buried_now or {}
+  t.buried_now[#t.buried_now + 1] = g * t.k -- what the other relays sent it by the mesh: to be resent
   local notice = wire.encode({ orphan = true })
   for _, m in ipairs(members(t, g)) do
     if not self.dead[m] and not t.adopted[m] then
@@ -334,10 +367,9 @@ local function sort_out(self, own, values)
     out[g] = out[g] or {}
     out[g][#out[g] + 1] = s
   end
-  for g = 1, t.ngroups - 1 do
-    for _, r in ipairs(type(values[g * t.k + 1]) == "table" and values[g * t.k + 1].srcs or NOTHING) do
-      bundled[r] = true
-    end
+  for g = 1, next(t.adopted) and t.ngroups - 1 or 0 do -- (only an adopted rank may come both ways)
+    local v = values[g * t.k + 1]
+    for _, r in ipairs(type(v) == "table" and v.srcs_text and wire.bundle_srcs(v) or NOTHING) do bundled[r] = true end
   end
   local direct = { 0 } -- its group's members and the adopted ranks (some since this call began)
   for _, r in ipairs(t.members) do direct[#direct + 1] = r end
@@ -378,16 +410,32 @@ local function take_bundles(self, values, err)
   return err
 end
 
+-- Rank 0: what the live relays resend for the relays buried during this route
+-- (ibverbs.fabric.mesh), into out[0]: the buried relays' members are adopted.
+local function take_resent(self, out, deadline)
+  local t = self.tree
+  local relays = {}
+  for g = 1, t.ngroups - 1 do
+    if not self.dead[g * t.k] and self.peers[g * t.k] then relays[#relays + 1] = g * t.k end
+  end
+  local values = hub.collect(self, "late", nil, deadline, { ranks = relays })
+  out[0] = out[0] or {}
+  for _, r in ipairs(relays) do
+    if type(values[r + 1]) == "string" then out[0][#out[0] + 1] = values[r + 1] end
+  end
+end
+
 -- Rank 0: one frame to each relay, then the answers of the ranks it serves directly.
 local function root_send(self, out, direct, err)
   local t = self.tree
   local dead = ranks.dead_said(self)
   local e = err and wire.encode({ err = err })
+  local resend = t.buried_now
   for g = 1, t.ngroups - 1 do
     local r = g * t.k
     local c = not self.dead[r] and self.peers[r]
     if c then
-      local ok, serr = wire.send_raw(c.sock, e or wire.bundle_reply(dead, out[g]), socket.gettime() + 5)
+      local ok, serr = wire.send_raw(c.sock, e or wire.bundle_reply(dead, out[g], resend), socket.gettime() + 5)
       if not ok and self.tolerant and not err then
         bury(self, r, string.format("%s left the fabric during route (%s)", name(self, r), tostring(serr)))
         adopt_group(self, g)
@@ -395,6 +443,7 @@ local function root_send(self, out, direct, err)
       c.sock:settimeout(0)
     end
   end
+  if resend and not err then take_resent(self, out, socket.gettime() + t.margin) end -- (the route's deadline passed)
   local inbox = wire.inbox_of(table.concat(out[0] or {})) or {}
   dead = ranks.dead_said(self)
   for i = 2, #direct do
@@ -409,18 +458,21 @@ local function root_send(self, out, direct, err)
 end
 
 -- Rank 0: each group's parts joined, unread, into one frame for its relay.
-local function root_route(self, own, deadline)
+local function root_route(self, own, deadline, reduce)
+  self.tree.buried_now = nil
   local values, err = root_collect(self, own, deadline)
   err = take_bundles(self, values, err)
   local out, all, direct = sort_out(self, own, values)
   self.tree.last = out
   local inbox = root_send(self, out, direct, err)
   if err then return broken(self, err) end
+  if reduce then all = reduce(tree.reduce_ups(all)) end
   return wire.untag_list(inbox[0] or {}), all
 end
 
---- fabric_group:route over the tree (the collective begun: its deadline and limit).
-function tree.route(self, msgs, up, deadline, timeout)
+--- fabric_group:route over the tree (the collective begun: its deadline and
+-- limit; reduce: see fabric_group:route).
+function tree.route(self, msgs, up, deadline, timeout, reduce)
   local t = self.tree
   t.margin = margin(timeout)
   local m = {}
@@ -429,8 +481,8 @@ function tree.route(self, msgs, up, deadline, timeout)
     if to and to >= 0 and to < self.size then m[#m + 1] = { to, wire.tag(x[2]) } end
   end
   local own = { m = m, u = up ~= nil and wire.tag(up) or nil }
-  if self.rank == 0 then return root_route(self, own, deadline) end
-  if t.relay == self.rank then return relay_route(self, own, deadline) end
+  if self.rank == 0 then return root_route(self, own, deadline, reduce) end
+  if t.relay == self.rank then return relay_route(self, own, deadline, reduce) end
   local msg, err = member_route(self, wire.route_encode(self.seq, own), deadline)
   if not msg then return broken(self, err) end
   if msg.err then return broken(self, msg.err) end

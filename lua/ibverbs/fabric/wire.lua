@@ -5,7 +5,10 @@
 --   r  rank 0's route answer:   "r<len> <dead as JSON>" then records "<from> <len> <payload>"
 --   B  a relay's bundle:        "B<seq> <len> <dead as JSON><len> <sources>" then records
 --                               "<group> <len> <part>" (group -1: the ups)
---   b  rank 0's relay answer:   "b<len> <dead as JSON>" then the items for the relay's group
+--   b  rank 0's relay answer:   "b<len> <dead as JSON>", "!<ranks>\n" when relays must resend, then
+--                               the items for the relay's group
+--   M  a relay to a relay:      "M<seq> " then the items for the other's group (ibverbs.fabric.mesh)
+--   L  a relay's resend:        "L<seq> " then what it had sent relays rank 0 buried
 -- A part (and a relay answer's tail) is items "<from> <to> <len> <payload>".
 -- One record reader (records) serves all of them and one body decoder (decode)
 -- reads every frame, wherever it arrives.  The sending and blocking reading of
@@ -137,8 +140,7 @@ local function bundle_decode(body)
   if seq then p, dead = dead_at(body, q) end
   local slen, r = body:match("^(%d+) ()", p or 1)
   if not (p and slen) then return nil, "malformed bundle" end
-  local v = { parts = {}, srcs = {}, dead = dead }
-  for rank in body:sub(r, r + tonumber(slen) - 1):gmatch("%d+") do v.srcs[#v.srcs + 1] = tonumber(rank) end
+  local v = { parts = {}, srcs_text = body:sub(r, r + tonumber(slen) - 1), dead = dead }
   p = r + tonumber(slen)
   if not wire.records(body, p, 1, function(part, g) v.parts[g] = part end) then
     return nil, "malformed bundle"
@@ -146,20 +148,50 @@ local function bundle_decode(body)
   return { op = "route", seq = tonumber(seq), v = v }
 end
 
---- Rank 0's answer to a relay: the dead ranks and the items for its group.
-function wire.bundle_reply(dead, parts)
+--- The ranks whose frames a decoded bundle (its v) carries, read when asked
+-- (rank 0 asks only when it serves adopted ranks: a list of every rank a
+-- route, O(N), otherwise unread).
+function wire.bundle_srcs(v)
+  if not v.srcs then
+    v.srcs = {}
+    for rank in (v.srcs_text or ""):gmatch("%d+") do v.srcs[#v.srcs + 1] = tonumber(rank) end
+  end
+  return v.srcs
+end
+
+--- Rank 0's answer to a relay: the dead ranks, the relays it asks to
+-- resend to (a list of ranks, or nil: "!r,r\n" after the dead) and the
+-- items for its group.
+function wire.bundle_reply(dead, parts, resend)
   local d = dead_json(dead)
-  return wire.frame("b" .. #d .. " " .. d .. table.concat(parts or {}))
+  local r = resend and #resend > 0 and ("!" .. table.concat(resend, ",") .. "\n") or ""
+  return wire.frame("b" .. #d .. " " .. d .. r .. table.concat(parts or {}))
 end
 
 local function bundle_reply_decode(body)
   local p, dead = dead_at(body, 2)
   if body:byte(1) ~= 98 or not p then return nil, "malformed bundle reply" end
-  return { blob = body:sub(p), dead = dead }
+  local resend
+  if body:byte(p) == 33 then
+    local list, q = body:match("^!([%d,]*)\n()", p)
+    if not list then return nil, "malformed bundle reply" end
+    resend = {}
+    for r in list:gmatch("%d+") do resend[#resend + 1] = tonumber(r) end
+    p = q
+  end
+  return { blob = body:sub(p), dead = dead, resend = resend }
+end
+
+-- A relay's mesh frame ("M<seq> <items>") or resent items ("L<seq> <items>").
+local function items_decode(body)
+  local seq, p = body:match("^[ML](%d+) ()")
+  if not seq then return nil, "malformed relay frame" end
+  local blob = body:sub(p)
+  return { op = body:byte(1) == 77 and "mesh" or "late", seq = tonumber(seq), blob = blob, v = blob }
 end
 
 local DECODE = { [82] = route_decode, [114] = route_reply_decode, [66] = bundle_decode,
-  [98] = bundle_reply_decode } -- R r B b
+  [98] = bundle_reply_decode, [77] = items_decode, [76] = items_decode } -- R r B b M L
 
 --- Any frame's body as its message table, or nil, msg.
 function wire.decode(body)

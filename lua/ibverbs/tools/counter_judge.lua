@@ -40,14 +40,16 @@ judge.DEFAULTS = { counter_factor = 4, counter_floor = 1e-3 }
 
 local function opt(opts, k) return opts and opts[k] or judge.DEFAULTS[k] end
 
--- The quantile of a reference kind, for a lower-is-better rate: best -> 0, median -> 0.5, pQ -> 1 - Q/100.
-local function low_quantile(kind)
+--- The quantile of a reference kind, for a lower-is-better rate: best -> 0, median -> 0.5, pQ -> 1 - Q/100;
+-- and its name ("lowest", "median", "p25").
+function judge.low_quantile(kind)
   kind = kind or "best"
   if kind == "best" then return 0, "lowest" end
   if kind == "median" then return 0.5, "median" end
   local q = tonumber(kind:match("^p(%d+%.?%d*)$"))
   return 1 - (q or 100) / 100, "p" .. string.format("%g", 100 - (q or 100))
 end
+local low_quantile = judge.low_quantile
 
 --- A pair's rate of counter name: the higher of its ends' (0 when neither counted it).
 function judge.pair_rate(p, name)

@@ -226,6 +226,46 @@ local function bounded(bad_pairs, score, excluded)
   return drop
 end
 
+-- Each suspect's partner: among the candidates (ranks in order) whose pair
+-- with it was not flagged, one with the fewest flagged pairs (the lowest
+-- score), the turn-th of those equals (modulo their number: the retests
+-- spread).  Returns pick(x, turn) -> the partner or nil.  The candidates
+-- are grouped by score once, so a pick costs the suspect's flagged partners
+-- per group it looks in, not every candidate.
+local function partner_picker(candidates, score, bad_pairs)
+  local scores, group, pos = {}, {}, {}
+  for _, y in ipairs(candidates) do
+    local sc = score[y]
+    if not group[sc] then group[sc] = {}; scores[#scores + 1] = sc end
+    local g = group[sc]
+    g[#g + 1] = y
+    pos[y] = #g
+  end
+  table.sort(scores)
+  local flagged = {} -- rank -> its partners in flagged pairs
+  for _, p in ipairs(bad_pairs) do
+    for i = 1, 2 do
+      flagged[p[i]] = flagged[p[i]] or {}
+      table.insert(flagged[p[i]], p[3 - i])
+    end
+  end
+  return function(x, turn)
+    for _, sc in ipairs(scores) do
+      local g, skip = group[sc], {}
+      if pos[x] and score[x] == sc then skip[1] = pos[x] end
+      for _, y in ipairs(flagged[x] or {}) do
+        if pos[y] and score[y] == sc then skip[#skip + 1] = pos[y] end
+      end
+      if #g > #skip then
+        table.sort(skip)
+        local i = turn % (#g - #skip) + 1
+        for _, at in ipairs(skip) do if at <= i then i = i + 1 end end
+        return g[i]
+      end
+    end
+  end
+end
+
 --- What to measure again: plan.pairs (unordered {a, b}), plan.good (rank ->
 -- true: none of its pairs flagged), plan.partner (suspect rank -> the rank it
 -- is retested with), plan.suspects (sorted ranks with a flagged pair),
@@ -234,8 +274,10 @@ end
 -- were bounded: a flagged pair left out because every pair of that rank was
 -- flagged and NODE_RETEST_PAIRS of them tell a node from a link), plan.why
 -- ("a-b" -> {src, dst, why}: the first pass's why of one of its directions).  excluded: ranks not to use
--- (dead, faulty).
-function diagnose.retest_plan(list, n, excluded)
+-- (dead, faulty).  counts (rank -> the partners it measured a pair with), when list holds only the
+-- failing pairs (a reduced pass: ibverbs.tools.reduction): the share of a rank's pairs flagged is taken
+-- over its count, and a rank without one measured some pairs, none flagged.
+function diagnose.retest_plan(list, n, excluded, counts)
   excluded = excluded or {}
   local bad_pairs, seen, with, flagged_with, whys = {}, {}, {}, {}, {}
   for _, p in ipairs(list) do
@@ -261,8 +303,10 @@ function diagnose.retest_plan(list, n, excluded)
   local function count(t) local c = 0; for _ in pairs(t or {}) do c = c + 1 end; return c end
   local candidates = {}
   for r = 0, n - 1 do
-    if not excluded[r] and with[r] then
-      plan.score[r] = count(flagged_with[r]) / count(with[r])
+    local total = with[r] and count(with[r]) or 0
+    if counts then total = counts[r] or math.max(total, 1) end
+    if not excluded[r] and total > 0 then
+      plan.score[r] = count(flagged_with[r]) / total
       candidates[#candidates + 1] = r
       if plan.score[r] == 0 then plan.good[r] = true end
     end
@@ -284,22 +328,12 @@ function diagnose.retest_plan(list, n, excluded)
   for r in pairs(flagged_with) do suspects[#suspects + 1] = r end
   table.sort(suspects)
   plan.suspects = suspects
-  -- each suspect's partner: among the ranks whose pair with it was not
-  -- flagged, one with the fewest flagged pairs (in turns among equals, to
-  -- spread the retests)
+  local pick = partner_picker(candidates, plan.score, bad_pairs)
   local turn = 0
   for _, x in ipairs(suspects) do
     if not excluded[x] then
-      local best, ties = nil, {}
-      for _, y in ipairs(candidates) do
-        local k = key(x, y)
-        if y ~= x and not seen[k] then
-          if best == nil or plan.score[y] < best then best, ties = plan.score[y], { y }
-          elseif plan.score[y] == best then ties[#ties + 1] = y end
-        end
-      end
-      if #ties > 0 then
-        local g = ties[turn % #ties + 1]
+      local g = pick(x, turn)
+      if g then
         turn = turn + 1
         plan.partner[x] = g
         add(x, g)

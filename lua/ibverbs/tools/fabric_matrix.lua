@@ -14,6 +14,11 @@
 -- Every rank reads its ports' counters (ibverbs.port_counters) just before
 -- and after each round's traffic; a rank's deltas of a round go to the pairs
 -- it was an end of in that round, and into --json and --json-lines.
+-- The first pass's results stay on the ranks, each pair with both of its
+-- ends (ibverbs.tools.ledger), and go up reduced (ibverbs.tools.reduction):
+-- the relays merge summaries, rank 0 takes the references from them, sends
+-- them down, and gets back only the pairs that fail (every pair up to 16
+-- ranks); --json-lines is then each rank's own file of its own pairs.
 -- Flagged pairs (latency above --lat-factor x the lowest, bandwidth below
 -- --bw-fraction x the highest, or against a percentile: --reference; failed,
 -- bad data; a physical or port error counter of an end's port that rose past
@@ -55,6 +60,8 @@ local traffic = require "ibverbs.tools.pair_traffic"
 local results = require "ibverbs.tools.results"
 local rounds = require "ibverbs.tools.rounds"
 local findings = require "ibverbs.tools.findings"
+local ledger = require "ibverbs.tools.ledger"
+local reduction = require "ibverbs.tools.reduction"
 
 local fabric_matrix = {}
 
@@ -108,7 +115,8 @@ function fabric_matrix.main(arg)
       help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
         .. "waits for a rank at an exchange (every --block rounds) 2 x (block + 1) times it plus 30 s" },
     { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
-    { nil, "json-lines", arg = "file", help = "stream each round's pairs as JSON lines to <file> (rank 0)" },
+    { nil, "json-lines", arg = "file", help = "stream the pairs each rank holds as JSON lines: rank 0 to <file> (its "
+      .. "own, those that reach it: failing and retested, the verdicts), every other rank to <file>.<rank>" },
     { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0)" },
     { nil, "exit-any", help = "exit 1 on every rank when any verdict exists (default: only the ranks it names)" },
     { nil, "dry-run", help = "the whole schedule and every exchange, no device opened, no traffic" },
@@ -254,11 +262,17 @@ function fabric_matrix.main(arg)
       local l = all_local[r + 1]
       if l then nrails = math.max(nrails, #l.rails) end
     end
-    local plan = { nrails = nrails, names = {}, faults = {} }
+    -- each rank's rail names as an index into the lists that differ (one, mostly): the plan every rank
+    -- gets is O(N) small numbers, not N lists (at 12,500 ranks x 8 rails, 25 kB instead of 1.1 MB a rank)
+    local plan = { nrails = nrails, rail_lists = {}, rails_of = {}, faults = {} }
+    local index = {}
     for r = 0, N - 1 do
       local l = all_local[r + 1]
+      plan.rails_of[r + 1] = 0
       if l then
-        plan.names[r + 1] = l.rails
+        local key = table.concat(l.rails, "\0")
+        if not index[key] then plan.rail_lists[#plan.rail_lists + 1] = l.rails; index[key] = #plan.rail_lists end
+        plan.rails_of[r + 1] = index[key]
         for _, x in ipairs(l.faults or {}) do plan.faults[#plan.faults + 1] = { r, x[1], x[2] } end
         for k = #l.rails + 1, nrails do
           plan.faults[#plan.faults + 1] = { r, k, string.format("no rail %d (%d asked for, this host has %d)", k,
@@ -305,6 +319,10 @@ function fabric_matrix.main(arg)
   local plan, pairs_sched
   if ME == 0 then plan, pairs_sched = make_plan(all_local) end
   plan = must(f:bcast(plan))
+  -- rank + 1 -> its rail names, looked up (a table of N would be O(N) more on every rank)
+  plan.names = setmetatable({}, { __index = function(_, r)
+    return plan.rail_lists and plan.rails_of and plan.rail_lists[plan.rails_of[r]]
+  end })
   if plan.err then
     if ME == 0 then say("fabric_matrix: %s", plan.err) end
     f:close()
@@ -332,10 +350,11 @@ function fabric_matrix.main(arg)
 
   -- ------------------------------------------------------------------ the first pass
 
-  local jl -- --json-lines file
-  if ME == 0 and o.json_lines then
-    jl = io.open(o.json_lines, "w")
-    if not jl then say("fabric_matrix: cannot write %s", o.json_lines) end
+  local jl -- --json-lines file: rank 0's, <file>.<rank> on the others (each writes the pairs it holds)
+  if o.json_lines then
+    local name = ME == 0 and o.json_lines or (o.json_lines .. "." .. ME)
+    jl = io.open(name, "w")
+    if not jl then say("fabric_matrix: cannot write %s", name) end
   end
   -- each rail's counter thresholds (its port's --expect entry over --counter-thresholds')
   local LIMITS_OF = {}
@@ -345,7 +364,7 @@ function fabric_matrix.main(arg)
     return LIMITS_OF[ki]
   end
   local runner = rounds.new{ f = f, rails = rails, nrails = NRAILS, block = BLOCK, limit = EXCHANGE_LIMIT,
-    fault = FAULT, rail_names = plan.names, jl = jl, say = say, fatal = fatal,
+    fault = FAULT, rail_names = plan.names, jl = ME == 0 and jl or nil, say = say, fatal = fatal,
     limits_of = not o.dry_run and limits_of or nil, watch_flaps = not o.dry_run,
     traffic = traffic.new{ o = o, ibv = ibv, me = ME, block = BLOCK } }
 
@@ -353,17 +372,22 @@ function fabric_matrix.main(arg)
   if o.max_rounds and o.max_rounds < R1 then R1 = o.max_rounds end
   local first = ME == 0 and results.store(NRAILS, N, f.hosts)
   local t_run = socket.gettime()
-  runner:run(sched, R1, "first", first)
+  -- the pass's results stay on the ranks (each holds its pairs), then go up reduced: rank 0 gets the
+  -- summary, from it the reference, and the failing pairs (all of them up to reduction.ALL_PAIRS_MAX ranks)
+  local led = ledger.new{ f = f, nrails = NRAILS, rail_names = plan.names, sched = sched, rounds = R1, jl = jl }
+  runner:run(sched, R1, "first", first, led)
   local first_seconds = socket.gettime() - t_run
-
-  -- ------------------------------------------------------------------ the retest
-
-  if ME == 0 then pcount.attribute(first, plan.names) end -- each pair's ends' counters of its round
   local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
     dry_run = o.dry_run, limits = LIMITS, counter_factor = o.counter_factor, counter_floor = o.counter_floor,
     judged = THRESHOLDS }
+  local red = must(reduction.first_pass(f, led, opts, EXCHANGE_LIMIT))
+  if ME ~= 0 and jl then jl:close() end
+
+  -- ------------------------------------------------------------------ the retest
+
+  if ME == 0 then reduction.at_root(first, red, { sched = sched, rounds = R1, f = f, names = plan.names, jl = jl,
+    ledger = led }) end
   local rt, retested
-  if ME == 0 then findings.complete(first, sched, R1, f) end
   if not o.dry_run and not o.no_retest then
     local lists
     if ME == 0 then
@@ -395,9 +419,9 @@ function fabric_matrix.main(arg)
     local verdicts, transient, bad, notes = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts,
       mismatch)
     local control = findings.control(ctl_all, N, runner.ctl.all_cpu, BLOCK, f.tree and f.tree.k or 0)
-    local scheduled, want = #first.list, NRAILS * N * (N - 1)
+    local scheduled, want = red.full and #first.list or reduction.scheduled(red.summary), NRAILS * N * (N - 1)
     local listed = 0
-    if scheduled < want and (o.json or N <= 16) then
+    if red.full and scheduled < want and (o.json or N <= 16) then
       listed = findings.unscheduled(first, PATTERN == "quick" and "not scheduled (--quick)" or PATTERN == "pairs" and
         "not in the pairs file" or "not scheduled (--max-rounds " .. tostring(o.max_rounds) .. ")")
     end
@@ -409,6 +433,7 @@ function fabric_matrix.main(arg)
     end
     local rep = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = rt and rt.rounds or 0,
       rails = plan.names[1], pairs = list, verdicts = verdicts, at_fault = bad, transient = transient,
+      summary = not red.full and reduction.report_summary(red.summary, first.refs, plan.names[1]) or nil,
       notes = notes, control = control, counters = counters,
       seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
       options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,

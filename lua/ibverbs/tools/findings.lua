@@ -24,28 +24,38 @@ function findings.complete(store, sched, nrounds, f)
   for k = 0, nrounds - 1 do
     for r = 0, f.size - 1 do
       local dst = sched:partners(r, k)
-      for ki = 1, dst and store.nrails or 0 do
-        local x = store:rec(ki, r, dst)
-        x.round = x.round or k
-        x.pass = x.pass or "first"
-        if x.lat_us == nil and x.unmeasured == nil and x.error == nil and not x.dry then
-          x.unmeasured = not f:alive(r) and (f:name(r) .. " unreachable") or
-            not f:alive(dst) and (f:name(dst) .. " unreachable") or "not reported"
-        end
-      end
+      for ki = 1, dst and store.nrails or 0 do findings.complete_pair(store, ki, r, dst, k, f) end
     end
   end
-  for _, x in ipairs(store.list) do
-    for _, r in ipairs({ x.src, x.dst }) do
-      if not x.unmeasured and not f:alive(r) and (x.error or x.lat_us == nil) then
-        x.unmeasured = f:name(r) .. " unreachable" .. (x.error and (" (" .. x.error .. ")") or "")
-      end
+  for _, x in ipairs(store.list) do findings.complete_ends(x, f) end
+end
+
+--- The record of the pair src -> dst scheduled in round k on rail ki, made
+-- when no end reported it: unmeasured, its dead end named ("not reported" when both live).
+function findings.complete_pair(store, ki, src, dst, k, f)
+  local x = store:rec(ki, src, dst)
+  x.round = x.round or k
+  x.pass = x.pass or "first"
+  if x.lat_us == nil and x.unmeasured == nil and x.error == nil and not x.dry then
+    x.unmeasured = not f:alive(src) and (f:name(src) .. " unreachable") or
+      not f:alive(dst) and (f:name(dst) .. " unreachable") or "not reported"
+  end
+  return x
+end
+
+--- A record with a dead end that failed or has no figures: unmeasured, the dead end named.
+function findings.complete_ends(x, f)
+  for _, r in ipairs({ x.src, x.dst }) do
+    if not x.unmeasured and not f:alive(r) and (x.error or x.lat_us == nil) then
+      x.unmeasured = f:name(r) .. " unreachable" .. (x.error and (" (" .. x.error .. ")") or "")
     end
   end
 end
 
 --- The retest of the flagged pairs of store (the first pass): per rail the
--- reference and the plan (refs, plans), the union of their pairs in rounds of
+-- reference (store.refs[rail]: the summary's, ibverbs.tools.reduction; else
+-- from its pairs) and the plan (refs, plans; store.counts: the ranks' counts
+-- of partners, when only the failing pairs reached rank 0), the union of their pairs in rounds of
 -- at most width disjoint pairs, opts.retests times over (per_sample rounds
 -- each, so a pair's samples lie apart in time), as a schedule.
 function findings.retest(store, f, fault, opts, width)
@@ -53,12 +63,12 @@ function findings.retest(store, f, fault, opts, width)
   local union, seen, refs, plans = {}, {}, {}, {}
   for ki = 1, store.nrails do
     local l = store:of_rail(ki)
-    refs[ki] = diagnose.flag(l, opts)
+    refs[ki] = diagnose.flag(l, opts, store.refs and store.refs[ki])
     local ex = {}
     for r = 0, n - 1 do
       if not f:alive(r) or (fault[r] and fault[r][ki]) then ex[r] = true end
     end
-    plans[ki] = diagnose.retest_plan(l, n, ex)
+    plans[ki] = diagnose.retest_plan(l, n, ex, store.counts and (store.counts[ki] or {}))
     for _, p in ipairs(plans[ki].pairs) do
       local key = p[1] .. "-" .. p[2]
       if not seen[key] then seen[key] = true; union[#union + 1] = p end
@@ -219,7 +229,7 @@ function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mism
   local notes = {}
   for ki = 1, opts.dry_run and 0 or first.nrails do
     local l = first:of_rail(ki)
-    local ref = rt and rt.refs[ki] or diagnose.flag(l, opts)
+    local ref = rt and rt.refs[ki] or diagnose.flag(l, opts, first.refs and first.refs[ki])
     local plan = rt and rt.plans[ki]
     local rref
     if not plan then

@@ -7,7 +7,8 @@
 --   --          unmeasured=, counter_errors=, ...}}, verdicts=, control=, options=,
 --   --          counters = {{pass=, round=, rank=, host=, rail=, deltas=, unknown=, exceeded=, faults=,
 --   --          packets=}}, notes = the counters' notes (findings.verdicts), at_fault = the ranks whose nodes
---   --          exit 1}
+--   --          exit 1, summary = a reduced pass's (reduction.report_summary): then pairs and counters
+--   --          are those involved (flagged, retested) and the counts and the spread come from it}
 --   print(matrix.text(report)); matrix.json(report); assert(matrix.plot(report, "m.png"))
 local dkjson = require "dkjson"
 local diagnose = require "ibverbs.tools.diagnose"
@@ -64,7 +65,21 @@ local function metric_matrix(out, report, m)
   out[#out + 1] = ""
 end
 
--- The first pass's counts and the flagged pairs into out.
+-- The first pass's counts from a reduced pass's summary (report.summary: reduction.report_summary).
+local function summed(sum)
+  local bytes, measured, unmeasured, reasons = 0, 0, 0, {}
+  for _, r in ipairs(sum.rails) do
+    bytes, measured = bytes + r.bytes_verified, measured + r.pairs
+    for why, c in pairs(r.unmeasured or {}) do
+      unmeasured = unmeasured + c
+      reasons[why] = (reasons[why] or 0) + c
+    end
+  end
+  return bytes, measured, unmeasured, reasons
+end
+
+-- The first pass's counts and the flagged pairs into out: from its pairs,
+-- or from its summary when the pass was reduced (its pairs: those involved).
 local function counts(out, report)
   local o = report.options or {}
   local bytes, measured, flagged, unmeasured, reasons = 0, 0, {}, 0, {}
@@ -80,6 +95,7 @@ local function counts(out, report)
       end
     end
   end
+  if report.summary then bytes, measured, unmeasured, reasons = summed(report.summary) end
   unmeasured = unmeasured + math.max(0, (report.unscheduled or 0) - (report.listed_unscheduled or 0))
   local how = diagnose.parse_reference(o.reference) or diagnose.parse_reference("best")
   out[#out + 1] = string.format("%d pairs, %d bytes verified, %d flagged (latency > %gx %s, bandwidth < %g x %s)",
@@ -101,6 +117,15 @@ end
 -- The latency's spread over the first pass's pairs (one way, from every
 -- round trip's sample), one line; none when no pair has percentiles.
 local function spread_line(out, report)
+  local l = report.summary and report.summary.latency
+  if l then
+    local w, x = l.worst_p99, l.worst_max
+    out[#out + 1] = string.format("latency, one way (us): typical %.1f (median of %d pairs); worst p99 %.1f (%s -> "
+      .. "%s, p99.9 %.1f); worst max %.1f (%s -> %s)", l.typical, l.pairs, w.v, label(report, w.src),
+      label(report, w.dst), w.p999 or 0, x.v, label(report, x.src), label(report, x.dst))
+    return
+  end
+  if report.summary then return end
   local lat, worst, top = {}, nil, nil
   for _, p in ipairs(report.pairs) do
     if (p.pass or "first") == "first" and p.lat_p99_us then
@@ -197,10 +222,10 @@ function matrix.json(report)
   return dkjson.encode({ size = report.size, pass = #verdicts == 0, pattern = report.pattern,
     rounds = report.rounds, retest_rounds = report.retest_rounds, rails = array(report.rails), hosts = report.hosts,
     verdicts = verdicts, at_fault = array(report.at_fault), flagged = flagged, transient = transient, notes = notes,
-    control = report.control, seconds = report.seconds, pairs = pairs_list, counters = array(report.counters),
-    options = report.options },
+    control = report.control, seconds = report.seconds, summary = report.summary, pairs = pairs_list,
+    counters = array(report.counters), options = report.options },
     { keyorder = { "size", "pass", "pattern", "rounds", "retest_rounds", "rails", "hosts", "verdicts", "at_fault",
-      "flagged", "transient", "notes", "control", "seconds", "pairs", "counters", "options" } })
+      "flagged", "transient", "notes", "control", "seconds", "summary", "pairs", "counters", "options" } })
 end
 
 --- The gnuplot script of the heatmaps (one per metric) for file (.png or .svg).

@@ -93,9 +93,12 @@ function Store:counters_of(round, src, k)
 end
 
 -- A counter line of rank src in round: its entry, or nil when the line is not one.
+-- A line given twice (both ends of a pair carry both ends' counters up) is kept once: its first entry.
 function Store:counter_line(src, line, round, pass)
   local k, deltas, unknown, exceeded, faults, packets = pcount.parse(line)
   if not k or not round then return nil end
+  local had = self:counters_of(round, src, k)
+  if had then return nil end
   local c = { pass = pass, round = round, sample = self.per_sample and math.floor(round / self.per_sample) + 1,
     rank = src, host = self.hosts[src + 1], rail = k, deltas = deltas, unknown = unknown, exceeded = exceeded,
     faults = faults, packets = packets }

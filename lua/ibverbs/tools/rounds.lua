@@ -14,7 +14,10 @@
 -- round (lua/ibverbs/tools/flaps.lua: state, link_downed, port events since the
 -- last check) and reports a port that went down or came back.
 -- Rank 0 stores what the ranks report, streams it (--json-lines) and says how
--- far the run is.
+-- far the run is.  A reduced pass (a ledger given: the first) sends nothing
+-- of its results to rank 0 but how many pairs finished, summed by the
+-- relays: each rank keeps its lines, and sends each partner its lines about
+-- it and its counters ("k@..." with the block's exchange: ibverbs.tools.ledger).
 --
 --   local rounds = require "ibverbs.tools.rounds"
 --   local runner = rounds.new{ f = f, rails = rails, traffic = tr, nrails = n, block = b, limit = s, ... }
@@ -54,11 +57,19 @@ function rounds.new(cfg)
   return r
 end
 
--- One exchange: msgs to their ranks, up to rank 0; what came, and (rank 0) every up.
-function R:exchange(msgs, up)
+-- The ups of a reduced pass's exchange: the pairs finished, summed.
+local function sum(list)
+  local n = 0
+  for _, s in ipairs(list) do n = n + (tonumber(s) or 0) end
+  return tostring(n)
+end
+
+-- One exchange: msgs to their ranks, up to rank 0 (reduced on the way with
+-- reduce); what came, and (rank 0) every up or their reduction.
+function R:exchange(msgs, up, reduce)
   local ctl = self.ctl
   local t0, c0 = socket.gettime(), os.clock()
-  local got, ups = self.f:route(msgs, up, self.limit)
+  local got, ups = self.f:route(msgs, up, self.limit, reduce)
   local dt = socket.gettime() - t0
   ctl.seconds, ctl.cpu, ctl.exchanges = ctl.seconds + dt, ctl.cpu + os.clock() - c0, ctl.exchanges + 1
   ctl.max = math.max(ctl.max, dt)
@@ -109,10 +120,15 @@ function R:make(s, k)
   self.live[k] = { ends = ends, msgs = msgs }
 end
 
--- The peers' QPs for the rounds of one block.
+-- The peers' QPs for the rounds of one block, and (a reduced pass) the
+-- partners' lines of the block's rounds ("k@": into the ledger).
 function R:learn(got)
   for _, m in ipairs(got) do
     local k, body = tostring(m[2]):match("^(%d+)#(.*)$")
+    if not k and self.ledger then
+      local rk, lines = tostring(m[2]):match("^(%d+)@(.*)$")
+      if rk then self.ledger:keep(tonumber(rk), m[1], lines) end
+    end
     local rd = k and self.live[tonumber(k)]
     if rd then
       rd.remote = rd.remote or {}
@@ -167,6 +183,7 @@ function R:measure(k)
     counters = pcount.lines(before, after, self.limits_of, { lost, lost_after }, function(ki) return self.rails[ki] end)
   end
   if counters ~= "" then text = text .. "\n" .. counters end
+  if self.ledger then self:to_partners(k, counters) end
   if self.flap_watch then -- a port that went down (or came back) since the last round's end
     local at = os.date("!%Y-%m-%dT%H:%M:%SZ")
     for _, x in ipairs(flaps.rails_check(self.flap_watch)) do
@@ -174,6 +191,22 @@ function R:measure(k)
     end
   end
   return text
+end
+
+-- A reduced pass: round k's lines about each partner, and this rank's
+-- counters, for that partner (sent with the block's exchange: "k@lines").
+function R:to_partners(k, counters)
+  local rd, by, order = self.live[k], {}, {}
+  for _, e in ipairs(rd.ends) do
+    if not by[e.peer] then by[e.peer] = {}; order[#order + 1] = e.peer end
+    table.insert(by[e.peer], e)
+  end
+  rd.partner_msgs = {}
+  for _, peer in ipairs(order) do
+    local lines = results.lines(by[peer])
+    local text = "@" .. k .. (lines ~= "" and ("\n" .. lines) or "") .. (counters ~= "" and ("\n" .. counters) or "")
+    rd.partner_msgs[#rd.partner_msgs + 1] = { peer, k .. "@" .. text }
+  end
 end
 
 -- Rank 0: every rank's lines of a block into the store (and the streamed lines).
@@ -201,8 +234,12 @@ function R:total_pairs(s, nrounds)
 end
 
 --- Runs rounds 0 .. nrounds-1 of schedule s (pass: "first" or "retest");
--- rank 0 keeps the results in store.
-function R:run(s, nrounds, pass, store)
+-- rank 0 keeps the results in store.  With led (a ledger: the first pass
+-- reduced), the results stay on the ranks instead: each rank keeps its
+-- lines and its partners' in led, and rank 0 learns only how many pairs
+-- finished (ibverbs.tools.reduction takes the pass up afterwards).
+function R:run(s, nrounds, pass, store, led)
+  self.ledger = led
   if nrounds == 0 then return end
   local t_start, cpu_start = socket.gettime(), os.clock()
   local total = self.me == 0 and self:total_pairs(s, nrounds) or 0
@@ -229,20 +266,34 @@ function R:run(s, nrounds, pass, store)
   if nblocks > 1 then each(1, make) end
   self:learn(self:exchange(msgs_of(1), nil))
   for b = 0, nblocks - 1 do
-    local lines = {}
-    each(b, function(k) lines[#lines + 1] = self:measure(k) end)
+    local lines, finished = {}, 0
+    each(b, function(k)
+      lines[#lines + 1] = self:measure(k)
+      for _, e in ipairs(self.live[k].ends) do if e.kind == "out" then finished = finished + 1 end end
+    end)
     if b + 1 < nblocks then each(b + 1, connect) end
     if b + 2 < nblocks then each(b + 2, make) end
-    local got, ups = self:exchange(msgs_of(b + 2), table.concat(lines, "\n"))
+    local msgs = msgs_of(b + 2)
+    each(b, function(k)
+      for _, m in ipairs(self.live[k].partner_msgs or {}) do msgs[#msgs + 1] = m end
+    end)
+    local got, ups
+    if self.ledger then -- the lines stay here (the ledger); rank 0 gets the pairs finished, summed on the way up
+      each(b, function(k) self.ledger:keep(k, self.me, lines[k - b * block + 1]) end)
+      got, ups = self:exchange(msgs, tostring(finished), sum)
+    else
+      got, ups = self:exchange(msgs, table.concat(lines, "\n"))
+    end
     self:learn(got)
     each(b, function(k)
       for _, e in ipairs(self.live[k].ends) do traffic.close_end(e) end
       self.live[k] = nil
+      if self.ledger then self.ledger:stream(k) end
     end)
     local last = math.min((b + 1) * block, nrounds) - 1
     self.ctl.rounds = self.ctl.rounds + last - b * block + 1
     if self.me == 0 then
-      done = done + self:absorb(ups, b * block, pass, store)
+      done = done + (self.ledger and (tonumber(ups) or 0) or self:absorb(ups, b * block, pass, store))
       local t = socket.gettime()
       if t - last_print >= 1 or last == nrounds - 1 then
         last_print = t

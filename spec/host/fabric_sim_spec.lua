@@ -1,0 +1,45 @@
+-- The simulation of bench/fabric at small sizes (bench/sim_worker.lua: every
+-- rank a coroutine running fabric_matrix (ibverbs.tools.fabric_matrix) over loopback TCP,
+-- its measurement drawn with planted faults): the faults found and none
+-- invented, and rank 0's bytes a round growing with the relay tree's
+-- fanout (about sqrt(N)), not with N, now that results are reduced and
+-- messages go relay to relay.
+local dkjson = require "dkjson"
+local support = require "support"
+
+local LUA = os.getenv("LUA") or "lua5.4"
+
+-- One simulated run of n ranks (rank 0 alone, the first relay alone, the rest together): its figures.
+local function simulate(n, rounds, rails)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir -p " .. dir))
+  local k = math.ceil(math.sqrt(n))
+  local port = 30000 + math.random(0, 19999)
+  local run = string.format("%s bench/sim_worker.lua %d %%s %d %d %d %s 2>>%s/err", LUA, n, port, rails, rounds, dir,
+    dir)
+  local cmd = string.format("%s & %s & %s & wait", run:format("0"), run:format(tostring(k)),
+    run:format(string.format("1-%d,%d-%d", k - 1, k + 1, n - 1)))
+  assert(support.capture("ulimit -n 20000 2>/dev/null; " .. cmd))
+  local block = math.min(16, math.ceil(n / 64))
+  local out = support.capture(string.format("FABRIC_SIM_JSON=1 %s bench/fabric_sim.lua %s %d %d %d %d 3 0", LUA, dir,
+    n, rails, rounds, block))
+  os.execute("rm -rf " .. dir)
+  return assert(dkjson.decode(out), out)
+end
+
+describe("the simulation of fabric_matrix.lua (bench/sim_worker.lua)", function()
+  it("finds the planted faults and names nothing else; rank 0's bytes a round grow with the fanout, not with N",
+    function()
+      local small = simulate(64, 10, 5) -- groups of 8, one round a block
+      local big = simulate(196, 12, 5) -- groups of 14, blocks of 4
+      for _, s in ipairs({ small, big }) do
+        assert.equal(s.expected, s.found)
+        assert.same({}, s.invented)
+      end
+      io.stderr:write(string.format("fabric_sim_spec: rank 0's bytes a round: %.0f at 64 ranks, %.0f at 196\n",
+        small.rank0_bytes, big.rank0_bytes))
+      -- 3.1 times the ranks: the fanout 1.75 times, rank 0's bytes a round well under 3.1 times
+      assert.is_true(big.rank0_bytes < 2.3 * small.rank0_bytes, dkjson.encode({ small, big }))
+    end)
+end)
