@@ -40,8 +40,8 @@ wire.decode = function(body)
   if not m then m = { decode(body) }; decoded[body] = m end
   return m[1], m[2]
 end
-local k = fabric.TREE_MIN <= n and math.ceil(math.sqrt(n)) or 0
-local WATCH = { [0] = true, [k] = k > 0 or nil, [k + 1] = k > 0 or nil }
+local tree = fabric.TREE_MIN <= n or nil -- the first relay is rank 1 (rank 0 relays no group), rank 2 its member
+local WATCH = { [0] = true, [1] = tree, [2] = tree }
 
 -- the peak resident memory of this process, kB
 local function rss()

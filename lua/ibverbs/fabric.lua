@@ -294,7 +294,7 @@ local function refuse(self, hello, r, k)
   elseif (hello.group or 0) ~= k then
     return string.format("%s says the relay groups have %s ranks, rank 0 says %d (IBV_FABRIC_GROUP)", who,
       tostring(hello.group or 0), k)
-  elseif k > 0 and r and r % k == 0 and not int(hello.relay_port) then
+  elseif k > 0 and r and r > 0 and ranks.relay_of(k, ranks.group_of(k, r)) == r and not int(hello.relay_port) then
     return string.format("rank %d (%s) is a relay and listens nowhere", r, tostring(hello.host))
   elseif not r or r < 1 or r >= self.size then
     return string.format("a rank %s (%s) arrived: ranks are 0 to %d", tostring(hello.rank), tostring(hello.host),
@@ -377,8 +377,9 @@ local function root_rendezvous(self, deadline)
     if fail then h:drop(c); return end
     c.rank, self.peers[r], self.hosts[r + 1] = r, c, tostring(hello.host)
     self.agreed[r] = hello.agree
-    if k > 0 and r % k == 0 then -- a relay: where its members find it (keys are strings in JSON)
-      self.tree.addrs[tostring(math.floor(r / k))] = (c.sock:getpeername()) .. ":" .. int(hello.relay_port)
+    local g = k > 0 and ranks.group_of(k, r)
+    if g and ranks.relay_of(k, g) == r then -- a relay: where its members find it (keys are strings in JSON)
+      self.tree.addrs[tostring(g)] = (c.sock:getpeername()) .. ":" .. int(hello.relay_port)
     end
     arrived = arrived + 1
   end

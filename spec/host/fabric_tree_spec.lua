@@ -89,9 +89,9 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
         local out = tree_ranks(9, "T=10 REDUCE=1 IBV_FABRIC_GROUP=" .. group)
         for r = 0, 8 do for k = 1, 3 do assert.equal(tree_expect(9, r, k, {}), out[r].got[k]) end end
         for k = 1, 3 do
-          -- rank 0 reduced 3 values: its group's (its own and ranks 1, 2) and one reduction from each relay,
-          -- each of 3 values; the star: 9 values, each its own
-          assert.equal(group == 3 and "36 5:1,1,1,3:1,1,1,3:1,1,1" or "36 9:1,1,1,1,1,1,1,1,1", out[0].ups[k])
+          -- rank 0 (a group of its own) reduced 4 values: its own and one reduction from each relay (ranks
+          -- 1-3, 4-6, 7-8); the star: 9 values, each its own
+          assert.equal(group == 3 and "36 4:1,3:1,1,1,3:1,1,1,2:1,1" or "36 9:1,1,1,1,1,1,1,1,1", out[0].ups[k])
         end
       end
     end)
@@ -104,15 +104,15 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
     end
   end)
 
-  local function relay_lost(vars)
-    local out = tree_ranks(9, "T=4 IBV_FABRIC_GROUP=3 TOLERANT=1 LEAVE=3 " .. vars)
+  local function relay_lost(vars) -- rank 4: the relay of ranks 4-6
+    local out = tree_ranks(9, "T=4 IBV_FABRIC_GROUP=3 TOLERANT=1 LEAVE=4 " .. vars)
     for r = 0, 8 do
-      if r ~= 3 then
+      if r ~= 4 then
         assert.is_table(out[r], "rank " .. r)
         assert.is_nil(out[r].err)
         assert.equal(1, #out[r].dead)
-        assert.equal(3, out[r].dead[1].rank)
-        for k = 2, 3 do assert.equal(tree_expect(9, r, k, { [3] = true }), out[r].got[k], "rank " .. r) end
+        assert.equal(4, out[r].dead[1].rank)
+        for k = 2, 3 do assert.equal(tree_expect(9, r, k, { [4] = true }), out[r].got[k], "rank " .. r) end
       end
     end
     return out
@@ -120,15 +120,15 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
 
   it("buries a relay that leaves (tolerant) and no other rank: its members go on through rank 0", function()
     local out = relay_lost("")
-    assert.matches("rank 3 %(h3%) left the fabric during route", out[0].dead[1].why)
+    assert.matches("rank 4 %(h4%) left the fabric during route", out[0].dead[1].why)
   end)
 
   it("buries a relay that hangs (tolerant) at its limit, and no other rank; rank 0 names it while it waits",
     function()
       local out = relay_lost("STOP=1 IBV_FABRIC_WAIT_EVERY=1")
-      assert.matches("rank 3 %(h3%) did not arrive at route #3 within 4 s", out[0].dead[1].why)
+      assert.matches("rank 4 %(h4%) did not arrive at route #3 within 4 s", out[0].dead[1].why)
       local named = 0 -- a busy host may make another rank late for a moment too
-      for _, who in ipairs(out[0].waits) do if who == "rank 3 (h3), relay of ranks 3-5" then named = named + 1 end end
+      for _, who in ipairs(out[0].waits) do if who == "rank 4 (h4), relay of ranks 4-6" then named = named + 1 end end
       assert.is_true(named >= 2, table.concat(out[0].waits, " | "))
     end)
 
@@ -179,9 +179,9 @@ describe("ibverbs.fabric's relay tree (route through relays of groups of k)", fu
   end)
 
   it("fails every rank with the relay's name when a relay leaves a fabric that is not tolerant", function()
-    local out = tree_ranks(9, "T=4 IBV_FABRIC_GROUP=3 LEAVE=3")
+    local out = tree_ranks(9, "T=4 IBV_FABRIC_GROUP=3 LEAVE=4")
     for r = 0, 8 do
-      if r ~= 3 then assert.matches("rank 3 %(h3%)", out[r].err, "rank " .. r) end
+      if r ~= 4 then assert.matches("rank 4 %(h4%)", out[r].err, "rank " .. r) end
     end
   end)
 

@@ -276,7 +276,8 @@ function Collect:awaited()
   for i, r in ipairs(missing) do
     who[i] = ranks.name(f, r)
     if late and late[r] and f.tree then
-      who[i] = string.format("%s, relay of ranks %d-%d", who[i], r, math.min(r + f.tree.k, f.size) - 1)
+      who[i] = string.format("%s, relay of ranks %d-%d", who[i], r,
+        ranks.last_of(f.tree.k, ranks.group_of(f.tree.k, r), f.size))
     end
   end
   return table.concat(who, "; "), missing

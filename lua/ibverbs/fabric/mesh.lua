@@ -24,10 +24,11 @@
 -- what rank 0 passed (their pairs of that block: "sent no QP").
 local socket = require "socket"
 local wire = require "ibverbs.fabric.wire"
+local ranks = require "ibverbs.fabric.ranks"
 
 local mesh = {}
 
-local function group_of(t, r) return math.floor(r / t.k) end
+local function group_of(t, r) return ranks.group_of(t.k, r) end
 
 --- A relay, before accepting its members: its links to the relays below it
 -- (sockets, hello said), by group, each tried until deadline as a member
@@ -68,7 +69,7 @@ end
 function mesh.accept(self, c, hello)
   local t = self.tree
   local r = tonumber(hello.relay)
-  if not r or r % t.k ~= 0 or r <= self.rank or r >= self.size then return false end
+  if not r or r <= self.rank or r >= self.size or ranks.relay_of(t.k, group_of(t, r)) ~= r then return false end
   t.mesh = t.mesh or {}
   c.mesh = group_of(t, r)
   t.mesh[c.mesh] = c
@@ -85,7 +86,7 @@ end
 local function linked(self, h)
   local t = self.tree
   local c = t.mesh and t.mesh[h]
-  return c and not c.closed and not self.dead[h * t.k] and c
+  return c and not c.closed and not self.dead[ranks.relay_of(t.k, h)] and c
 end
 
 --- A relay's parts (group -> list of items) split: those for linked relays

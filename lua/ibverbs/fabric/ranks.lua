@@ -50,4 +50,24 @@ end
 --- What a reply says of the ranks out: the list, or nothing when there are none.
 function ranks.dead_said(self) return #self.dead_list > 0 and self.dead_list or nil end
 
+-- ---------------------------------------------------------------- the relay tree's groups
+-- Rank 0 is group 0 alone: it relays no group.  The other ranks form groups
+-- of k in rank order, group g (1 and up) ranks (g - 1) k + 1 to g k, the
+-- first of them its relay.
+
+--- The group of rank r (groups of k).
+function ranks.group_of(k, r)
+  if r == 0 then return 0 end
+  return math.floor((r - 1) / k) + 1
+end
+
+--- The relay of group g (1 and up).
+function ranks.relay_of(k, g) return (g - 1) * k + 1 end
+
+--- How many groups size ranks make, group 0 included.
+function ranks.ngroups(k, size) return 1 + math.ceil((size - 1) / k) end
+
+--- The last rank of group g (g >= 1) among size ranks.
+function ranks.last_of(k, g, size) return math.min(g * k, size - 1) end
+
 return ranks

@@ -1,16 +1,18 @@
 --- The relay tree of ibverbs.fabric's route.  Past fabric.TREE_MIN ranks (or
 -- with opts.group / IBV_FABRIC_GROUP = k), route runs over a two-level tree:
--- the ranks form groups of k (about sqrt(size)), rank g*k is group g's relay,
--- and a group's other ranks (its members) send their route frames to their
--- relay, which sorts their messages by the group they go to: its own group's
--- it keeps, another relay's group's it sends that relay directly (the relays'
--- mesh: ibverbs.fabric.mesh), and it sends rank 0 one bundle: the messages
--- for group 0 (and for a group whose relay is gone) and the ups, reduced into
--- one when route is given a reduce.  Rank 0 (group 0's relay) takes its own
--- group's frames and one bundle per relay, and sends each relay one frame
--- (the messages from group 0, the dead); a relay splits what it got among
--- its members.  Rank 0's cost per route is then O(size / k + k) frames and
--- the bytes of group 0, a relay's O(size / k + k).  The other collectives
+-- rank 0 is group 0 alone, the other ranks form groups of k (about
+-- sqrt(size)) in rank order, the first rank of each its relay
+-- (ibverbs.fabric.ranks.group_of), and a group's other ranks (its members)
+-- send their route frames to their relay, which sorts their messages by the
+-- group they go to: its own group's it keeps, another relay's group's it
+-- sends that relay directly (the relays' mesh: ibverbs.fabric.mesh), and it
+-- sends rank 0 one bundle: the messages for rank 0 (and for a group whose
+-- relay is gone) and the ups, reduced into one when route is given a reduce.
+-- Rank 0 relays no group: it takes one bundle per relay (and the frames of
+-- the ranks it adopted) and sends each relay one frame (rank 0's messages,
+-- the dead); a relay splits what it got among its members.  Rank 0's cost
+-- per route is then O(size / k) frames and the bytes of its own messages, a
+-- relay's O(size / k + k).  The other collectives
 -- stay on the star.  A relay that dies or misses its limit (tolerant groups) is buried
 -- alone: rank 0 tells its members on their own connections and they send to
 -- rank 0 from then on (adopted); a member that finds its relay gone does the
@@ -25,6 +27,7 @@ local int = require("ibverbs.fabric.launcher").int
 local tree = {}
 local NOTHING = wire.NOTHING
 local name, bury, broken = ranks.name, ranks.bury, ranks.broken
+local relay_of = ranks.relay_of
 
 --- The group size: given (opts.group or IBV_FABRIC_GROUP; 0: no tree), else
 -- about sqrt(size) from tree_min ranks; 0 for no tree, or nil, msg.
@@ -33,17 +36,19 @@ function tree.group_size(given, size, tree_min)
   if given ~= nil and (not k or k < 0) then
     return nil, "fabric: group must be 0 (no tree) or a group size, got " .. tostring(given)
   end
-  if k == nil and size >= tree_min then k = math.ceil(math.sqrt(size)) end
+  if k == nil and size >= tree_min then k = math.ceil(math.sqrt(size - 1)) end
   if not k or k < 2 or k >= size then return 0 end
   return k
 end
 
-local function group_of(t, r) return math.floor(r / t.k) end
+local function group_of(t, r) return ranks.group_of(t.k, r) end
+local function relay(t, g) return relay_of(t.k, g) end
 
--- The members of group g (its ranks but the relay).
+-- The members of group g (its ranks but the relay; group 0 has none).
 local function members(t, g)
   local l = {}
-  for r = g * t.k + 1, math.min((g + 1) * t.k, t.size) - 1 do l[#l + 1] = r end
+  if g == 0 then return l end
+  for r = relay(t, g) + 1, ranks.last_of(t.k, g, t.size) do l[#l + 1] = r end
   return l
 end
 
@@ -56,10 +61,10 @@ local function margin(timeout) return 5 + timeout / 10 end
 -- (ranks sent to rank 0 directly; the buried members a relay reported),
 -- margin (per route) and last (rank 0: what it sent each group last time).
 function tree.new(rank, size, k, timeout, backlog)
-  local t = { k = k, size = size, ngroups = math.ceil(size / k), adopted = {}, told = {}, addrs = {},
+  local t = { k = k, size = size, ngroups = ranks.ngroups(k, size), adopted = {}, told = {}, addrs = {},
     margin = margin(timeout) }
   local g = group_of(t, rank)
-  t.relay, t.members = g * k, members(t, g)
+  t.relay, t.members = g == 0 and 0 or relay(t, g), members(t, g)
   if rank ~= 0 and rank == t.relay then -- a relay: its members connect here
     local l, err = socket.bind("*", 0, backlog)
     if not l then return nil, "fabric: relay rank " .. rank .. " cannot listen: " .. tostring(err) end
@@ -324,7 +329,7 @@ end
 local function adopt_group(self, g, w)
   local t = self.tree
   t.buried_now = t.buried_now or {}
-  t.buried_now[#t.buried_now + 1] = g * t.k -- what the other relays sent it by the mesh: to be resent
+  t.buried_now[#t.buried_now + 1] = relay(t, g) -- what the other relays sent it by the mesh: to be resent
   local notice = wire.encode({ orphan = true })
   for _, m in ipairs(members(t, g)) do
     if not self.dead[m] and not t.adopted[m] then
@@ -344,8 +349,8 @@ local function root_collect(self, own, deadline)
   for _, r in ipairs(t.members) do want[#want + 1] = r end
   for r in pairs(t.adopted) do want[#want + 1] = r end
   for g = 1, t.ngroups - 1 do
-    want[#want + 1] = g * t.k
-    late[g * t.k] = true
+    want[#want + 1] = relay(t, g)
+    late[relay(t, g)] = true
   end
   local w = { ranks = want, late = late, late_deadline = deadline + t.margin }
   w.lost = function(r) if late[r] then adopt_group(self, group_of(t, r), w) end end
@@ -363,12 +368,12 @@ local function sort_out(self, own, values)
   local t = self.tree
   local out, all, bundled = {}, {}, {}
   local function put(g, s)
-    if g ~= 0 and self.dead[g * t.k] then g = 0 end
+    if g ~= 0 and self.dead[relay(t, g)] then g = 0 end
     out[g] = out[g] or {}
     out[g][#out[g] + 1] = s
   end
   for g = 1, next(t.adopted) and t.ngroups - 1 or 0 do -- (only an adopted rank may come both ways)
-    local v = values[g * t.k + 1]
+    local v = values[relay(t, g) + 1]
     for _, r in ipairs(type(v) == "table" and v.srcs_text and wire.bundle_srcs(v) or NOTHING) do bundled[r] = true end
   end
   local direct = { 0 } -- its group's members and the adopted ranks (some since this call began)
@@ -387,7 +392,7 @@ local function sort_out(self, own, values)
     end
   end
   for g = 1, t.ngroups - 1 do
-    local v = values[g * t.k + 1]
+    local v = values[relay(t, g) + 1]
     for h, blob in pairs(type(v) == "table" and v.parts or NOTHING) do
       if h == -1 then wire.items(blob, function(from, _, up) all[from + 1] = wire.untag(up) end) else put(h, blob) end
     end
@@ -399,7 +404,7 @@ end
 local function take_bundles(self, values, err)
   local t = self.tree
   for g = 1, t.ngroups - 1 do
-    local v = values[g * t.k + 1]
+    local v = values[relay(t, g) + 1]
     if type(v) == "table" then
       err = err or v.err
       for _, d in ipairs(v.dead or NOTHING) do
@@ -416,7 +421,8 @@ local function take_resent(self, out, deadline)
   local t = self.tree
   local relays = {}
   for g = 1, t.ngroups - 1 do
-    if not self.dead[g * t.k] and self.peers[g * t.k] then relays[#relays + 1] = g * t.k end
+    local r = relay(t, g)
+    if not self.dead[r] and self.peers[r] then relays[#relays + 1] = r end
   end
   local values = hub.collect(self, "late", nil, deadline, { ranks = relays })
   out[0] = out[0] or {}
@@ -432,7 +438,7 @@ local function root_send(self, out, direct, err)
   local e = err and wire.encode({ err = err })
   local resend = t.buried_now
   for g = 1, t.ngroups - 1 do
-    local r = g * t.k
+    local r = relay(t, g)
     local c = not self.dead[r] and self.peers[r]
     if c then
       local ok, serr = wire.send_raw(c.sock, e or wire.bundle_reply(dead, out[g], resend), socket.gettime() + 5)
