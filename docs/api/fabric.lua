@@ -33,10 +33,11 @@
 -- a group of more than 1000 ranks at init.
 --
 -- Past `fabric.TREE_MIN` (64) ranks, or with `group = k` (`IBV_FABRIC_GROUP`; 0: the star),
--- `fabric_group:route` runs over a relay tree: groups of k ranks (default about sqrt(size)), the
--- first of each its relay; members send to their relay, a relay sends rank 0 one bundle (the
--- messages sorted by destination group, each group's part one string), and rank 0 joins the parts
--- for each group unread.  Rank 0 handles about 2 sqrt(size) frames per route instead of size.  In a
+-- `fabric_group:route` runs over a relay tree: rank 0 alone, the other ranks in groups of k (default
+-- about sqrt(size)), the first of each its relay; members send to their relay, a relay sends the
+-- messages for another group to that group's relay (the relays' mesh) and rank 0 one bundle (rank
+-- 0's messages and the ups, reduced with route's reduce).  Rank 0 relays no group: it handles about
+-- sqrt(size) frames each way per route instead of size.  In a
 -- tolerant group a relay that dies or misses its limit is buried alone: its members send to rank 0
 -- from then on.  The other collectives stay on the star.
 --
