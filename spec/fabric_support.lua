@@ -44,7 +44,9 @@ function fs.ranks(script_text, size, which, vars)
       local h = io.open(files[r])
       local text = h and h:read("a") or ""
       if h then h:close() end
-      local line = text:match("^({.*})\n")
+      -- (lua-luv prints "EBADF: bad file descriptor" on stderr when a poll sees POLLERR: a peer that died
+      -- with data unread resets its connections; the rank goes on)
+      local line = text:match("^({[^\n]*})\n") or text:match("\n({[^\n]*})\n")
       if line then out[r] = assert(dkjson.decode(line)) end
       if not line then os.execute("sleep 0.2") end
     until line or os.time() > deadline

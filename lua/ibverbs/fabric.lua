@@ -335,10 +335,14 @@ local function judge_agreement(self)
   return "the ranks do not run the same script version and options: " .. table.concat(parts, "; ")
 end
 
--- Rank 0: the welcome (every host, the dead, the relays' addresses) or the failure, to every rank.
+-- Rank 0: the welcome (every host, the dead, and the relays' addresses to
+-- the ranks that did not read them from PMIx) or the failure, to every rank.
 local function answer_arrivals(self, fail)
-  local welcome = not fail and wire.encode({ welcome = true, hosts = self.hosts, dead = self.dead_list,
-    relays = self.tree and self.tree.addrs })
+  local function welcome(relays)
+    return wire.encode({ welcome = true, hosts = self.hosts, dead = self.dead_list, relays = relays })
+  end
+  local lean = not fail and welcome(nil)
+  local full = not fail and self.tree and welcome(self.tree.addrs) or lean
   for r = 1, self.size - 1 do
     local c = self.peers[r]
     if c then
@@ -346,7 +350,7 @@ local function answer_arrivals(self, fail)
         wire.send(c.sock, { err = fail }, socket.gettime() + 5)
         self.hub:drop(c); self.peers[r] = nil
       else
-        wire.send_raw(c.sock, welcome, socket.gettime() + 5)
+        wire.send_raw(c.sock, c.relays_known and lean or full, socket.gettime() + 5)
         c.sock:settimeout(0)
       end
     end
@@ -377,6 +381,7 @@ local function root_rendezvous(self, deadline)
     if fail then h:drop(c); return end
     c.rank, self.peers[r], self.hosts[r + 1] = r, c, tostring(hello.host)
     self.agreed[r] = hello.agree
+    c.relays_known = hello.relays_known
     local g = k > 0 and ranks.group_of(k, r)
     if g and ranks.relay_of(k, g) == r then -- a relay: where its members find it (keys are strings in JSON)
       self.tree.addrs[tostring(g)] = (c.sock:getpeername()) .. ":" .. int(hello.relay_port)
@@ -416,7 +421,7 @@ local function rank_rendezvous(self, deadline)
   local group, relay_port
   if t then group, relay_port = tree.hello(t) end
   ok, err = wire.send(sock, { hello = "ibverbs.fabric", rank = self.rank, size = self.size, host = self.host,
-    group = group, relay_port = relay_port, agree = self.agree }, deadline)
+    group = group, relay_port = relay_port, agree = self.agree, relays_known = t and t.from_pmix or nil }, deadline)
   if not ok then return nil, "rank " .. self.rank .. ": cannot greet rank 0: " .. tostring(err) end
   -- rank 0 answers when everybody arrived, or at its own time limit
   local msg
@@ -427,7 +432,7 @@ local function rank_rendezvous(self, deadline)
   end
   if msg.err then return nil, msg.err end
   for i = 1, self.size do self.hosts[i] = msg.hosts[i] end
-  if t then t.addrs = msg.relays or {} end
+  if t and not t.from_pmix then t.addrs = msg.relays or {} end -- (through PMIx: pmix.relays)
   ranks.learn_dead(self, msg.dead)
   return true
 end

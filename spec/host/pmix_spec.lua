@@ -276,6 +276,34 @@ f:close()
     os.execute("rm -rf " .. dir)
   end)
 
+  it("nine ranks in relay groups of 3: each member reads its relay's address from PMIx, each relay those of the "
+    .. "relays below it (not rank 0's welcome); route goes through them", function()
+    local outs, rcs, _, dir = fake_job(9, function() return INIT .. [[
+local t = f.tree
+local inbox = assert(f:route({ { (f.rank + 1) % f.size, "m" .. f.rank }, { (f.rank + 4) % f.size, "n" .. f.rank } }))
+local got = {}
+for _, m in ipairs(inbox) do got[#got + 1] = m[1] .. "=" .. m[2] end
+table.sort(got)
+local keys = {}
+for g in pairs(t.addrs) do keys[#keys + 1] = g end
+table.sort(keys)
+print("tree", t.k, t.relay, tostring(t.from_pmix), table.concat(keys, ","), table.concat(got, " "))
+f:close()
+]] end, function() return { IBV_FABRIC_GROUP = 3, FAKE_PMIX_HOSTS = "h0,h1,h2,h3,h4,h5,h6,h7,h8" } end)
+    -- rank 0 alone; groups 1-3 (relay 1), 4-6 (relay 4), 7-8 (relay 7)
+    local relay = { [0] = 0, 1, 1, 1, 4, 4, 4, 7, 7 }
+    -- the groups whose relay each rank knows: rank 0 every one's (their TCP hellos), the others what PMIx gave
+    local known = { [0] = "1,2,3", "", "1", "1", "1", "2", "2", "1,2", "3" }
+    for r = 0, 8 do
+      assert.equal(0, rcs[r], outs[r])
+      local from = { (r - 1) % 9 .. "=m" .. (r - 1) % 9, (r - 4) % 9 .. "=n" .. (r - 4) % 9 }
+      table.sort(from)
+      assert.matches("tree\t3\t" .. relay[r] .. "\t" .. (r == 0 and "nil" or "true") .. "\t" .. known[r] .. "\t"
+        .. table.concat(from, " "):gsub("%-", "%%-") .. "\n", outs[r])
+    end
+    os.execute("rm -rf " .. dir)
+  end)
+
   it("rank 2 killed after PMIx_Init, before the rendezvous fence: the fence gives up, the TCP rendezvous names "
     .. "it within the limit", function()
     local outs, rcs, took, dir = fake_job(3, function(r)

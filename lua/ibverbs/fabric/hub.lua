@@ -14,6 +14,7 @@ local ranks = require "ibverbs.fabric.ranks"
 local int = require("ibverbs.fabric.launcher").int
 
 local hub = {}
+local NONE = {}
 
 local has_uv, uv = pcall(require, "luv")
 --- Whether lua-luv loaded (epoll).
@@ -66,13 +67,15 @@ end
 --- A hub with no connection yet: through libuv when use_uv (and lua-luv loaded), else socket.select.
 function hub.new(use_uv)
   use_uv = use_uv and has_uv
-  local h = setmetatable({ conns = {}, ready = {}, uv = use_uv }, Hub)
+  -- held: the connections read with frames left (or closed), for the next collective
+  local h = setmetatable({ conns = {}, ready = {}, held = {}, uv = use_uv }, Hub)
   if use_uv then h.timer = uv.new_timer(); new_guard(h) end
   return h
 end
 
--- Reads what the connection has (non-blocking) and splits it into frames.
-local function drain(c)
+-- Reads what the connection has (non-blocking) and splits it into frames;
+-- the hub (h) holds it while it has frames or closed.
+local function drain(h, c)
   local sock = c.sock
   while true do
     local data, err, partial = sock:receive(65536)
@@ -91,6 +94,7 @@ local function drain(c)
   end
   if serr then c.closed = c.closed or serr end
   if c.closed and c.poll then c.poll:stop() end
+  if c.frames[1] or c.closed then h.held[c] = true end
 end
 
 --- Watches a connected socket; returns its connection record.
@@ -124,7 +128,7 @@ end
 
 function Hub:drop(c)
   if not self.conns[c] then return end
-  self.conns[c] = nil
+  self.conns[c], self.held[c] = nil, nil
   if c.poll then c.poll:stop(); c.poll:close(); c.poll = nil end
   c.sock:close()
 end
@@ -150,7 +154,7 @@ local function wait_uv(self, left, visit)
   local ready = self.ready
   self.ready = {}
   for _, c in ipairs(ready) do
-    if self.conns[c] and not c.seen then c.seen = true; drain(c); visit(c) end
+    if self.conns[c] and not c.seen then c.seen = true; drain(self, c); visit(c) end
   end
   for _, c in ipairs(ready) do c.seen = nil end
 end
@@ -163,7 +167,7 @@ local function wait_select(self, left, visit)
   end
   local readable = socket.select(socks, nil, left)
   for _, s in ipairs(readable) do
-    if s == self.listener then accept_all(self) else local c = by[s]; drain(c); visit(c) end
+    if s == self.listener then accept_all(self) else local c = by[s]; drain(self, c); visit(c) end
   end
 end
 
@@ -187,6 +191,35 @@ end
 function Hub:close()
   if self.uv then stop_handles(self) end
   self:close_sockets()
+end
+
+--- A connection to "host[,host...]:port" (a relay's address: the peer rank
+-- 0 saw, or the addresses the relay put in PMIx), each host tried in turn
+-- (3 s at most each) until one answers or deadline: the socket (blocking,
+-- no delay), or nil, the last error.  A host refusing is tried again: its
+-- listener may not be up yet, or a SYN was dropped under a storm of them.
+function hub.connect(addr, deadline)
+  local hosts, port = tostring(addr):match("^(.*):(%d+)$")
+  if not hosts then return nil, "no address" end
+  local err
+  repeat
+    for host in hosts:gmatch("[^,]+") do
+      local left = deadline - socket.gettime()
+      if left <= 0 then break end
+      local sock = socket.tcp()
+      sock:settimeout(math.min(left, 3))
+      local ok, cerr = sock:connect(host, tonumber(port))
+      if ok then
+        sock:settimeout(nil)
+        sock:setoption("tcp-nodelay", true)
+        return sock
+      end
+      err = host .. ": " .. tostring(cerr)
+      sock:close()
+    end
+    socket.sleep(0.05 + math.random() * 0.1)
+  until socket.gettime() >= deadline
+  return nil, err or "no time left"
 end
 
 --- The first of a few blocking sockets that has something to read before
@@ -343,9 +376,10 @@ function hub.collect(f, op, value, deadline, w)
   if not w.ranks then
     for r = 1, f.size - 1 do self:add(r) end
   end
-  for r = 1, f.size - 1 do -- frames that came before this call (read with an earlier wake-up)
-    local c = f.peers[r]
-    if c and (c.frames[1] or c.closed) then self:visit(c) end
+  local held = f.hub and f.hub.held or NONE -- frames that came before this call (an earlier wake-up read them)
+  for c in pairs(held) do
+    if c.frames[1] or c.closed then self:visit(c) end
+    if not (c.frames[1] or c.closed) then held[c] = nil end
   end
   local last, limit = math.max(deadline, w.late_deadline or deadline), deadline
   while not self.err do

@@ -25,6 +25,7 @@
 local socket = require "socket"
 local wire = require "ibverbs.fabric.wire"
 local ranks = require "ibverbs.fabric.ranks"
+local hub = require "ibverbs.fabric.hub"
 
 local mesh = {}
 
@@ -38,16 +39,8 @@ function mesh.connect_lower(self, deadline)
   local t = self.tree
   local g, out = group_of(t, self.rank), {}
   for h = 1, g - 1 do
-    local addr = t.addrs[tostring(h)]
-    local host, port = tostring(addr):match("^(.*):(%d+)$")
-    local sock
-    while host and not sock do
-      sock = socket.connect(host, tonumber(port))
-      if not sock and socket.gettime() >= deadline then break end
-      if not sock then socket.sleep(0.05 + math.random() * 0.1) end
-    end
+    local sock = t.addrs[tostring(h)] and hub.connect(t.addrs[tostring(h)], deadline)
     if sock then
-      sock:setoption("tcp-nodelay", true)
       if wire.send(sock, { relay = self.rank }, deadline) then out[h] = sock else sock:close() end
     end
   end

@@ -1,7 +1,9 @@
 --- ibverbs.fabric's wire-up through PMIx, when the launcher serves it (srun
 -- --mpi=pmix, Open MPI's mpirun, prterun): rank, size, local rank and host
--- names come from the job's PMIx data, rank 0's address from its put, and a
--- fence is the rendezvous; allgather and alltoall of groups that are not
+-- names come from the job's PMIx data, rank 0's and the relays' addresses
+-- from their puts (a member reads its relay's, a relay those of the relays
+-- it links to: never all of them), and a fence is the rendezvous; allgather
+-- and alltoall of groups that are not
 -- tolerant go through put, commit, a collecting fence and get.  The TCP
 -- connections to rank 0 stay for the other collectives and route (a fence
 -- per round would be a launcher-wide collective per round).
@@ -111,8 +113,8 @@ local function addresses(host)
   return out
 end
 
---- Rank 0's address candidates (all ranks on its node: loopback).
-function pmix.root_addresses(self)
+--- This rank's address candidates, for rank 0 or a relay (all ranks on its node: loopback).
+function pmix.own_addresses(self)
   if self.pm.local_size == self.size then return { "127.0.0.1" } end
   return addresses(self.host)
 end
@@ -148,7 +150,11 @@ end
 function pmix.rendezvous(self, deadline)
   local p = self.pm.client
   local hello = { host = self.host }
-  if self.rank == 0 then hello.port, hello.addrs = self.port, pmix.root_addresses(self) end
+  local t = self.tree
+  if self.rank == 0 then hello.port, hello.addrs = self.port, pmix.own_addresses(self) end
+  if t and t.listener then -- a relay: where its members and the relays above it connect
+    hello.relay_port, hello.addrs = select(2, t.listener:getsockname()), pmix.own_addresses(self)
+  end
   local limit = self.init_timeout
   local body, ok, err = encode(hello)
   if body then ok, err = p:put(HELLO, body) end
@@ -163,10 +169,37 @@ function pmix.rendezvous(self, deadline)
     return nil, string.format("%s did not arrive at the rendezvous (PMIx fence) within %g s (%s)",
       ranks.name(self, 0), limit, tostring(err or herr))
   end
+  if t then pmix.relays(self, math.max(1, fence_end(deadline, limit) - socket.gettime())) end
   if self.explicit_root then return true end -- opts.root or IBV_FABRIC_ROOT wins
   self.root_addrs, self.port = v.addrs, math.floor(v.port)
   self.root = table.concat(v.addrs or {}, ",")
   return true
+end
+
+--- The relays' addresses this rank needs, from their hellos (a member: its
+-- relay's; a relay: those of the relays below it, which it connects to)
+-- into self.tree.addrs ("addr,addr,...:port" by group), and t.from_pmix set;
+-- what PMIx lacks, rank 0's welcome gives (TCP).
+function pmix.relays(self, timeout)
+  local t = self.tree
+  local g = ranks.group_of(t.k, self.rank)
+  local list = {}
+  if t.listener then
+    for h = 1, g - 1 do list[h] = ranks.relay_of(t.k, h) end
+  else
+    list[1] = t.relay
+  end
+  local got = self.pm.client:get_all(HELLO, list, timeout)
+  local all = true
+  for i, r in ipairs(list) do
+    local v = got[i] and decode(got[i])
+    if type(v) == "table" and tonumber(v.relay_port) and type(v.addrs) == "table" and #v.addrs > 0 then
+      t.addrs[tostring(ranks.group_of(t.k, r))] = table.concat(v.addrs, ",") .. ":" .. math.floor(v.relay_port)
+    else
+      all = false
+    end
+  end
+  t.from_pmix = all
 end
 
 local function all_ranks(self)

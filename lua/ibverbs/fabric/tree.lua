@@ -122,17 +122,8 @@ local function reach_relay(self, deadline)
   local t = self.tree
   local addr = t.addrs[tostring(group_of(t, self.rank))]
   local sock, err
-  if addr then
-    local host, port = addr:match("^(.*):(%d+)$")
-    repeat
-      sock, err = socket.connect(host, tonumber(port))
-      if not sock then socket.sleep(0.05 + math.random() * 0.1) end
-    until sock or socket.gettime() >= deadline
-  else
-    err = "it did not arrive"
-  end
+  if addr then sock, err = hub.connect(addr, deadline) else err = "its address did not arrive" end
   if sock then
-    sock:setoption("tcp-nodelay", true)
     local ok
     ok, err = wire.send(sock, { member = self.rank }, deadline)
     if ok then t.sock = sock; return {} end
