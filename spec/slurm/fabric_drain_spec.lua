@@ -3,7 +3,10 @@
 -- fault.  Node 3's fabric link (eth0; Slurm talks over eth1) is taken down
 -- by a helper that brings it back once a marker file in the shared checkout
 -- is gone.  Under srun, --drain drains node 3 alone, with the reason in
--- sinfo -R and scontrol show node.  As Slurm's HealthCheckProgram
+-- sinfo -R and scontrol show node; under Open MPI's mpirun inside an
+-- allocation (its daemons started with srun, the ranks wired up through its
+-- PMIx), the same fault: rank 2 (node3) alone at fault, exit 1 there alone,
+-- node 3 drained.  As Slurm's HealthCheckProgram
 -- (examples/fabric-health.sh, every 10 s on every node: the cluster was
 -- booted with `tools/rxe-vm --slurm-health <this checkout>/.cache/slurm-health-check`,
 -- which tools/run-tests passes), it drains node 3 while the link is down,
@@ -15,7 +18,7 @@
 -- reason through a matrix run and health checks; a node fabric_matrix
 -- drained is not resumed by the health check once its link is back; a node
 -- the health check drained is not resumed by a matrix run it passes.  The
--- health check runs under LuaJIT's ibvlua, the srun steps under Lua 5.4's:
+-- health check runs under LuaJIT's ibvlua, the srun and mpirun steps under Lua 5.4's:
 -- each tool's drains are judged by the other interpreter's.  The
 -- cluster is left as found: every node idle, the health check off
 -- (HEALTH_ON gone: the program exits 0 at once).
@@ -187,6 +190,34 @@ describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
     assert.matches("DRAIN", state)
     assert.matches("^ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]* %[", reason)
     for _, node in ipairs({ "node1", "node2" }) do assert.equal("IDLE", (node_line(node))) end
+  end)
+
+  -- The same fault found by Open MPI's mpirun inside an allocation (it starts its daemons with srun and serves
+  -- PMIx to its ranks).  Each rank's exit status printed: mpirun's own would be the first non-zero one, and by
+  -- default (orte_abort_on_non_zero_status, Open MPI 4.1) it ends the other ranks when one exits non-zero.
+  -- --drain leaves node3 as the case above did (drained by fabric_check, its link still down) for the next case.
+  it("salloc mpirun ... --drain: node3's fabric link down: found through mpirun's PMIx, rank 2 (node3) alone at "
+    .. "fault and drained", function()
+    -- node3's link is still down, and node3 drained, from the case above: resumed, so that salloc may have it
+    local out, rc = run("scontrol update NodeName=node3 State=RESUME", 30)
+    assert.equal(0, rc, out)
+    out, rc = run("export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; salloc -N 3 mpirun --map-by "
+      .. "ppr:1:node --mca orte_abort_on_non_zero_status 0 sh -c 'build/lua5.4/ibvlua examples/fabric_check.lua "
+      .. "--drain; echo \"rank $OMPI_COMM_WORLD_RANK exit $?\"'", 120)
+    assert.equal(0, rc, out)
+    assert.matches("fabric: 3 ranks %(openmpi launcher%); wire%-up: PMIx 4%.2%.%d+\n", out)
+    assert.matches("FAULT rank 2 %(node3%): port_state: port is down", out)
+    assert.matches("nodes at fault %(exit 1%): rank 2 %(node3%)\n", out)
+    for r = 0, 2 do assert.matches("rank " .. r .. " exit " .. (r == 2 and 1 or 0) .. "\n", out) end
+    assert.matches("slurm: node3 drained: ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]*\n",
+      out)
+    assert.not_matches("slurm: node[12]", out)
+    local state, reason = node_line("node3")
+    assert.matches("DRAIN", state)
+    assert.matches("^ibverbs fabric_check %[rxe0:1%]: rxe0:1 port_state: port is down[^\n]* %[", reason)
+    for _, node in ipairs({ "node1", "node2" }) do -- (COMPLETING for a moment once salloc ended)
+      assert.equal("IDLE", (wait_node(node, function(st) return st == "IDLE" end, 30)), node)
+    end
   end)
 
   it("fabric_matrix --drain: drains node3 (link down), leaves node2 (drained by hand), resumes node1 (its own, rxe0:1 "
