@@ -34,6 +34,13 @@ end
 
 local function is(x, src, dst, ki) return x[1] == src and x[2] == dst and x[3] == ki end
 
+-- The flagged pairs of rail ki's list, as "ki src>dst", into out.flagged.
+local function note_flagged(out, ki, list)
+  for _, x in ipairs(list) do
+    if x.flagged then out.flagged[#out.flagged + 1] = ki .. " " .. x.src .. ">" .. x.dst end
+  end
+end
+
 -- Rank r's lines of round k (as rounds.lua makes them), and the ends they came from.
 local function round_lines(r, k)
   local p = SCHED:partners(r, k)
@@ -70,9 +77,7 @@ local function unreduced(opts)
     local l = store:of_rail(ki)
     out.refs[ki] = diagnose.flag(l, opts)
     out.plans[ki] = diagnose.retest_plan(l, N, {})
-    for _, x in ipairs(l) do
-      if x.flagged then out.flagged[#out.flagged + 1] = ki .. " " .. x.src .. ">" .. x.dst end
-    end
+    note_flagged(out, ki, l)
   end
   table.sort(out.flagged)
   return out, #store.list
@@ -125,9 +130,7 @@ local function reduced(opts, l)
     local list = store:of_rail(ki)
     diagnose.flag(list, opts, refs[ki])
     out.plans[ki] = diagnose.retest_plan(list, N, {}, counts[ki] or {})
-    for _, x in ipairs(list) do
-      if x.flagged then out.flagged[#out.flagged + 1] = ki .. " " .. x.src .. ">" .. x.dst end
-    end
+    note_flagged(out, ki, list)
   end
   table.sort(out.flagged)
   return out, #store.list
