@@ -39,18 +39,21 @@ end
 local function bucket(v) return math.ceil(math.log(v) / LOG_G) end
 local function rep(i) return 2 * G ^ i / (G + 1) end
 
+-- One value counted in bucket mode: its bucket's count, or the zeros'.
+local function count(s, v)
+  if v > 0 then
+    local i = bucket(v)
+    s.buckets[i] = (s.buckets[i] or 0) + 1
+  else
+    s.zeros = s.zeros + 1
+  end
+end
+
 -- The exact values moved into the buckets.
 local function to_buckets(s)
   if not s.exact then return end
   s.buckets, s.zeros = {}, 0
-  for _, v in ipairs(s.exact) do
-    if v > 0 then
-      local i = bucket(v)
-      s.buckets[i] = (s.buckets[i] or 0) + 1
-    else
-      s.zeros = s.zeros + 1
-    end
-  end
+  for _, v in ipairs(s.exact) do count(s, v) end
   s.exact = nil
 end
 
@@ -62,11 +65,8 @@ function S:add(v)
   if self.exact then
     self.exact[#self.exact + 1] = v
     if #self.exact > sketch.EXACT then to_buckets(self) end
-  elseif v > 0 then
-    local i = bucket(v)
-    self.buckets[i] = (self.buckets[i] or 0) + 1
   else
-    self.zeros = self.zeros + 1
+    count(self, v)
   end
   return self
 end
@@ -98,10 +98,7 @@ function S:merge(other)
   end
   to_buckets(self)
   if other.exact then
-    for _, v in ipairs(other.exact) do
-      if v > 0 then local i = bucket(v); self.buckets[i] = (self.buckets[i] or 0) + 1
-      else self.zeros = self.zeros + 1 end
-    end
+    for _, v in ipairs(other.exact) do count(self, v) end
   else
     for i, c in pairs(other.buckets) do self.buckets[i] = (self.buckets[i] or 0) + c end
     self.zeros = self.zeros + other.zeros
