@@ -270,16 +270,32 @@ function shim.bind(host, port, backlog)
   return wrap(s)
 end
 
-function shim.connect(host, port)
-  local t = real.tcp()
-  t:settimeout(0)
-  local ok, err = t:connect(host, port)
+-- A connect that yields while the handshake is under way, within the socket's timeout (30 s when none).
+-- (A socket of socket.tcp() has its descriptor only once connect has made it for the address's family.)
+function Sock:connect(host, port)
+  local ok, err = self.s:connect(host, port)
+  self.fd = self.s:getfd()
   if not ok and err == "timeout" then
-    if wait_fds({ t:getfd() }, "w", real.gettime() + 30) ~= "timeout" then ok, err = t:connect(host, port) end
+    if wait_fds({ self.fd }, "w", self:deadline() or real.gettime() + 30) ~= "timeout" then
+      ok, err = self.s:connect(host, port)
+    end
     if err == "already connected" then ok = 1 end
   end
-  if not ok then close_socket(t, t:getfd()); return nil, err end
-  return wrap(t) -- (its descriptor's watcher, if the wait made one, goes on serving it)
+  if not ok then return nil, err end
+  return ok -- (its descriptor's watcher, if the wait made one, goes on serving it)
+end
+
+function shim.tcp()
+  local t, err = real.tcp()
+  if not t then return nil, err end
+  return wrap(t)
+end
+
+function shim.connect(host, port)
+  local s = shim.tcp()
+  local ok, err = s:connect(host, port)
+  if not ok then s:close(); return nil, err end
+  return s
 end
 
 function shim.sleep(s) suspend(real.gettime() + s) end

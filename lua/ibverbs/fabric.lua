@@ -338,11 +338,13 @@ end
 -- Rank 0: the welcome (every host, the dead, and the relays' addresses to
 -- the ranks that did not read them from PMIx) or the failure, to every rank.
 local function answer_arrivals(self, fail)
+  local frames = {} -- each welcome encoded once, when a rank needs it (the host list is O(N))
   local function welcome(relays)
-    return wire.encode({ welcome = true, hosts = self.hosts, dead = self.dead_list, relays = relays })
+    local key = relays and "full" or "lean"
+    frames[key] = frames[key] or wire.encode({ welcome = true, hosts = self.hosts, dead = self.dead_list,
+      relays = relays })
+    return frames[key]
   end
-  local lean = not fail and welcome(nil)
-  local full = not fail and self.tree and welcome(self.tree.addrs) or lean
   for r = 1, self.size - 1 do
     local c = self.peers[r]
     if c then
@@ -350,7 +352,8 @@ local function answer_arrivals(self, fail)
         wire.send(c.sock, { err = fail }, socket.gettime() + 5)
         self.hub:drop(c); self.peers[r] = nil
       else
-        wire.send_raw(c.sock, c.relays_known and lean or full, socket.gettime() + 5)
+        wire.send_raw(c.sock, welcome(not c.relays_known and self.tree and self.tree.addrs or nil),
+          socket.gettime() + 5)
         c.sock:settimeout(0)
       end
     end
@@ -401,20 +404,12 @@ end
 
 -- A rank but 0: it connects to rank 0, says hello and waits for the welcome.
 local function rank_rendezvous(self, deadline)
-  local sock, err
-  repeat -- rank 0 may not listen yet
-    if self.root_addrs then -- from PMIx: each of its addresses in turn
-      sock, err = pmix.connect(self.root_addrs, self.port, deadline)
-    else
-      sock, err = socket.connect(self.root, self.port)
-    end
-    if not sock then socket.sleep(0.1 + math.random() * 0.2) end -- spread a job's retries
-  until sock or socket.gettime() >= deadline
+  -- (rank 0 may not listen yet; under PMIx self.root is its addresses, each tried in turn)
+  local sock, err = hub.connect(self.root .. ":" .. self.port, deadline, 0.1)
   if not sock then
     return nil, string.format("rank %d: rank 0 at %s:%d did not answer within %g s (%s)", self.rank, self.root,
       self.port, self.init_timeout, tostring(err))
   end
-  sock:setoption("tcp-nodelay", true)
   self.up = sock
   local ok
   local t = self.tree

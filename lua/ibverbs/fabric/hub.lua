@@ -193,12 +193,14 @@ function Hub:close()
   self:close_sockets()
 end
 
---- A connection to "host[,host...]:port" (a relay's address: the peer rank
--- 0 saw, or the addresses the relay put in PMIx), each host tried in turn
--- (3 s at most each) until one answers or deadline: the socket (blocking,
--- no delay), or nil, the last error.  A host refusing is tried again: its
--- listener may not be up yet, or a SYN was dropped under a storm of them.
-function hub.connect(addr, deadline)
+--- A connection to "host[,host...]:port" (rank 0's or a relay's address:
+-- one host, or the addresses it put in PMIx), each host tried in turn (3 s
+-- at most each) until one answers or deadline: the socket (blocking, no
+-- delay), or nil, the last error.  A host refusing is tried again after
+-- pause to 3 x pause seconds (default 0.05; random: a job's ranks spread
+-- their retries): its listener may not be up yet, or a SYN was dropped
+-- under a storm of them.
+function hub.connect(addr, deadline, pause)
   local hosts, port = tostring(addr):match("^(.*):(%d+)$")
   if not hosts then return nil, "no address" end
   local err
@@ -217,7 +219,8 @@ function hub.connect(addr, deadline)
       err = host .. ": " .. tostring(cerr)
       sock:close()
     end
-    socket.sleep(0.05 + math.random() * 0.1)
+    pause = pause or 0.05
+    socket.sleep(pause + math.random() * 2 * pause)
   until socket.gettime() >= deadline
   return nil, err or "no time left"
 end

@@ -1,9 +1,10 @@
 --- The relays' mesh of ibverbs.fabric's relay tree: each relay (groups 1 and
 -- up) holds a connection to every other, so that a route's messages from
 -- one group to another go from relay to relay, never through rank 0.  Rank
--- 0 then handles its own group, the relays' bundles (their ups and the
--- messages for group 0) and its answers: O(groups + k) frames and the bytes
--- of group 0, where it joined every group's messages, O(N) bytes a route.
+-- 0 (a group of its own) then handles the relays' bundles (their ups and
+-- the messages for rank 0) and its answers: O(groups) frames and the bytes
+-- of its own messages, where it joined every group's messages, O(N) bytes a
+-- route.
 --
 -- Setting up: a relay connects to every relay below it, saying hello
 -- {relay = its rank}, and accepts those above it with its members.  A

@@ -119,22 +119,6 @@ function pmix.own_addresses(self)
   return addresses(self.host)
 end
 
---- A connection to one of addrs at port (each tried in turn, a few seconds each), or nil, err.
-function pmix.connect(addrs, port, deadline)
-  local err
-  for _, a in ipairs(addrs) do
-    local left = deadline - socket.gettime()
-    if left <= 0 then break end
-    local sock = socket.tcp()
-    sock:settimeout(math.min(left, 3))
-    local ok, cerr = sock:connect(a, port)
-    if ok then sock:settimeout(nil); return sock end
-    err = a .. ": " .. tostring(cerr)
-    sock:close()
-  end
-  return nil, err or "no address"
-end
-
 -- Where a fence of a call ending at deadline (limit seconds long) gives up: the rest of the limit, up to
 -- pmix.TCP_SHARE seconds, is the TCP part's, which names whoever is missing.
 local function fence_end(deadline, limit)
@@ -146,7 +130,8 @@ end
 -- within the limit but the TCP part's share; the others then read rank 0's
 -- hello.  The TCP rendezvous follows and names whoever did not arrive, as
 -- without PMIx.  True (rank 0, or a rank that knows where rank 0 listens:
--- self.root_addrs, self.port), or nil, msg (rank 0's hello not there).
+-- self.root, its addresses joined by commas, for hub.connect; self.port),
+-- or nil, msg (rank 0's hello not there).
 function pmix.rendezvous(self, deadline)
   local p = self.pm.client
   local hello = { host = self.host }
@@ -171,8 +156,7 @@ function pmix.rendezvous(self, deadline)
   end
   if t then pmix.relays(self, math.max(1, fence_end(deadline, limit) - socket.gettime())) end
   if self.explicit_root then return true end -- opts.root or IBV_FABRIC_ROOT wins
-  self.root_addrs, self.port = v.addrs, math.floor(v.port)
-  self.root = table.concat(v.addrs or {}, ",")
+  self.root, self.port = table.concat(v.addrs or {}, ","), math.floor(v.port)
   return true
 end
 

@@ -215,7 +215,7 @@ end
 
 --- The string ups of all (a table indexed rank + 1) as a list in rank
 -- order, for a reduce: those present, not every rank's slot (rank 0 has a
--- few: its group's and one a relay).
+-- few: its own, one a relay, and the adopted ranks').
 function tree.reduce_ups(all)
   local ks, l = {}, {}
   for r, v in pairs(all) do if type(v) == "string" then ks[#ks + 1] = r end end
