@@ -76,12 +76,8 @@ function L:stream(k)
   self.streamed[k] = true
   local store = self:round_store(k)
   if not store then return end
-  for _, x in ipairs(store.list) do
-    if self:owns(x) then self.jl:write(results.json_line(x, self.rail_names), "\n") end
-  end
-  for _, c in ipairs(store.counters) do
-    if c.rank == self.me then self.jl:write(results.json_line(c, self.rail_names), "\n") end
-  end
+  results.write_lines(self.jl, store, self.rail_names, function(x) return self:owns(x) end,
+    function(c) return c.rank == self.me end)
   self.jl:flush()
 end
 

@@ -105,12 +105,8 @@ function reduction.at_root(store, red, ctx)
   pcount.attribute(store, ctx.names) -- each pair's ends' counters of its round
   if red.full then findings.complete(store, ctx.sched, ctx.rounds, ctx.f) end
   if not ctx.jl then return end
-  for _, x in ipairs(store.list) do
-    if not ctx.ledger:owns(x) then ctx.jl:write(results.json_line(x, ctx.names), "\n") end
-  end
-  for _, c in ipairs(store.counters) do
-    if c.rank ~= 0 then ctx.jl:write(results.json_line(c, ctx.names), "\n") end
-  end
+  results.write_lines(ctx.jl, store, ctx.names, function(x) return not ctx.ledger:owns(x) end,
+    function(c) return c.rank ~= 0 end)
 end
 
 --- Rank 0: the pairs of the first nrounds rounds of sched between two dead

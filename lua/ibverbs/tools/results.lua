@@ -204,4 +204,15 @@ function results.json_line(r, rail_names)
     unmeasured = r.unmeasured })
 end
 
+--- The pairs of store for which pair_ok(x) and the counter records for which
+-- counter_ok(c), as JSON lines (json_line) into the --json-lines file jl.
+function results.write_lines(jl, store, rail_names, pair_ok, counter_ok)
+  for _, x in ipairs(store.list) do
+    if pair_ok(x) then jl:write(results.json_line(x, rail_names), "\n") end
+  end
+  for _, c in ipairs(store.counters) do
+    if counter_ok(c) then jl:write(results.json_line(c, rail_names), "\n") end
+  end
+end
+
 return results
