@@ -472,4 +472,25 @@ describe("fabric_matrix.lua's diagnosis (lua/ibverbs/tools/diagnose.lua)", funct
     end
     assert.equal(5, notes)
   end)
+
+  it("gives a link verdict to an unretested pair far worse than the bounded rank's retested ones, though the rank "
+    .. "passed (no broken link called transient)", function()
+    -- rank 5 slow with everyone in the first pass; its link to rank 7 also 100 times slower than its others
+    local slow = function(p)
+      if p.src == 5 or p.dst == 5 then p.write_mbs, p.send_mbs = 6000, 5900 end
+      if (p.src == 5 and p.dst == 7) or (p.src == 7 and p.dst == 5) then p.lat_us = p.lat_us * 100 end
+    end
+    local l = fabric_of(8, slow)
+    local ref = diagnose.flag(l, fs.OPTS)
+    local plan = diagnose.retest_plan(l, 8)
+    assert.equal(5, plan.unretested["5-7"]) -- left out: the partners likeliest to pass are kept
+    local v, transient = diagnose.verdicts(retest(plan, nil), ref, plan, fs.OPTS) -- the retested pairs pass
+    assert.equal(1, #v, dkjson.encode(v))
+    assert.same({ "link", { 5, 7 } }, { v[1].kind, v[1].ranks })
+    assert.matches("^not retested %(every pair of rank 5 was flagged: 2 of them retested, and rank 5 passed with "
+      .. "rank %d%), but in the first pass far worse than those: latency [%d.]+ us > 2%.1 x [%d.]+$", v[1].why)
+    local notes = 0
+    for _, t in ipairs(transient) do if t.note then notes = notes + 1 end end
+    assert.equal(4, notes) -- the other pairs left out: as slow as the retested ones, the stall
+  end)
 end)

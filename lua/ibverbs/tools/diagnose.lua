@@ -273,16 +273,24 @@ end
 -- of its pairs flagged), plan.unretested ("a-b" -> the rank whose retests
 -- were bounded: a flagged pair left out because every pair of that rank was
 -- flagged and NODE_RETEST_PAIRS of them tell a node from a link), plan.why
--- ("a-b" -> {src, dst, why}: the first pass's why of one of its directions).  excluded: ranks not to use
+-- ("a-b" -> {src, dst, why}: the first pass's why of one of its directions), plan.worst ("a-b" -> the
+-- flagged pair's worst latency and bandwidths of the first pass, either direction).  excluded: ranks not to use
 -- (dead, faulty).  counts (rank -> the partners it measured a pair with), when list holds only the
 -- failing pairs (a reduced pass: ibverbs.tools.reduction): the share of a rank's pairs flagged is taken
 -- over its count, and a rank without one measured some pairs, none flagged.
 function diagnose.retest_plan(list, n, excluded, counts)
   excluded = excluded or {}
-  local bad_pairs, seen, with, flagged_with, whys = {}, {}, {}, {}, {}
+  local bad_pairs, seen, with, flagged_with, whys, worst = {}, {}, {}, {}, {}, {}
   for _, p in ipairs(list) do
     if measured(p) then
       local k = key(p.src, p.dst)
+      if p.flagged then -- the pair's worst figures, either direction
+        local w = worst[k] or {}
+        worst[k] = w
+        if p.lat_us then w.lat_us = math.max(w.lat_us or 0, p.lat_us) end
+        if p.write_mbs then w.write_mbs = math.min(w.write_mbs or math.huge, p.write_mbs) end
+        if p.send_mbs then w.send_mbs = math.min(w.send_mbs or math.huge, p.send_mbs) end
+      end
       for _, r in ipairs({ p.src, p.dst }) do
         with[r] = with[r] or {}
         with[r][k] = true
@@ -299,7 +307,7 @@ function diagnose.retest_plan(list, n, excluded, counts)
     end
   end
   local plan = { pairs = {}, good = {}, partner = {}, suspects = {}, flagged = bad_pairs, score = {}, why = whys,
-    unretested = {} }
+    unretested = {}, worst = worst }
   local function count(t) local c = 0; for _ in pairs(t or {}) do c = c + 1 end; return c end
   local candidates = {}
   for r = 0, n - 1 do
@@ -435,14 +443,50 @@ local function node_verdicts(plan, cleared_by, still_bad, names, verdicts)
   return bad_node
 end
 
+-- Whether the unretested pair k of rank x was, in the first pass, worse by
+-- the thresholds than every flagged pair of x that was retested (what
+-- passed then was not what made k bad): its text, or nil.
+local function worse_than_retested(plan, k, x, opts)
+  local w = plan.worst and plan.worst[k]
+  if not w then return nil end
+  local lat, write, send -- the retested pairs' worst: the highest latency, the lowest bandwidths
+  for _, pr in ipairs(plan.pairs) do
+    local o = (pr[1] == x or pr[2] == x) and plan.worst[key(pr[1], pr[2])]
+    if o then
+      lat = o.lat_us and math.max(lat or 0, o.lat_us) or lat
+      write = o.write_mbs and math.min(write or math.huge, o.write_mbs) or write
+      send = o.send_mbs and math.min(send or math.huge, o.send_mbs) or send
+    end
+  end
+  if w.lat_us and lat and w.lat_us > opts.lat_factor * lat then
+    return string.format("latency %.1f us > %g x %.1f", w.lat_us, opts.lat_factor, lat)
+  end
+  for _, m in ipairs({ { "write_mbs", write, "RDMA write" }, { "send_mbs", send, "send" } }) do
+    if w[m[1]] and m[2] and w[m[1]] < opts.bw_fraction * m[2] then
+      return string.format("%s bandwidth %.2f MB/s < %g x %.2f", m[3], w[m[1]], opts.bw_fraction, m[2])
+    end
+  end
+  return nil
+end
+
 -- A flagged pair left out of the retest (plan.unretested) whose bounded
 -- rank x has no node verdict: transient when x passed with another partner
--- (its first pass was slow with everyone: a stall), else a link verdict from
--- the first pass alone (nothing passed to tell a node from the link).
-local function unretested(plan, a, b, cleared_by, names, verdicts, transient)
+-- (its first pass was slow with everyone: a stall) and the pair was no
+-- worse than x's retested ones; a link verdict when it was far worse than
+-- those (the stall does not explain it), or when nothing passed to tell a
+-- node from the link (from the first pass alone).
+local function unretested(plan, a, b, cleared_by, names, verdicts, transient, opts)
   local k = key(a, b)
   local x = plan.unretested[k]
   local y = x == a and b or a
+  local worse = cleared_by[x] and worse_than_retested(plan, k, x, opts)
+  if worse then
+    verdicts[#verdicts + 1] = { kind = "link", ranks = { a, b },
+      why = string.format("not retested (every pair of %s was flagged: %d of them retested, and %s passed with %s), "
+        .. "but in the first pass far worse than those: %s", names(x), diagnose.NODE_RETEST_PAIRS, names(x),
+        names(cleared_by[x] == "first" and y or cleared_by[x]), worse) }
+    return
+  end
   if cleared_by[x] then
     transient[#transient + 1] = { a, b, note = string.format("not retested: %s passed with %s, after every pair of "
       .. "it was flagged in the first pass", names(x), names(cleared_by[x] == "first" and y or cleared_by[x])) }
@@ -506,7 +550,7 @@ function diagnose.verdicts(retested, ref, plan, opts, names)
     if not bad_node[a] and not bad_node[b] then
       local bad = still_bad(a, b)
       if plan.unretested and plan.unretested[key(a, b)] then
-        unretested(plan, a, b, cleared_by, names, verdicts, transient)
+        unretested(plan, a, b, cleared_by, names, verdicts, transient, opts)
       elseif bad and cleared_by[a] and cleared_by[b] then
         verdicts[#verdicts + 1] = { kind = "link", ranks = { a, b },
           why = string.format("both pass with other partners; between them still bad: %s", bad) }
