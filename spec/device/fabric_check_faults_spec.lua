@@ -162,7 +162,14 @@ row{ fault = "a transport counter rising with other traffic on the port (retry_e
     -- hundred a second under load stayed under the check's margin: judged)
     local bw = "ib_write_bw -d rxe0 -x 1 -s 64 -D 60 -F -p 18556"
     local srv = support.spawn("timeout 70 " .. bw)
-    require("socket").sleep(0.5)
+    -- the client once the server listens (a client before it fails at once: no traffic, seen under load)
+    local function listening()
+      for _, f in ipairs({ "/proc/net/tcp", "/proc/net/tcp6" }) do
+        if (support.slurp(f) or ""):find(":487C [0-9A-F:]+ 0A ") then return true end -- port 18556, LISTEN
+      end
+    end
+    local until_t = os.time() + 20
+    while not listening() and os.time() < until_t do require("socket").sleep(0.1) end
     local cli = support.spawn("timeout 70 " .. bw .. " 127.0.0.1")
     undo[#undo + 1] = function()
       sh("pkill -f '" .. bw .. "' 2>/dev/null")
