@@ -11,7 +11,7 @@
 #                     and serial on four soft-RoCE VMs (one boot)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make test-nodes4  fabric_matrix's verdict scenarios on four soft-RoCE VMs alone (a step of make test)
-#   make spec SPEC=spec/device/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
+#   make spec SPEC=spec/device/verbs/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
 #                     one spec file: host specs here, the others in the soft-RoCE VM
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
 #   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
@@ -214,7 +214,7 @@ test: all embed
 SPEC_RUN = $(if $(filter spec/host/%,$(SPEC)),host,$(if $(filter spec/nodes/%,$(SPEC)),nodes,device))
 SPEC_ENV = $(ENV)$(if $(SAN), ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LD_PRELOAD=$$($(CC) -print-file-name=libasan.so))
 spec: all
-	@test -n "$(SPEC)" || { echo "usage: make spec SPEC=spec/device/qp_spec.lua" >&2; exit 2; }
+	@test -n "$(SPEC)" || { echo "usage: make spec SPEC=spec/device/verbs/qp_spec.lua" >&2; exit 2; }
 	@test -f "$(SPEC)" || { echo "make spec: no such file: $(SPEC)" >&2; exit 2; }
 ifeq ($(SPEC_RUN),host)
 	$(SPEC_ENV) $(LUA) /usr/bin/busted --run=host $(SPEC)

@@ -2,7 +2,7 @@
 -- watch on its rails, round by round (what changed since the last check, each
 -- port with its own events, the readings moving on), and the flap state file
 -- of fabric_check --flap-state.  (fabric_check's flaps on rxe0 itself:
--- spec/device/fabric_check_spec.lua.)
+-- spec/device/tools/fabric_check_spec.lua.)
 local flaps = require "ibverbs.tools.flaps"
 
 local ROOT = os.tmpname()

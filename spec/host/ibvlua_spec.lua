@@ -1,6 +1,6 @@
 -- ibvlua, the scripting host, without a device: what it links, its command
 -- line, its modules from inside the binary, system C modules, SIGINT, the
--- prompt on a pty, make install.  (The device side: spec/device/ibvlua_spec.lua.)
+-- prompt on a pty, make install.  (The device side: spec/device/tools/ibvlua_spec.lua.)
 local support = require "support"
 local FLAVOUR, ROOT, IBVLUA = support.LUA, support.ROOT, support.IBVLUA
 

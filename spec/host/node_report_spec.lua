@@ -3,7 +3,7 @@
 -- node's rdma-core and how it is known, no device said cleanly with why, the
 -- tools' libraries (from the system path, built into ibvlua, missing), and
 -- IBVL_RDMA_CORE: the verbs it drops, the fallbacks, a value that is no
--- release.  (On rxe0: spec/device/reach_spec.lua.)
+-- release.  (On rxe0: spec/device/verbs/reach_spec.lua.)
 local support = require "support"
 local FLAVOUR, IBVLUA = support.LUA, support.IBVLUA
 

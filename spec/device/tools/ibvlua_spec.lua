@@ -61,7 +61,7 @@ describe("on rxe0, ibvlua (" .. FLAVOUR .. ")", function()
   it("runs busted (/usr/bin/busted) on a device spec, the verbs modules from the binary", function()
     local dir = os.tmpname()
     os.remove(dir)
-    assert(os.execute(("mkdir -p %s && cp spec/device/context_spec.lua spec/support.lua %s/"):format(dir, dir)))
+    assert(os.execute(("mkdir -p %s && cp spec/device/verbs/context_spec.lua spec/support.lua %s/"):format(dir, dir)))
     local f = assert(io.open(dir .. "/builtin_spec.lua", "w"))
     f:write([[
       it("takes ibverbs from inside ibvlua", function()

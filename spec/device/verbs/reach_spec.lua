@@ -177,7 +177,7 @@ describe("on rxe0, verbs newer than rdma-core 28", function()
   if not ibv.rdma_core.aid and #ibv.rdma_core.missing == 0 then
     it("passes as a whole under IBVL_RDMA_CORE=28: 18 verbs missing, each error naming its release", function()
       local out, rc = support.capture(("IBVL_RDMA_CORE=28 timeout 300 %s /usr/bin/busted --run=device "
-        .. "-o utfTerminal spec/device/reach_spec.lua --filter-out=cq_ex"):format(support.LUA))
+        .. "-o utfTerminal spec/device/verbs/reach_spec.lua --filter-out=cq_ex"):format(support.LUA))
       assert.equal(0, rc, out)
       assert.matches("%d+ successes / 0 failures / 0 errors / 0 pending", out)
     end)
