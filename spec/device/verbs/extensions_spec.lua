@@ -1,9 +1,9 @@
 -- The verbs objects and calls beyond the basic ones, on rxe0: what rxe does
 -- (iova MRs, cq_ex polling through poll_ex, data ordering, atomic_write as a
 -- builder) is run with data; what it lacks (device memory, null and dma-buf
--- MRs, ODP advice, thread and parent domains, WQs and RSS, flows, counters,
--- CQ moderation, ECE, rate limits, tag matching, TSO, cq_ex timestamps) must
--- fail cleanly with nil, msg, EOPNOTSUPP and leave the context usable.
+-- MRs, ODP advice, raw packet QPs, flows, counters, CQ moderation, ECE, rate
+-- limits, tag matching, TSO, cq_ex timestamps) must fail cleanly with nil,
+-- msg, EOPNOTSUPP and leave the context usable.
 local ibv = require "ibverbs"
 local support = require "support"
 
@@ -90,33 +90,10 @@ describe("on rxe0, memory regions", function()
   end)
 end)
 
-describe("on rxe0, domains and queues", function()
+-- (Thread and parent domains: td_spec.lua; WQs and RSS tables: wq_spec.lua.)
+describe("on rxe0, queues", function()
   local env
   before_each(function() env = support.pair() end)
-
-  it("alloc_td and alloc_parent_domain: EOPNOTSUPP", function()
-    unsupported("ibv_alloc_td", env.ctx:alloc_td())
-    unsupported("ibv_alloc_parent_domain", env.ctx:alloc_parent_domain{ pd = env.pd })
-    assert.has_error(function() env.ctx:alloc_parent_domain{} end, "alloc_parent_domain: attr: field 'pd' is required")
-    assert.has_error(function() env.ctx:create_cq{ cqe = 4, parent_domain = env.cq } end)
-    -- rxe takes any PD as a cq_ex's parent_domain (it does not look at it); the CQ keeps it alive
-    local pd = assert(env.ctx:alloc_pd())
-    local cq = assert(env.ctx:create_cq{ cqe = 4, parent_domain = pd })
-    assert.is_true(cq.extended)
-    assert.equal(ibv.errno.EBUSY, select(3, pd:close()))
-    assert.is_true(cq:close())
-    assert.is_true(pd:close())
-    still_works(env)
-  end)
-
-  it("create_wq: EOPNOTSUPP; an RSS QP and an indirection table are refused before verbs", function()
-    unsupported("ibv_create_wq", env.ctx:create_wq{ pd = env.pd, cq = env.cq, max_wr = 8 })
-    assert.has_error(function() env.ctx:create_wq{ cq = env.cq } end)
-    assert.has_error(function() env.ctx:create_rwq_ind_table{ ind_tbl = { env.cq } } end)
-    assert.has_error(function() env.ctx:create_rwq_ind_table{ ind_tbl = {} } end)
-    assert.has_error(function() env.ctx:create_qp_ex{ qp_type = "raw_packet", pd = env.pd, rwq_ind_tbl = env.pd } end)
-    still_works(env)
-  end)
 
   it("raw packet QPs (what RSS, flows and TSO need): EOPNOTSUPP", function()
     unsupported("ibv_create_qp_ex", env.ctx:create_qp_ex{ qp_type = "raw_packet", pd = env.pd,

@@ -1,10 +1,11 @@
--- XRC on rxe0: rxe has no XRC, so every XRC call, modern or legacy, must fail
--- cleanly with nil, msg, EOPNOTSUPP and leave the context fully usable.  The
--- legacy layer's own logic is specced without a device (spec/host/xrc_legacy_spec.lua).
+-- XRC domains on rxe0: rxe has no XRC, so ctx:open_xrcd and every call that
+-- takes an XRC domain (XRC SRQs and QPs, ibv_open_qp, get_srq_num) must fail
+-- cleanly with nil, msg, EOPNOTSUPP after reading their arguments strictly,
+-- and leave the context fully usable.  The legacy OFED calls: xrc_domain_spec.lua.
 local ibv = require "ibverbs"
 local support = require "support"
 
-local EOPNOTSUPP, EINVAL = ibv.errno.EOPNOTSUPP, ibv.errno.EINVAL
+local EOPNOTSUPP = ibv.errno.EOPNOTSUPP
 
 local function unsupported(call, ok, msg, errno)
   assert.is_nil(ok)
@@ -68,43 +69,15 @@ describe("on rxe0 (no XRC), the modern XRC calls", function()
   end)
 end)
 
-describe("on rxe0 (no XRC), the legacy OFED XRC calls", function()
-  local ctx, pd, cq
-  before_each(function()
-    ctx = support.open()
-    pd = assert(ctx:alloc_pd())
-    cq = assert(ctx:create_cq(16))
-  end)
-
-  it("ibv_open_xrc_domain: EOPNOTSUPP for fd -1 and for a file", function()
-    unsupported("ibv_open_xrc_domain", ctx:open_xrc_domain(-1, ibv.O_CREAT))
-    unsupported("ibv_open_xrc_domain", ibv.open_xrc_domain(ctx, -1, ibv.O_CREAT))
-    local f = io.tmpfile()
-    unsupported("ibv_open_xrc_domain", ctx:open_xrc_domain(f, ibv.O_CREAT))
-    unsupported("ibv_open_xrc_domain", ctx:open_xrc_domain(f, ibv.O_CREAT + ibv.O_EXCL))
-    f:close()
-  end)
-
-  it("ibv_open_xrc_domain: its argument rules come first (EINVAL, no verbs call)", function()
-    local d, msg, errno = ctx:open_xrc_domain(-1, 0)
-    assert.is_nil(d)
-    assert.equal(EINVAL, errno)
-    assert.matches("only valid oflag is O_CREAT", msg, 1, true)
-    assert.has_error(function() ctx:open_xrc_domain("x", ibv.O_CREAT) end)
-  end)
-
-  it("the calls that take a domain raise without one", function()
-    assert.has_error(function() pd:create_xrc_srq(nil, cq, { attr = { max_wr = 8 } }) end)
-    assert.has_error(function() ibv.create_xrc_rcv_qp{ qp_type = "rc" } end)
-    assert.has_error(function() ibv.reg_xrc_rcv_qp(nil, 5) end)
-    assert.has_error(function() pd:create_qp{ qp_type = "xrc", send_cq = cq, recv_cq = cq } end,
-      "init_attr: field 'xrc_domain' is required for an XRC QP")
-  end)
-
-  it("leave pd:create_qp working for the other QP types", function()
-    unsupported("ibv_open_xrc_domain", ctx:open_xrc_domain(-1, ibv.O_CREAT))
-    local qp = assert(pd:create_qp{ qp_type = "rc", send_cq = cq, recv_cq = cq })
-    assert.equal("rc", qp.qp_type)
-    assert.has_error(function() pd:create_qp{ qp_type = "nope", send_cq = cq, recv_cq = cq } end)
+describe("on rxe0 (no XRC), ctx:open_xrcd's arguments", function()
+  it("raise naming the field, before verbs; a closed context raises", function()
+    local ctx = support.open()
+    assert.error_matches(function() ctx:open_xrcd{ fd = -1, oflags = "x" } end,
+      "open_xrcd: field 'oflags': integer expected, got 'x'", 1, true)
+    assert.error_matches(function() ctx:open_xrcd{ fd = "x" } end, "open_xrcd: field 'fd'", 1, true)
+    assert.error_matches(function() ctx:open_xrcd(5) end, "open_xrcd", 1, true)
+    unsupported("ibv_open_xrcd", ctx:open_xrcd{})
+    assert.is_true(ctx:close()) -- the failed calls left nothing on it
+    assert.has_error(function() ctx:open_xrcd() end, "open_xrcd: attempt to use a closed ibverbs.context")
   end)
 end)
