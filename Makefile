@@ -1,7 +1,9 @@
 # lua-ibverbs
 #   make              build build/lua5.4/ibverbs/core.so
 #   make LUA=luajit   build build/luajit/ibverbs/core.so
-#   make deps         install the Debian packages the project needs
+#   make deps         everything the project needs: the Debian packages, the VM's kernel and
+#                     the Debian 11 trees (make demo takes the first two, make test and
+#                     make portable the trees too)
 #   make test         build, host specs, device specs in the soft-RoCE VM, luacheck
 #   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
 #   make demo         show rxe0 from inside the soft-RoCE VM
@@ -184,7 +186,17 @@ DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev libr
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
 	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8 \
 	slurm-wlm munge libpmix-dev liblua5.3-dev lua5.3 debootstrap binutils
-deps:
+# make deps: all of it.  Each part on its own, for the targets that need it:
+# packages (the Debian packages, when missing), kernel (the kernel and initramfs
+# tools/rxe-vm boots, cached under .cache/rxe-vm) and bullseye (the Debian 11
+# trees: tools/bullseye --prepare, debootstrap and its build packages, and
+# --prepare-bare, the bare node; minutes once, cached under .cache/bullseye and
+# .cache/bullseye-bare).  make demo takes packages and kernel only; make test
+# and make portable take bullseye too, so a fresh clone's `make demo; make test`
+# (.ci/run) makes the trees in make test.
+deps: packages kernel bullseye
+
+packages:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -192,18 +204,25 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends $$missing; \
 	else echo "all Debian packages present"; fi
+
+kernel: packages
 	tools/rxe-vm --prepare
+
+bullseye: packages
+	@mkdir -p .cache
 	tools/bullseye --prepare
 	tools/bullseye --prepare-bare
 
-# the portable hosts: built in the Debian 11 tree (make deps makes it) with
-# argparse, dkjson and luasocket (its source, which make deps fetches) built
+# the portable hosts: built in the Debian 11 tree (the bullseye target makes it) with
+# argparse, dkjson and luasocket (its source, which the bullseye target fetches) built
 # in, then their symbol versions checked against the floors
-portable:
+portable: bullseye
 	tools/bullseye build
 	tools/check-floors --glibc 2.28 build/portable/ibvlua build/portable/ibvluajit
 
-test: all embed
+# the Debian 11 trees first (made once: the host specs and tools/run-tests's
+# Debian 11 chain use them)
+test: bullseye all embed
 	$(MAKE) LUA=luajit all embed
 	$(MAKE) SAN=address,undefined all embed
 	tools/run-tests
@@ -240,7 +259,8 @@ check-ffi:
 	$(CC) $(WARN) $(CFLAGS) $(shell pkg-config --cflags libibverbs) $(FFI_LAYOUT).c -o $(FFI_LAYOUT)
 	$(FFI_LAYOUT)
 
-demo: deps all
+# only what the demo needs: the packages, the VM's kernel, the module and ibvlua
+demo: packages kernel all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
 
 bench: all
@@ -278,4 +298,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: portable rock rock-install all embed install deps test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean
+.PHONY: portable rock rock-install all embed install deps packages kernel bullseye test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean
