@@ -49,7 +49,9 @@ LIBS += -fsanitize=$(SAN)
 endif
 
 BUILD = build/$(LUA)$(if $(SAN),-san)
-SRCS = $(wildcard csrc/*.c)
+# csrc/ in folders by layer (docs/architecture.md); objects mirror them under obj/
+SRCS = $(sort $(shell find csrc -name '*.c'))
+HDRS = $(sort $(shell find csrc -name '*.h'))
 OBJS = $(SRCS:csrc/%.c=$(BUILD)/obj/%.o)
 MODULE = $(BUILD)/ibverbs/core.so
 ARCHIVE = $(BUILD)/libibverbs-lua.a
@@ -66,10 +68,11 @@ $(CONFIG_H): tools/configure
 
 # The module's own calls bind inside it (no interposition: no PLT on the
 # kernels' hot paths, and a function of one file may be inlined there); the
-# symbols it exports stay as they are.
-$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h) $(CONFIG_H)
+# symbols it exports stay as they are.  Includes name their folder
+# ("base/err.h"), from -Icsrc.
+$(BUILD)/obj/%.o: csrc/%.c $(HDRS) $(CONFIG_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) -fPIC -fno-semantic-interposition $(RDMA_CFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) -fPIC -fno-semantic-interposition $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -I$(BUILD)/gen -c $< -o $@
 
 $(MODULE): $(OBJS)
 	@mkdir -p $(dir $@)
