@@ -95,6 +95,10 @@ int ibvl_post_result(lua_State *L, enum ibvl_post_kind kind, int rc, const struc
 
 /* The whole post of a receive queue without a fast path (srq, wq): prepare
  * from arg 1 (class cls) and arg 2, run, result. */
+/* Why q cannot post on that queue (no receive queue of its own, an
+ * xrc_recv QP's sends), or NULL. */
+const char *ibvl_no_queue(const struct ibv_qp *q, int send);
+
 int ibvl_post_queue(lua_State *L, enum ibvl_post_kind kind, const struct ibvl_class *cls);
 
 #endif

@@ -11,14 +11,7 @@
 
 #include "base/compat.h"
 #include "base/object.h"
-
-/* What an SGE of a WR was made from, checked again when it is posted. */
-struct ibvl_sge_src {
-	struct ibvl_obj *mr; /* an SGE given with mr= */
-	const char *data;    /* the 'inline' string (kept alive by the list) */
-	size_t size;
-	int held;            /* a prepared list's SGE set by set/fill (wr.c) */
-};
+#include "verbs/sge.h"
 
 struct ibvl_wr_slot {
 	struct ibvl_obj *ah; /* objects a prepared WR points to, checked at post time */
@@ -30,9 +23,6 @@ struct ibvl_wr_slot {
 };
 
 /* wr_parse.c: WRs from Lua tables */
-int ibvl_parse_sges(lua_State *L, int idx, struct ibv_sge *sge, struct ibvl_sge_src *src,
-                    int max_sge);
-struct ibvl_obj *ibvl_parse_bind_info(lua_State *L, int idx, struct ibv_mw_bind_info *bi);
 void ibvl_parse_recv_wr(lua_State *L, int idx, struct ibv_recv_wr *wr, struct ibv_sge *sge,
                         struct ibvl_sge_src *src, int max_sge);
 void ibvl_parse_send_wr(lua_State *L, int idx, struct ibv_send_wr *wr, struct ibv_sge *sge,

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "verbs/verbs.h"
-#include "datapath/wr.h"
+#include "verbs/sge.h"
 
 struct mr {
 	struct ibvl_obj o;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "verbs/verbs.h"
-#include "datapath/wr.h"
+#include "verbs/sge.h"
 
 static int destroy_mw(struct ibvl_obj *o, void *ptr)
 {

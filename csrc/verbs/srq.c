@@ -20,8 +20,7 @@
 #include <rdma/rdma_verbs.h>
 
 #include "verbs/verbs.h"
-#include "datapath/wr.h"
-#include "datapath/post.h"
+#include "verbs/sge.h"
 
 static int destroy_srq(struct ibvl_obj *o, void *ptr)
 {
@@ -262,12 +261,6 @@ static int l_get_srq_num(lua_State *L)
 	return 1;
 }
 
-/* ---- posting ------------------------------------------------------------- */
-static int srq_post_recv(lua_State *L)
-{
-	return ibvl_post_queue(L, IBVL_POST_SRQ, &ibvl_srq_class);
-}
-
 /* ---- tag matching operations (ibv_post_srq_ops) ---------------------------
  *   local handles = assert(srq:post_srq_ops{
  *     {opcode = "tag_add", wr_id = 1, recv_wr_id = 7, tag = 0x1234, mask = -1,
@@ -355,7 +348,7 @@ static int l_post_srq_ops(lua_State *L)
 void ibvl_open_srq(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"post_recv", srq_post_recv}, {"modify", srq_modify}, {"query", srq_query},
+		{"post_recv", ibvl_srq_post_recv}, {"modify", srq_modify}, {"query", srq_query},
 		{"get_srq_num", l_get_srq_num}, {"post_srq_ops", l_post_srq_ops}, {NULL, NULL},
 	};
 	static const luaL_Reg pd_methods[] = {{"create_srq", l_create_srq}, {NULL, NULL}};

@@ -72,8 +72,10 @@ struct ibvl_qp {
 };
 
 struct ibvl_qp *ibvl_check_qp(lua_State *L, int arg);
-const char *ibvl_no_queue(const struct ibv_qp *q, int send); /* qp.c: why q cannot post, or NULL */
-/* QP methods made in other files, in qp.c's method table */
+/* QP methods made in other files, in qp.c's method table (the posts are the
+ * data path's: datapath/post.c, datapath/qp_ex.c) */
+int ibvl_qp_post_recv(lua_State *L);   /* post.c: qp:post_recv */
+int ibvl_qp_post_send(lua_State *L);   /* post.c: qp:post_send */
 int ibvl_qp_wr_post(lua_State *L);     /* qp_ex.c: qp:wr_post */
 int ibvl_qp_create_flow(lua_State *L); /* flow.c: qp:create_flow */
 void ibvl_qp_adopt(lua_State *L, int used_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a);
@@ -99,6 +101,8 @@ struct ibvl_srq {
  * given its ptr, and cm_id where rdma_create_srq made it, and its ibvl_use of
  * the objects it uses): records the granted sizes and tracks it for events. */
 void ibvl_srq_adopt(lua_State *L, const struct ibv_srq_attr *granted, int srq_type);
+int ibvl_srq_post_recv(lua_State *L); /* post.c: srq:post_recv, in srq.c's table */
+int ibvl_wq_post_recv(lua_State *L);  /* post.c: wq:post_recv, in wq.c's table */
 
 /* ---- XRC domains (xrcd.c) ----------------------------------------------- */
 int ibvl_xrc_errno(struct ibv_context *ctx, int err);

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "verbs/verbs.h"
-#include "datapath/post.h"
 
 struct wq {
 	struct ibvl_obj o; /* o.ptr: struct ibv_wq * */
@@ -120,16 +119,10 @@ static int wq_modify(lua_State *L)
 	return ibvl_result(L, "ibv_modify_wq", ibv_modify_wq(w->ptr, &a));
 }
 
-/* wq:post_recv(wr | {wr, ...} | recv_wrs [, first, count]) */
-static int wq_post_recv(lua_State *L)
-{
-	return ibvl_post_queue(L, IBVL_POST_WQ, &ibvl_wq_class);
-}
-
 void ibvl_open_wq(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
-		{"modify", wq_modify}, {"post_recv", wq_post_recv}, {NULL, NULL},
+		{"modify", wq_modify}, {"post_recv", ibvl_wq_post_recv}, {NULL, NULL},
 	};
 	static const luaL_Reg ctx_methods[] = {{"create_wq", l_create_wq}, {NULL, NULL}};
 	ibvl_register(L, &ibvl_wq_class, methods);
