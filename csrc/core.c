@@ -107,6 +107,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_ah(L);
 	ibvl_open_mw(L);
 	ibvl_open_qp(L);
+	ibvl_open_qp_attr(L);
 	ibvl_open_wr(L);
 	ibvl_open_transfer(L);
 	ibvl_open_samples(L);

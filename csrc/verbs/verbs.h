@@ -36,6 +36,7 @@ void ibvl_open_buffer(lua_State *L);
 void ibvl_open_comp_channel(lua_State *L);
 void ibvl_open_cq(lua_State *L);
 void ibvl_open_qp(lua_State *L);
+void ibvl_open_qp_attr(lua_State *L);
 void ibvl_open_ah(lua_State *L);
 void ibvl_open_mw(lua_State *L);
 void ibvl_open_srq(lua_State *L);
@@ -81,7 +82,12 @@ int ibvl_qp_create_flow(lua_State *L); /* flow.c: qp:create_flow */
 void ibvl_qp_adopt(lua_State *L, int used_idx, int pd_idx, const struct ibv_qp_init_attr_ex *a);
 #define IBVL_QP_USED 6 /* pd, send_cq, recv_cq, srq, xrcd, rwq_ind_tbl */
 int ibvl_parse_qp_init_attr(lua_State *L, int idx, struct ibv_qp_init_attr_ex *a);
-void ibvl_push_qp_attr_mask(lua_State *L, const struct ibv_qp_attr *a, int mask); /* qp_attr.c */
+/* qp_attr.c: attributes; qp:modify and qp:query, in qp.c's method table */
+void ibvl_parse_qp_cap(lua_State *L, int idx, struct ibv_qp_cap *cap);
+void ibvl_push_qp_cap(lua_State *L, const struct ibv_qp_cap *cap);
+void ibvl_push_qp_attr_mask(lua_State *L, const struct ibv_qp_attr *a, int mask);
+int ibvl_qp_modify(lua_State *L);
+int ibvl_qp_query(lua_State *L);
 
 /* ---- address handles (ah.c) ------------------------------------------- */
 void ibvl_parse_ah_attr(lua_State *L, int idx, struct ibv_ah_attr *ah);
