@@ -60,4 +60,17 @@ static inline int ibvl_isinteger(lua_State *L, int idx)
 #define lua_isinteger(L, i) ibvl_isinteger(L, (i))
 #endif
 
+/* Pushes the registry's value under the light userdata key p (nil when
+ * none) and returns its type: lua_rawgetp where the API has it. */
+static inline int ibvl_rawgetp(lua_State *L, const void *p)
+{
+#if LUA_VERSION_NUM >= 503
+	return lua_rawgetp(L, LUA_REGISTRYINDEX, p);
+#else
+	lua_pushlightuserdata(L, (void *)p);
+	lua_rawget(L, LUA_REGISTRYINDEX);
+	return lua_type(L, -1);
+#endif
+}
+
 #endif

@@ -129,4 +129,10 @@ void *ibvl_obj_field(lua_State *L, int idx, const char *field, const struct ibvl
 void *ibvl_obj_field_keep(lua_State *L, int idx, const char *field,
                           const struct ibvl_class *cls); /* the value stays pushed */
 
+/* Between object.c (lifetimes) and object_class.c (classes), for them alone */
+void ibvl_obj_init(struct ibvl_obj *o);    /* a new object's links */
+void ibvl_obj_release(struct ibvl_obj *o); /* __gc */
+void ibvl_guard_log(struct ibvl_obj *o);   /* checked under the running guard */
+void ibvl_keep_run_held(lua_State *L);     /* ibvl_gc_held's function, once per state */
+
 #endif
