@@ -129,6 +129,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_cm_id(L);
 	ibvl_open_cm_addr(L);
 	ibvl_open_cm_qp(L);
+	ibvl_open_cm_post(L);
 	ibvl_open_names(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");

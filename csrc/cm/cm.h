@@ -32,6 +32,16 @@ struct ibvl_cm_id {
 	 * rdma_destroy_id of the listener waits (a finalizer must never block) */
 	struct ibvl_cm_request *request;
 };
+/* what the id owns, by slot (cm_qp.c adopts them); an owned object closed
+ * since reads as none */
+enum { IBVL_OWN_QP, IBVL_OWN_SRQ, IBVL_OWN_SEND_CQ, IBVL_OWN_RECV_CQ, IBVL_OWN_SEND_CH,
+       IBVL_OWN_RECV_CH };
+static inline struct ibvl_obj *ibvl_cm_owned(struct ibvl_cm_id *id, int which)
+{
+	struct ibvl_obj *o = id->owned[which];
+	return o != NULL && o->ptr != NULL ? o : NULL;
+}
+
 struct ibvl_cm_request; /* cm_base.c */
 struct ibvl_cm_request *ibvl_cm_take_request(struct rdma_cm_event *e);
 void ibvl_cm_push_request(lua_State *L, const struct ibvl_cm_request *r);
@@ -56,6 +66,7 @@ struct ibvl_cm_id *ibvl_cm_new_id(lua_State *L, struct ibvl_guard *g);
 void ibvl_cm_adopt_id(lua_State *L, int idx, struct rdma_cm_id *cid, int chan_idx);
 void ibvl_cm_push_context(lua_State *L, struct ibv_context *ctx);
 void ibvl_open_cm_qp(lua_State *L);
+void ibvl_open_cm_post(lua_State *L);
 void ibvl_check_sockaddr(lua_State *L, int arg, struct sockaddr_storage *ss);
 void ibvl_push_sockaddr(lua_State *L, const struct sockaddr *sa);
 

@@ -1,15 +1,12 @@
 /*
- * cm_qp.c: queue pairs and SRQs on cm ids, rdma_create_ep, and the
- * rdma_verbs helpers.
+ * cm_qp.c: queue pairs and SRQs on cm ids, rdma_create_ep, rdma_get_request
+ * (the rdma_verbs helpers that post on them: cm_post.c).
  *
  *   local qp = assert(id:create_qp{cap = {max_send_wr = 16, max_recv_wr = 16}})
  *   id.qp, id.send_cq, id.recv_cq   -- ibverbs.qp / ibverbs.cq: the core's methods work
  *   id:create_qp_ex{...}; id:destroy_qp()
  *   local srq = assert(id:create_srq{max_wr = 64}); id:destroy_srq()  -- QPs made later use it
- *   id:post_recv(wr_id, mr [, offset, length]); id:post_send(wr_id, mr, off, len [, flags])
- *   id:post_read(wr_id, mr, off, len, flags, remote_addr, rkey); id:post_write(...)
- *   id:post_ud_send(wr_id, mr, off, len, flags, ah, remote_qpn)
- *   local wc = id:get_send_comp([timeout_s]); id:get_recv_comp([timeout_s])
+ *   id:post_send(wr_id, mr, off, len [, flags]); id:get_send_comp()  -- cm_post.c
  *   local ep = assert(cm.create_ep(ai [, {pd = pd, qp_init_attr = {...}}]))
  *   local cid = assert(sid:get_request(5.0))  -- synchronous listener: with its QP
  * With no pd the QP is on the id's default PD; with no CQs librdmacm makes
@@ -26,13 +23,11 @@
 
 #include "verbs/cq.h"
 #include "cm/cm.h"
-#include "datapath/wr.h"
 
 static void adopt_owned(lua_State *L, int idx, int pd_from_idx);
 static void need_device(lua_State *L, const struct rdma_cm_id *cid);
 static void use_pd(lua_State *L, int idx, int pd_idx);
 
-enum { OWN_QP, OWN_SRQ, OWN_SEND_CQ, OWN_RECV_CQ, OWN_SEND_CH, OWN_RECV_CH };
 static const char *const own_keys[] = {"qp", "srq", "send_cq", "recv_cq", "send_channel",
                                        "recv_channel"};
 
@@ -41,11 +36,6 @@ static struct ibvl_cm_id *check_cm_id(lua_State *L)
 	return ibvl_check(L, 1, &ibvl_cm_id_class);
 }
 
-static struct ibvl_obj *owned(struct ibvl_cm_id *id, int which)
-{
-	struct ibvl_obj *o = id->owned[which];
-	return o != NULL && o->ptr != NULL ? o : NULL;
-}
 
 /* The object at the top becomes the id's (at idx) which-th owned object:
  * the id names it once its user value keeps it (storing may raise, a memory
@@ -84,7 +74,7 @@ static void adopt_cq(lua_State *L, int idx, int ctx_idx, struct ibv_cq **cq, int
 	c->o.ptr = *cq;
 	*cq = NULL;
 	ibvl_use(L, -1, ctx_idx);
-	if (owned(id, ch_which) != NULL) {
+	if (ibvl_cm_owned(id, ch_which) != NULL) {
 		lua_getiuservalue(L, idx, 1);
 		lua_getfield(L, -1, own_keys[ch_which]);
 		ibvl_use(L, -3, -1);
@@ -103,18 +93,18 @@ static void adopt_cqs(lua_State *L, int idx)
 	int ctx = lua_gettop(L);
 	if (cid->send_cq_channel == cid->recv_cq_channel)
 		cid->send_cq_channel = NULL;
-	adopt_channel(L, idx, ctx, &cid->send_cq_channel, OWN_SEND_CH);
-	adopt_channel(L, idx, ctx, &cid->recv_cq_channel, OWN_RECV_CH);
+	adopt_channel(L, idx, ctx, &cid->send_cq_channel, IBVL_OWN_SEND_CH);
+	adopt_channel(L, idx, ctx, &cid->recv_cq_channel, IBVL_OWN_RECV_CH);
 	if (cid->send_cq == cid->recv_cq)
 		cid->send_cq = NULL;
-	adopt_cq(L, idx, ctx, &cid->send_cq, OWN_SEND_CQ, OWN_SEND_CH);
-	adopt_cq(L, idx, ctx, &cid->recv_cq, OWN_RECV_CQ, OWN_RECV_CH);
+	adopt_cq(L, idx, ctx, &cid->send_cq, IBVL_OWN_SEND_CQ, IBVL_OWN_SEND_CH);
+	adopt_cq(L, idx, ctx, &cid->recv_cq, IBVL_OWN_RECV_CQ, IBVL_OWN_RECV_CH);
 	lua_pop(L, 1);
 }
 
 static void use_owned(lua_State *L, int idx, int which)
 {
-	if (owned(lua_touserdata(L, idx), which) == NULL)
+	if (ibvl_cm_owned(lua_touserdata(L, idx), which) == NULL)
 		return;
 	lua_getiuservalue(L, idx, 1);
 	lua_getfield(L, -1, own_keys[which]);
@@ -160,14 +150,14 @@ static void adopt_qp(lua_State *L, int idx, int used, struct ibv_qp_init_attr_ex
 	qp->cm_id = cid;
 	ibvl_qp_adopt(L, used, 0, a);
 	if (lua_isnil(L, used + 1))
-		use_owned(L, idx, OWN_SEND_CQ);
+		use_owned(L, idx, IBVL_OWN_SEND_CQ);
 	if (lua_isnil(L, used + 2))
-		use_owned(L, idx, OWN_RECV_CQ);
+		use_owned(L, idx, IBVL_OWN_RECV_CQ);
 	if (lua_isnil(L, used + 3) && a->srq != NULL)
-		use_owned(L, idx, OWN_SRQ);
+		use_owned(L, idx, IBVL_OWN_SRQ);
 	if (!lua_isnil(L, used))
 		use_pd(L, idx, used);
-	set_owned(L, idx, OWN_QP);
+	set_owned(L, idx, IBVL_OWN_QP);
 }
 
 /* For rdma_get_request: the new id at idx got a QP from its listener's
@@ -269,7 +259,7 @@ static int create_qp(lua_State *L, int ex)
 	ibvl_guard_end(L, &g);
 	need_device(L, cid);
 	check_cm_cqs(L, &a);
-	struct ibvl_obj *srq = owned(id, OWN_SRQ);
+	struct ibvl_obj *srq = ibvl_cm_owned(id, IBVL_OWN_SRQ);
 	if (a.srq == NULL && srq != NULL) /* as librdmacm does with id->srq */
 		a.srq = srq->ptr;
 	if (!ex && (a.comp_mask & ~(unsigned)IBV_QP_INIT_ATTR_PD))
@@ -292,7 +282,7 @@ static int l_create_qp_ex(lua_State *L)
 
 static int close_owned(lua_State *L, int which)
 {
-	struct ibvl_obj *o = owned(check_cm_id(L), which);
+	struct ibvl_obj *o = ibvl_cm_owned(check_cm_id(L), which);
 	if (o == NULL) {
 		lua_pushboolean(L, 1);
 		return 1;
@@ -304,12 +294,12 @@ static int close_owned(lua_State *L, int which)
  * id's until it closes) */
 static int l_destroy_qp(lua_State *L)
 {
-	return close_owned(L, OWN_QP);
+	return close_owned(L, IBVL_OWN_QP);
 }
 
 static int l_destroy_srq(lua_State *L)
 {
-	return close_owned(L, OWN_SRQ);
+	return close_owned(L, IBVL_OWN_SRQ);
 }
 
 static const char *const srq_fields[] = {"max_wr", "max_sge", "srq_limit", "pd", "srq_type",
@@ -338,7 +328,7 @@ static int create_srq_held(lua_State *L, void *ud)
 	if (c->pdi != 0)
 		ibvl_use(L, -1, c->pdi);
 	ibvl_srq_adopt(L, &c->a->attr, c->a->srq_type);
-	set_owned(L, 1, OWN_SRQ);
+	set_owned(L, 1, IBVL_OWN_SRQ);
 	adopt_cqs(L, 1); /* an XRC SRQ's CQ */
 	return 0;
 }
@@ -366,7 +356,7 @@ static int create_srq(lua_State *L, int ex)
 	a.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
 	ibvl_new(L, &ibvl_srq_class, sizeof(struct ibvl_srq), &g);
 	need_device(L, cid);
-	if (owned(id, OWN_SRQ) != NULL)
+	if (ibvl_cm_owned(id, IBVL_OWN_SRQ) != NULL)
 		return ibvl_fail(L, ex ? "rdma_create_srq_ex" : "rdma_create_srq", EEXIST);
 	struct create_srq_call c = {cid, &a, ex, pd != NULL ? pdi : 0, 0};
 	if (ibvl_gc_held(L, create_srq_held, &c) != 0)
@@ -465,7 +455,7 @@ static int l_create_ep(lua_State *L)
 	return 1;
 }
 
-/* ---- rdma_verbs helpers -------------------------------------------------- */
+/* ---- rdma_get_request: a synchronous listener's ids, with their QPs ------ */
 struct adopt_request_call {
 	struct rdma_cm_id *nid;
 	int idx;
@@ -518,244 +508,13 @@ static int l_get_request(lua_State *L)
 	return 1;
 }
 
-static struct ibv_qp *id_qp(lua_State *L, struct ibvl_cm_id *id)
-{
-	struct ibvl_obj *qp = owned(id, OWN_QP);
-	if (qp == NULL)
-		ibvl_error(L, "the cm id has no QP (create_qp first)");
-	return qp->ptr;
-}
-
-/* Reads wr_id, mr, offset, length at arg.. into sge; returns wr_id. */
-static uint64_t check_sge(lua_State *L, int arg, struct ibv_sge *sge)
-{
-	uint64_t wr_id = ibvl_check_u64(L, arg);
-	struct ibv_mr *mr = ((struct ibvl_obj *)ibvl_check(L, arg + 1, &ibvl_mr_class))->ptr;
-	lua_Integer off = ibvl_opt_range(L, arg + 2, 0, 0, (lua_Integer)mr->length);
-	lua_Integer len = ibvl_opt_range(L, arg + 3, (lua_Integer)mr->length - off, 0,
-	                                 (lua_Integer)mr->length - off);
-	sge->addr = (uintptr_t)mr->addr + (uint64_t)off;
-	sge->length = (uint32_t)len;
-	sge->lkey = mr->lkey;
-	return wr_id;
-}
-
-/* id:post_recv(wr_id, mr [, offset, length]): on the id's SRQ when it has one */
-static int cm_post_recv(lua_State *L)
-{
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_cm_id *id = check_cm_id(L);
-	struct ibv_sge sge;
-	struct ibv_recv_wr wr = {.sg_list = &sge, .num_sge = 1}, *bad;
-	wr.wr_id = check_sge(L, 2, &sge);
-	ibvl_guard_end(L, &g);
-	struct ibvl_obj *srq = owned(id, OWN_SRQ);
-	if (srq != NULL)
-		return ibvl_result(L, "ibv_post_srq_recv", ibv_post_srq_recv(srq->ptr, &wr, &bad));
-	return ibvl_result(L, "ibv_post_recv", ibv_post_recv(id_qp(L, id), &wr, &bad));
-}
-
-static int post_send(lua_State *L, enum ibv_wr_opcode op)
-{
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_cm_id *id = check_cm_id(L);
-	struct ibv_send_wr wr = {.num_sge = 1, .opcode = op}, *bad;
-	wr.send_flags = (unsigned)ibvl_opt_flags(L, 6, ibvl_send_flags, IBV_SEND_SIGNALED);
-	struct ibvl_obj *ah = NULL;
-	if (op == IBV_WR_RDMA_READ || op == IBV_WR_RDMA_WRITE) {
-		wr.wr.rdma.remote_addr = ibvl_check_u64(L, 7);
-		wr.wr.rdma.rkey = (uint32_t)ibvl_check_range(L, 8, 0, UINT32_MAX);
-	} else if (!lua_isnoneornil(L, 7)) { /* post_ud_send */
-		wr.wr.ud.remote_qpn = (uint32_t)ibvl_check_range(L, 8, 0, 0xffffff);
-		wr.wr.ud.remote_qkey = RDMA_UDP_QKEY;
-		ah = ibvl_check(L, 7, &ibvl_ah_class);
-	}
-	struct ibv_sge sge;
-	wr.wr_id = check_sge(L, 2, &sge); /* last: nothing runs between the MR's check and use */
-	wr.sg_list = &sge;
-	ibvl_guard_end(L, &g);
-	struct ibv_qp *qp = id_qp(L, id);
-	if (qp->qp_type == IBV_QPT_UD && op != IBV_WR_SEND)
-		ibvl_error(L, "RDMA read and write need a connected id (this one's QP is UD)");
-	if (ah != NULL)
-		wr.wr.ud.ah = ah->ptr;
-	else if (qp->qp_type == IBV_QPT_UD)
-		ibvl_error(L, "a UD id sends with post_ud_send(wr_id, mr, offset, length, flags, ah, "
-		              "remote_qpn): the peer's address handle is required");
-	return ibvl_result(L, "ibv_post_send", ibv_post_send(qp, &wr, &bad));
-}
-
-static int cm_post_send(lua_State *L)
-{
-	return post_send(L, IBV_WR_SEND);
-}
-
-static int l_post_ud_send(lua_State *L)
-{
-	ibvl_check(L, 7, &ibvl_ah_class);
-	return post_send(L, IBV_WR_SEND);
-}
-
-static int l_post_read(lua_State *L)
-{
-	return post_send(L, IBV_WR_RDMA_READ);
-}
-
-static int l_post_write(lua_State *L)
-{
-	return post_send(L, IBV_WR_RDMA_WRITE);
-}
-
-/* rdma_get_send_comp / rdma_get_recv_comp, with a timeout (seconds) */
-static int get_comp(lua_State *L, int cq_which, int ch_which, const char *call)
-{
-	struct ibvl_cm_id *id = check_cm_id(L);
-	struct ibvl_cq *cq = (struct ibvl_cq *)owned(id, cq_which);
-	struct ibvl_obj *ch = owned(id, ch_which);
-	if (cq == NULL || ch == NULL)
-		return ibvl_error(L, "%s: the id's QP has no CQ the cm made (poll the CQ given)", call);
-	struct ibv_comp_channel *chan = ch->ptr;
-	struct ibv_wc wc;
-	for (;;) {
-		int n = ibvl_cq_poll(cq, 1, &wc);
-		if (n == 0 && ibv_req_notify_cq(cq->o.ptr, 0) == 0)
-			n = ibvl_cq_poll(cq, 1, &wc);
-		if (n < 0)
-			return ibvl_fail(L, call, -n);
-		if (n > 0)
-			break;
-		int fail = ibvl_cm_wait(L, chan->fd, 2, call);
-		if (fail != 0)
-			return fail;
-		struct ibv_cq *ev_cq;
-		void *ev_ctx;
-		if (ibv_get_cq_event(chan, &ev_cq, &ev_ctx) == 0)
-			ibv_ack_cq_events(ev_cq, 1);
-	}
-	ibvl_push_wc(L, &wc);
-	return 1;
-}
-
-static int l_get_send_comp(lua_State *L)
-{
-	return get_comp(L, OWN_SEND_CQ, OWN_SEND_CH, "rdma_get_send_comp");
-}
-
-static int l_get_recv_comp(lua_State *L)
-{
-	return get_comp(L, OWN_RECV_CQ, OWN_RECV_CH, "rdma_get_recv_comp");
-}
-
-/* ---- the vectored rdma_verbs helpers ---------------------------------------
- * id:post_sendv(wr_id, sg_list [, flags]), id:post_recvv(wr_id, sg_list),
- * id:post_readv(wr_id, sg_list, flags, remote_addr, rkey), id:post_writev(...):
- * sg_list is an array of SGE tables, as in qp:post_send ({mr =, offset =,
- * length =} or {addr =, length =, lkey =}). */
-#define CM_MAX_SGE 16
-
-struct vpost {
-	struct ibv_sge sge[CM_MAX_SGE];
-	struct ibvl_sge_src src[CM_MAX_SGE];
-	int nsge, flags;
-	uint64_t wr_id, remote_addr;
-	uint32_t rkey;
-};
-
-/* Reads the arguments of a vectored post; returns the id's QP (checked last). */
-static struct ibvl_qp *vpost_args(lua_State *L, struct vpost *v, int send, int rdma)
-{
-	struct ibvl_guard g;
-	ibvl_guard_begin(&g);
-	struct ibvl_cm_id *id = check_cm_id(L);
-	v->wr_id = ibvl_check_u64(L, 2);
-	luaL_checktype(L, 3, LUA_TTABLE);
-	v->flags = send ? (int)ibvl_opt_flags(L, 4, ibvl_send_flags, IBV_SEND_SIGNALED) : 0;
-	if (rdma) {
-		v->remote_addr = ibvl_check_u64(L, 5);
-		v->rkey = (uint32_t)ibvl_check_range(L, 6, 0, UINT32_MAX);
-	}
-	lua_createtable(L, 0, 1); /* {sg_list = a private copy of arg 3}, as a WR table */
-	ibvl_copy_arg(L, 3, 1);  /* it keeps the MRs until the post */
-	lua_setfield(L, -2, "sg_list");
-	v->nsge = ibvl_parse_sges(L, lua_gettop(L), v->sge, v->src, CM_MAX_SGE);
-	ibvl_guard_end(L, &g);
-	struct ibvl_qp *qp = (struct ibvl_qp *)owned(id, OWN_QP);
-	if (qp == NULL)
-		ibvl_error(L, "the cm id has no QP (create_qp first)");
-	if (send && ((struct ibv_qp *)qp->o.ptr)->qp_type == IBV_QPT_UD)
-		ibvl_error(L, "a UD id sends with post_ud_send (the vectored helpers carry no address "
-		              "handle)");
-	size_t total = 0;
-	for (int j = 0; j < v->nsge; j++) {
-		if ((v->flags & IBV_SEND_INLINE) && v->src[j].mr == NULL)
-			ibvl_error(L, "send flag 'inline': the CPU copies the data, so SGE %d needs 'mr'",
-			           j + 1);
-		total += v->sge[j].length;
-	}
-	if ((v->flags & IBV_SEND_INLINE) && total > qp->max_inline_data)
-		ibvl_error(L, "send flag 'inline': %d bytes, the QP takes at most %d inline",
-		           (int)total, (int)qp->max_inline_data);
-	return qp;
-}
-
-enum { VSEND, VRECV, VREAD, VWRITE };
-
-static int vpost(lua_State *L, int op)
-{
-	struct vpost v;
-	vpost_args(L, &v, op != VRECV, op == VREAD || op == VWRITE); /* checks the id first */
-	struct rdma_cm_id *cid = ((struct ibvl_obj *)lua_touserdata(L, 1))->ptr;
-	void *ctx = (void *)(uintptr_t)v.wr_id;
-	switch (op) {
-	case VSEND:
-		return ibvl_result(L, "rdma_post_sendv",
-		                   rdma_post_sendv(cid, ctx, v.sge, v.nsge, v.flags));
-	case VRECV:
-		return ibvl_result(L, "rdma_post_recvv", rdma_post_recvv(cid, ctx, v.sge, v.nsge));
-	case VREAD:
-		return ibvl_result(L, "rdma_post_readv", rdma_post_readv(cid, ctx, v.sge, v.nsge,
-		                                                         v.flags, v.remote_addr, v.rkey));
-	default:
-		return ibvl_result(L, "rdma_post_writev", rdma_post_writev(cid, ctx, v.sge, v.nsge,
-		                                                           v.flags, v.remote_addr,
-		                                                           v.rkey));
-	}
-}
-
-static int l_post_sendv(lua_State *L)
-{
-	return vpost(L, VSEND);
-}
-
-static int l_post_recvv(lua_State *L)
-{
-	return vpost(L, VRECV);
-}
-
-static int l_post_readv(lua_State *L)
-{
-	return vpost(L, VREAD);
-}
-
-static int l_post_writev(lua_State *L)
-{
-	return vpost(L, VWRITE);
-}
-
 void ibvl_open_cm_qp(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
 		{"create_qp", l_create_qp}, {"create_qp_ex", l_create_qp_ex},
 		{"destroy_qp", l_destroy_qp}, {"create_srq", l_create_srq},
 		{"create_srq_ex", l_create_srq_ex}, {"destroy_srq", l_destroy_srq},
-		{"post_recv", cm_post_recv}, {"post_send", cm_post_send}, {"post_read", l_post_read},
-		{"post_write", l_post_write}, {"post_ud_send", l_post_ud_send},
-		{"get_send_comp", l_get_send_comp}, {"get_recv_comp", l_get_recv_comp},
-		{"get_request", l_get_request}, {"post_sendv", l_post_sendv},
-		{"post_recvv", l_post_recvv}, {"post_readv", l_post_readv},
-		{"post_writev", l_post_writev}, {NULL, NULL},
+		{"get_request", l_get_request}, {NULL, NULL},
 	};
 	static const luaL_Reg fns[] = {{"create_ep", l_create_ep}, {NULL, NULL}};
 	ibvl_add_methods(L, ibvl_cm_id_class.name, methods);
