@@ -120,7 +120,9 @@ $(ARCHIVE): $(OBJS) $(BUILD)/obj/lua_modules.o $(SOCKET_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/obj/ibvlua.o: host/ibvlua.c csrc/ibverbs.h $(CONFIG_H)
+# the host's own files: ibvlua.c (options, chunks, tools, main), repl.c (the prompt)
+HOST_OBJS = $(BUILD)/obj/host/ibvlua.o $(BUILD)/obj/host/repl.o
+$(BUILD)/obj/host/%.o: host/%.c host/ibvlua.h csrc/ibverbs.h $(CONFIG_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -I$(BUILD)/gen -c $< -o $@
 
@@ -134,8 +136,8 @@ $(BUILD)/obj/pinmath.o: host/pinmath.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -c $< -o $@
 
-$(HOST): $(BUILD)/obj/ibvlua.o $(ARCHIVE) $(PIN_OBJ)
-	$(CC) -o $@ $< $(PIN_OBJ) $(PIN_LDFLAGS) -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) \
+$(HOST): $(HOST_OBJS) $(ARCHIVE) $(PIN_OBJ)
+	$(CC) -o $@ $(HOST_OBJS) $(PIN_OBJ) $(PIN_LDFLAGS) -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) \
 		-Wl,--no-whole-archive $(LIBS) -lm -static-libgcc
 
 $(EMBED): examples/embed/embed.c $(ARCHIVE)
