@@ -12,7 +12,7 @@
  *
  * Integers are read with the member's own size and signedness; IBVL_F_TABLE
  * makes a nested table from the descriptor in .sub, IBVL_F_PUSH calls .push.
- * For queries and events, not for per-completion code (wc.c's accessors read
+ * For queries and events, not for per-completion code (wc_array.c's accessors read
  * their field directly).
  */
 #include <string.h>

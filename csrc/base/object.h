@@ -103,7 +103,7 @@ struct ibvl_guard {
 	unsigned long long closes, start, floor;
 };
 void ibvl_guard_begin(struct ibvl_guard *g);
-/* A new, closed object of cls at the top of the stack; ends g (object.c). */
+/* A new, closed object of cls at the top of the stack; ends g (object_class.c). */
 void *ibvl_new(lua_State *L, const struct ibvl_class *cls, size_t size, struct ibvl_guard *g);
 void ibvl_guard_end(lua_State *L, struct ibvl_guard *g);
 /* Objects closed so far, counted across every Lua state and thread: a value

@@ -1,5 +1,5 @@
 /*
- * loop.c: the transfer loop, entirely in C (cq:wait is in cq.c).
+ * transfer.c: the transfer loop, entirely in C (cq:wait is in cq.c).
  *
  *   local st = assert(ibv.transfer{
  *     send_qp = qp, send_cq = scq, send_wrs = sl,     -- post sl whole, again and again

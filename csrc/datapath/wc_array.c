@@ -1,5 +1,5 @@
 /*
- * wc.c: reusable arrays of work completions for allocation-free polling.
+ * wc_array.c: reusable arrays of work completions for allocation-free polling.
  *
  *   local wcs = ibv.wc_array(64)
  *   local n = cq:poll(wcs)

@@ -1,7 +1,7 @@
 /*
  * bw.c: the bandwidth and message-rate kernel of perftest's ib_write_bw,
  * ib_read_bw and ib_send_bw, the loop entirely in C with busy polling
- * (kernel.h: the table, time limit, SIGINT, figures; together.c: the loop,
+ * (kernel.h: the table, time limit, SIGINT, figures; kernels.c: the loop,
  * alone or several in ibv.kernels).
  *
  *   local f = assert(ibv.bw{qp = qp, send_cq = cq, send_wrs = sl, iters = 100000,

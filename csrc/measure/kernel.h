@@ -1,7 +1,7 @@
 /*
  * kernel.h: what the measurement kernels (lat.c, bw.c) share: a kernel is a
  * type (its table's fields, what it reads, its step), one run of it is an
- * end (struct ibvl_kern); together.c runs one end (ibv.lat_send, ibv.bw,
+ * end (struct ibvl_kern); kernels.c runs one end (ibv.lat_send, ibv.bw,
  * ...) in a loop of its own, or several at once (ibv.kernels) in one
  * busy-polling loop, with their time limits and SIGINT; kernel.c reads an
  * end's table, hands each completion to its end and pushes the figures.
@@ -124,14 +124,14 @@ void ibvl_kern_restore(struct ibvl_kern *k);
 int ibvl_kern_push(lua_State *L, struct ibvl_kern *k, double scale, double run_seconds,
                    int multi);
 
-/* together.c: one end of type t from the table at 1, all of ibv.lat_send & co. */
+/* kernels.c: one end of type t from the table at 1, all of ibv.lat_send & co. */
 int ibvl_kern_run1(lua_State *L, const struct ibvl_kern_type *t);
 
 /* the kernels ibv.kernels knows by their kind (lat.c, bw.c) */
 extern const struct ibvl_kern_type ibvl_kern_lat_send, ibvl_kern_lat_write, ibvl_kern_lat_rtt,
 	ibvl_kern_bw;
 
-/* together.c: the step of k needs *count (which cq's completions raise)
+/* kernels.c: the step of k needs *count (which cq's completions raise)
  * to reach want: alone, polls cq until it does (KERN_READY) or k stops
  * (KERN_STOPPED: a completion with an error, the time limit, SIGINT); among
  * several ends, k->wait set to cq: KERN_MORE, for the step to return. */

@@ -1,5 +1,5 @@
 /*
- * together.c: the loops that run the measurement kernels (kernel.h): one
+ * kernels.c: the loops that run the measurement kernels (kernel.h): one
  * end (ibv.lat_send, lat_write, lat_rtt, bw, or ibv.kernels with one table)
  * in a loop of its own that calls its step and busy polls only the CQs (or
  * the memory) it waits on (a latency step polls them in place, through

@@ -2,7 +2,7 @@
  * lat.c: latency kernels, the ping-pong of perftest's ib_send_lat and
  * ib_write_lat and the round trips of ib_read_lat and ib_atomic_lat, each
  * loop entirely in C with busy polling (kernel.h: the table, time limit,
- * SIGINT, figures; together.c: the loop, alone or several in ibv.kernels).
+ * SIGINT, figures; kernels.c: the loop, alone or several in ibv.kernels).
  *
  *   local s = ibv.samples(999)
  *   local f = assert(ibv.lat_send{qp = qp, send_cq = scq, recv_cq = rcq,

@@ -1,5 +1,5 @@
 /*
- * stats.c: sample buffers and their statistics, as perftest reports them.
+ * samples.c: sample buffers and their statistics, as perftest reports them.
  *
  *   local s = ibv.samples(1000)          -- room for 1000 samples (seconds)
  *   local s2 = ibv.samples{1e-6, 2e-6}   -- or these samples (for scripts, specs)

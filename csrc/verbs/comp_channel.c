@@ -1,5 +1,5 @@
 /*
- * channel.c: completion event channels.
+ * comp_channel.c: completion event channels (ibverbs.comp_channel).
  *
  *   local ch = assert(ctx:create_comp_channel())
  *   local cq = assert(ctx:create_cq{cqe = 64, channel = ch})

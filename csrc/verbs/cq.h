@@ -1,5 +1,5 @@
 /*
- * cq.h: completion queues (cq.c) and wc arrays (wc.c), with the CQ's inline
+ * cq.h: completion queues (cq.c) and wc arrays (wc_array.c), with the CQ's inline
  * poll.  Above object.h.
  */
 #ifndef IBVL_CQ_H
@@ -11,7 +11,7 @@
 
 #include "base/object.h"
 
-/* ---- completion queues (cq.c) and wc arrays (wc.c) ---------------------- */
+/* ---- completion queues (cq.c) and wc arrays (wc_array.c) ---------------------- */
 struct ibvl_cq {
 	struct ibvl_obj o;       /* o.ptr: struct ibv_cq * */
 	struct ibv_cq_ex *cqx;   /* non-NULL when made by ibv_create_cq_ex */
