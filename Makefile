@@ -51,7 +51,9 @@ LIBS += -fsanitize=$(SAN)
 endif
 
 BUILD = build/$(LUA)$(if $(SAN),-san)
-SRCS = $(wildcard csrc/*.c)
+# csrc/ in folders by layer (docs/architecture.md); objects mirror them under obj/
+SRCS = $(sort $(shell find csrc -name '*.c'))
+HDRS = $(sort $(shell find csrc -name '*.h'))
 OBJS = $(SRCS:csrc/%.c=$(BUILD)/obj/%.o)
 MODULE = $(BUILD)/ibverbs/core.so
 ARCHIVE = $(BUILD)/libibverbs-lua.a
@@ -68,10 +70,11 @@ $(CONFIG_H): tools/configure
 
 # The module's own calls bind inside it (no interposition: no PLT on the
 # kernels' hot paths, and a function of one file may be inlined there); the
-# symbols it exports stay as they are.
-$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h) $(CONFIG_H)
+# symbols it exports stay as they are.  Includes name their folder
+# ("base/err.h"), from -Icsrc.
+$(BUILD)/obj/%.o: csrc/%.c $(HDRS) $(CONFIG_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) -fPIC -fno-semantic-interposition $(RDMA_CFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) -fPIC -fno-semantic-interposition $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -I$(BUILD)/gen -c $< -o $@
 
 $(MODULE): $(OBJS)
 	@mkdir -p $(dir $@)
@@ -119,7 +122,9 @@ $(ARCHIVE): $(OBJS) $(BUILD)/obj/lua_modules.o $(SOCKET_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/obj/ibvlua.o: host/ibvlua.c csrc/ibverbs.h $(CONFIG_H)
+# the host's own files: ibvlua.c (options, chunks, tools, main), repl.c (the prompt)
+HOST_OBJS = $(BUILD)/obj/host/ibvlua.o $(BUILD)/obj/host/repl.o
+$(BUILD)/obj/host/%.o: host/%.c host/ibvlua.h csrc/ibverbs.h $(CONFIG_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -I$(BUILD)/gen -c $< -o $@
 
@@ -133,8 +138,8 @@ $(BUILD)/obj/pinmath.o: host/pinmath.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -c $< -o $@
 
-$(HOST): $(BUILD)/obj/ibvlua.o $(ARCHIVE) $(PIN_OBJ)
-	$(CC) -o $@ $< $(PIN_OBJ) $(PIN_LDFLAGS) -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) \
+$(HOST): $(HOST_OBJS) $(ARCHIVE) $(PIN_OBJ)
+	$(CC) -o $@ $(HOST_OBJS) $(PIN_OBJ) $(PIN_LDFLAGS) -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) \
 		-Wl,--no-whole-archive $(LIBS) -lm -static-libgcc
 
 $(EMBED): examples/embed/embed.c $(ARCHIVE)

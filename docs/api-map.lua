@@ -218,7 +218,7 @@ return {
   },  -- since: the first rdma-core release with each function newer than 28 (the
   -- oldest the module builds on).  A build against older headers has the
   -- method all the same, raising "needs rdma-core N or later; built against
-  -- B" (tools/configure, csrc/late.h), and the coverage check accepts the
+  -- B" (tools/configure, csrc/base/late.h), and the coverage check accepts the
   -- function's absence from those headers.
   since = {
     ibv_flow_label_to_udp_sport = 29, ibv_get_device_index = 30,

@@ -1,5 +1,5 @@
--- The rockspec builds through the Makefile (tools/configure, then every
--- csrc/*.c), every version string agrees, and `luarocks make` installs a rock
+-- The rockspec builds through the Makefile (tools/configure, then every .c
+-- file under csrc/), every version string agrees, and `luarocks make` installs a rock
 -- whose every module loads from the tree it was installed to (Lua 5.4 and
 -- 5.3: --lua-version 5.4 / 5.3; LuaJIT: --lua-version 5.1 with LuaJIT's
 -- headers), with this machine's LuaRocks 3 and with Debian 11's LuaRocks 2.4
@@ -79,13 +79,13 @@ describe(ROCKSPEC, function()
     end
   end)
 
-  it("has the rock target compile every csrc/*.c file into ibverbs.core, after tools/configure", function()
+  it("has the rock target compile every .c file under csrc/ into ibverbs.core, after tools/configure", function()
     local out, rc = sh("make -n rock LUA_INCDIR=/usr/include/lua5.4 IBVERBS_INCDIR=/usr/include " ..
       "RDMACM_INCDIR=/usr/include IBVERBS_LIBDIR=/usr/lib RDMACM_LIBDIR=/usr/lib " ..
       "| sed 's/make -C[^;]*;//' && make -n -C . BUILD=build/rock-dry LUA=lua5.4 build/rock-dry/ibverbs/core.so")
     assert.equal(0, rc, out)
     assert.matches("tools/configure", out, 1, true)
-    for _, f in ipairs(lines_of("ls csrc/*.c")) do
+    for _, f in ipairs(lines_of("find csrc -name '*.c' | sort")) do
       assert.matches(" " .. f .. " ", out, 1, true)
     end
   end)
@@ -176,7 +176,7 @@ describe(ROCKSPEC, function()
       end)
     end
 
-    it("refuses plain Lua 5.1 with the #error of csrc/ibvl.h", function()
+    it("refuses plain Lua 5.1 with the #error of csrc/base/compat.h", function()
       if not io.open("/usr/include/lua5.1/lua.h") then error("liblua5.1-0-dev is needed (make deps)") end
       local out, rc = sh(luarocks("5.1", " LUA_INCDIR=/usr/include/lua5.1"))
       assert.not_equal(0, rc)

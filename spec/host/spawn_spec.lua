@@ -1,4 +1,4 @@
--- ibv.spawn (csrc/spawn.c): a program run from an argument vector, never a
+-- ibv.spawn (csrc/process/spawn.c): a program run from an argument vector, never a
 -- shell: its exit status or signal, stdout and stderr apart, outputs of many
 -- MiB and a big stdin at once without deadlock, the time limit, a program that
 -- cannot start (nil, msg, errno), bad arguments named, arguments passed as

@@ -1,4 +1,4 @@
--- The measurement kernels on rxe0 (lat.c, bw.c, kernel.c, together.c):
+-- The measurement kernels on rxe0 (lat.c, bw.c, kernel.c, kernels.c):
 -- ping-pong against a peer process, round trips and bandwidth on a loopback
 -- pair, several ends at once in one loop (ibv.kernels); the
 -- figures and sample counts, the time limit, the collector and a finalizer

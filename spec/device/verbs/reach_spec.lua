@@ -23,7 +23,7 @@ local function node_release()
   error("libibverbs is not mapped in this process")
 end
 
--- The late verbs, with the first release of each (csrc/late.h).
+-- The late verbs, with the first release of each (csrc/base/late.h).
 local LATE = {
   ibv_get_device_index = 30, ibv_import_device = 31, ibv_import_pd = 31, ibv_unimport_pd = 31,
   ibv_import_mr = 31, ibv_unimport_mr = 31, ibv_query_ece = 31, ibv_set_ece = 31,
