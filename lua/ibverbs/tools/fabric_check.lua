@@ -40,15 +40,15 @@
 -- check's own traffic: not with --busy, not when Slurm says the node runs
 -- work (--slurm-health with --drain or --undrain-ok asks it), not when the
 -- port carried far more packets than the check sent.  A saturated or
--- unreadable counter fails its port (lua/ibverbs/tools/check_counters.lua).
+-- unreadable counter fails its port (lua/ibverbs/bringup/check/counters.lua).
 local ibv = require "ibverbs"
 local cli = require "ibverbs.tools.cli"
 local dkjson = require "dkjson"
-local rails = require "ibverbs.tools.rails"
-local expectations = require "ibverbs.tools.expect"
+local rails = require "ibverbs.bringup.rails"
+local expectations = require "ibverbs.bringup.expect"
 local pc = require "ibverbs.port_counters"
-local flaps = require "ibverbs.tools.flaps"
-local cc = require "ibverbs.tools.check_counters"
+local flaps = require "ibverbs.bringup.flaps"
+local cc = require "ibverbs.bringup.check.counters"
 
 local fabric_check = {}
 
@@ -66,7 +66,7 @@ function fabric_check.main(arg)
                  help = "GID index for the traffic (default: the first RoCE v2 IPv4 GID, else 0)" },
     { "t", "timeout", arg = "seconds", type = "number", default = 2, help = "completion timeout (default 2)" },
     { nil, "json", help = "machine-readable output (one JSON object)" },
-    -- across ranks (lua/ibverbs/tools/fabric_wide.lua): under a launcher, or with --size
+    -- across ranks (lua/ibverbs/bringup/check/wide.lua): under a launcher, or with --size
     { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
     { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
     { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
@@ -137,7 +137,7 @@ function fabric_check.main(arg)
     json = true, exit_any = true, busy = true }) .. (o.expect and (" host_named=" .. tostring(not NOT_NAMED)) or "")
   if NOT_NAMED then -- exit 2, no node drained or resumed; under a launcher, every rank stops at the rendezvous
     io.stderr:write("fabric_check.lua: ", NOT_NAMED, "\n")
-    local wide = require "ibverbs.tools.fabric_wide"
+    local wide = require "ibverbs.bringup.check.wide"
     if not o.slurm_health and wide.wanted(o) then wide.refuse(o, AGREE) end
     os.exit(2)
   end
@@ -347,13 +347,13 @@ function fabric_check.main(arg)
 
   -- The thresholds of a port: --counter-thresholds', and its --expect entry's counters over them.
   local function thresholds_of(device, port)
-    return require("ibverbs.tools.pair_counters").thresholds(THRESHOLDS, EXPECTED, device, port)
+    return require("ibverbs.bringup.matrix.pair_counters").thresholds(THRESHOLDS, EXPECTED, device, port)
   end
 
   -- The counters of every port read before its checks, read again: their
   -- deltas (p.counters) and, for a counter that cannot be judged (saturated,
   -- unreadable) or an error counter that rose past its threshold (transport
-  -- ones only over the check's own traffic: check_counters.lua), a failed
+  -- ones only over the check's own traffic: ibverbs.bringup.check.counters), a failed
   -- check "counters" naming each; then the flaps since the watch (a failed
   -- check "flapped").  size: the ranks of the run (1 alone): the first active
   -- port carried traffic with the others.  Returns those findings as text.
@@ -444,7 +444,7 @@ function fabric_check.main(arg)
     end
   end
   -- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
-  local wide = require "ibverbs.tools.fabric_wide"
+  local wide = require "ibverbs.bringup.check.wide"
   local alone = o.slurm_health or not wide.wanted(o)
   if alone then counter_findings(results, 1) end
   local failed, total = 0, 0

@@ -15,7 +15,7 @@
 -- and after each round's traffic; a rank's deltas of a round go to the pairs
 -- it was an end of in that round, and into --json and --json-lines.
 -- The first pass's results stay on the ranks, each pair with both of its
--- ends (ibverbs.tools.ledger), and go up reduced (ibverbs.tools.reduction):
+-- ends (ibverbs.bringup.matrix.ledger), and go up reduced (ibverbs.bringup.matrix.reduction):
 -- the relays merge summaries, rank 0 takes the references from them, sends
 -- them down, and gets back only the pairs that fail (every pair up to 16
 -- ranks); --json-lines is then each rank's own file of its own pairs.
@@ -29,7 +29,7 @@
 -- partner that passed; a rank all of whose pairs were flagged has two of
 -- them retested, not all.  The report gives a verdict per fault: a node, a
 -- link, an unreachable rank, a port that flapped (its state, link_downed or
--- port events changed since the last round: lua/ibverbs/tools/flaps.lua; the run
+-- port events changed since the last round: lua/ibverbs/bringup/flaps.lua; the run
 -- goes on), a port whose counters cannot be judged (a judged counter
 -- saturated, a counter file unreadable: "counters").  A healthy fabric gives
 -- none; transport rates high on every pair are said as load, not blamed.
@@ -52,16 +52,17 @@ local fabric = require "ibverbs.fabric"
 local socket = require "socket"
 local dkjson = require "dkjson"
 local cli = require "ibverbs.tools.cli"
-local schedule = require "ibverbs.tools.schedule"
-local diagnose = require "ibverbs.tools.diagnose"
-local matrix = require "ibverbs.tools.matrix"
-local rails_mod = require "ibverbs.tools.rails"
-local traffic = require "ibverbs.tools.pair_traffic"
-local results = require "ibverbs.tools.results"
-local rounds = require "ibverbs.tools.rounds"
-local findings = require "ibverbs.tools.findings"
-local ledger = require "ibverbs.tools.ledger"
-local reduction = require "ibverbs.tools.reduction"
+local exit_status = require "ibverbs.bringup.status"
+local schedule = require "ibverbs.bringup.matrix.schedule"
+local diagnose = require "ibverbs.bringup.matrix.diagnose"
+local matrix = require "ibverbs.bringup.matrix.report"
+local rails_mod = require "ibverbs.bringup.rails"
+local traffic = require "ibverbs.bringup.matrix.pair_traffic"
+local results = require "ibverbs.bringup.matrix.results"
+local rounds = require "ibverbs.bringup.matrix.rounds"
+local findings = require "ibverbs.bringup.matrix.findings"
+local ledger = require "ibverbs.bringup.matrix.ledger"
+local reduction = require "ibverbs.bringup.matrix.reduction"
 
 local fabric_matrix = {}
 
@@ -177,14 +178,14 @@ function fabric_matrix.main(arg)
   end
   local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
   local pc = require "ibverbs.port_counters"
-  local pcount = require "ibverbs.tools.pair_counters"
+  local pcount = require "ibverbs.bringup.matrix.pair_counters"
   local THRESHOLDS = pcount.THRESHOLDS -- the counter thresholds; a port's --expect entry's counters go over them
   if o.counter_thresholds then
     local t, err = pc.parse_thresholds(o.counter_thresholds, pcount.THRESHOLDS)
     if not t then usage_error("option '--counter-thresholds': " .. err) end
     THRESHOLDS = t
   end
-  local expectations = require "ibverbs.tools.expect"
+  local expectations = require "ibverbs.bringup.expect"
   local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
   local LIMITS -- every pair's absolute limits (the file's pairs section), or nil
   local NOT_NAMED -- why no host list of the file names this host: exit 2 on every rank, at the rendezvous
@@ -407,7 +408,7 @@ function fabric_matrix.main(arg)
   -- ------------------------------------------------------------------ report
 
   -- Rank 0: the report of the run; the verdict every rank's exit status comes
-  -- from (cli.own_status), and whether rank 0's output files were all written.
+  -- from (ibverbs.bringup.status), and whether rank 0's output files were all written.
   local function report(ctl_all)
     local written = true
     local mismatch = {}
@@ -467,12 +468,12 @@ function fabric_matrix.main(arg)
   if ME == 0 then verdict, written, rep = report(ctl_all) end
   -- every rank learns the ranks at fault; one that does not (rank 0 lost it: named unreachable) exits 1
   verdict = f:bcast(verdict)
-  local status = verdict and cli.own_status(ME, o.exit_any, verdict) or 1
+  local status = verdict and exit_status.own(ME, o.exit_any, verdict) or 1
   if ME == 0 and not written then status = 2 end
   f:close()
   -- --drain: Slurm told after the report (a failed scontrol call is said; the status stays the verdict's)
   if ME == 0 and o.drain and status ~= 2 then
-    local drains = require "ibverbs.tools.drains"
+    local drains = require "ibverbs.bringup.matrix.drains"
     drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end,
       plan.names)
   end
