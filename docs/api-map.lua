@@ -10,9 +10,9 @@
 -- verbs_map: the functions docs/api-map-verbs.txt maps (device memory, WQs,
 --   flows, counters, ...): "C name<TAB>Lua path" or "C name<TAB>NOT BOUND: reason".
 --   Until that file is in the tree these are listed here, and
---   spec/host/api_coverage_spec.lua reports them as owed by it.
+--   spec/host/project/api_coverage_spec.lua reports them as owed by it.
 -- since: the release that brought each function newer than rdma-core 28.
--- spec/host/api_coverage_spec.lua checks the three against the installed headers
+-- spec/host/project/api_coverage_spec.lua checks the three against the installed headers
 -- and the loaded module.
 return {
   bound = {

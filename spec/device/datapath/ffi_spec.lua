@@ -1,6 +1,6 @@
 -- ibverbs.ffi on rxe0: traffic whose WRs are filled, posted and completed
 -- entirely through LuaJIT's FFI, and misuse that must fail without a crash.
--- LuaJIT only: under Lua 5.4 the module refuses to load (spec/host/ffi_spec.lua).
+-- LuaJIT only: under Lua 5.4 the module refuses to load (spec/host/library/ffi_spec.lua).
 if not jit then return end
 
 local ffi = require "ffi"

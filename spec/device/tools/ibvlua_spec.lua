@@ -1,6 +1,6 @@
 -- ibvlua on rxe0: the examples, a busted device spec and the prompt, each run
 -- with the verbs modules from inside the binary (empty environment, a
--- directory outside the checkout).  (No device: spec/host/ibvlua_spec.lua.)
+-- directory outside the checkout).  (No device: spec/host/project/ibvlua_spec.lua.)
 local support = require "support"
 local FLAVOUR, ROOT, IBVLUA = support.LUA, support.ROOT, support.IBVLUA
 

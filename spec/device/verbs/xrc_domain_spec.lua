@@ -2,7 +2,7 @@
 -- the XRC receive QPs), made over the xrcd calls: rxe has no XRC, so they must
 -- fail cleanly with nil, msg, EOPNOTSUPP (or raise without a domain) and leave
 -- the context usable.  The legacy layer's own logic is specced without a
--- device (spec/host/xrc_legacy_spec.lua).
+-- device (spec/host/library/xrc_legacy_spec.lua).
 local ibv = require "ibverbs"
 local support = require "support"
 
