@@ -60,21 +60,44 @@ static const struct ibvl_field wc_out[] = { /* imm_data, invalidated_rkey: by wc
 };
 #undef T
 
+/* The completion's fields into the table on top; imm_data and
+ * invalidated_rkey only when its flags say so (nil otherwise: a table
+ * filled again keeps no field of an earlier completion). */
+static void fill_wc(lua_State *L, const struct ibv_wc *wc)
+{
+	ibvl_set_fields(L, wc, wc_out);
+	if (wc->wc_flags & IBV_WC_WITH_IMM) {
+		ibvl_set_int(L, "imm_data", be32toh(wc->imm_data));
+	} else {
+		lua_pushnil(L);
+		lua_setfield(L, -2, "imm_data");
+	}
+	if (wc->wc_flags & IBV_WC_WITH_INV) {
+		ibvl_set_int(L, "invalidated_rkey", wc->invalidated_rkey);
+	} else {
+		lua_pushnil(L);
+		lua_setfield(L, -2, "invalidated_rkey");
+	}
+}
+
 /* A completion as a table (wcs:get, cq:poll(n)): not the accessors' path. */
 void ibvl_push_wc(lua_State *L, const struct ibv_wc *wc)
 {
 	lua_createtable(L, 0, 14);
-	ibvl_set_fields(L, wc, wc_out);
-	if (wc->wc_flags & IBV_WC_WITH_IMM)
-		ibvl_set_int(L, "imm_data", be32toh(wc->imm_data));
-	if (wc->wc_flags & IBV_WC_WITH_INV)
-		ibvl_set_int(L, "invalidated_rkey", wc->invalidated_rkey);
+	fill_wc(L, wc);
 }
 
+/* wcs:get(i [, t]): t filled (and returned) when given, else a new table */
 static int l_get(lua_State *L)
 {
 	const struct ibv_wc *wc = check_index(L);
-	ibvl_push_wc(L, wc);
+	if (lua_isnoneornil(L, 3)) {
+		ibvl_push_wc(L, wc);
+		return 1;
+	}
+	luaL_checktype(L, 3, LUA_TTABLE);
+	lua_settop(L, 3);
+	fill_wc(L, wc);
 	return 1;
 }
 

@@ -74,7 +74,13 @@ static int l_create(lua_State *L)
 	for (int i = 0; i < n; i++) {
 		int saved = ibvl_path_push("ind_tbl", i + 1);
 		lua_rawgeti(L, t, i + 1);
-		wqs[i] = ((struct ibvl_obj *)ibvl_check(L, -1, &ibvl_wq_class))->ptr;
+		struct ibvl_obj *wq = ibvl_test_class(L, -1, &ibvl_wq_class);
+		if (wq == NULL)
+			ibvl_error(L, "ibverbs.wq expected, got %s", luaL_typename(L, -1));
+		if (wq->ptr == NULL)
+			ibvl_error(L, "attempt to use a closed ibverbs.wq");
+		ibvl_guard_log(wq);
+		wqs[i] = wq->ptr;
 		ibvl_path_pop(saved);
 	}
 	struct ibvl_obj *o = ibvl_new(L, &ibvl_rwq_ind_tbl_class, sizeof *o, &g);

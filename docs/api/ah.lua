@@ -4,10 +4,11 @@
 
 local ah = {}
 
---- Destroys the AH (`ibv_destroy_ah`).
+--- Destroys the AH (`ibv_destroy_ah`).  A prepared send WR list that names it does not hold it:
+-- posting that list afterwards raises "WR 1: attempt to use a closed ibverbs.ah".
 -- @treturn true
 -- @return[2] nil, message, errno
--- @errno EBUSY while a prepared send WR list holds it
+-- @errno as the provider's destroy gives it (EINVAL, EIO)
 function ah:close() end
 
 --- Whether `close` has run.

@@ -26,7 +26,7 @@ function cm.create_id(attr) end
 --- Resolves addresses (`rdma_getaddrinfo`).
 -- @tparam[opt] string node host or address
 -- @tparam[opt] string service port
--- @tparam[opt] table hints `flags` ({"passive", `"numeric_host"`, ...}), `family`, `qp_type`, `port_space`,
+-- @tparam[opt] table hints `flags` ({"passive", "numerichost", "noroute", ...}), `family`, `qp_type`, `port_space`,
 -- `src_addr`, `dst_addr`
 -- @treturn ibverbs.cm_addrinfo
 -- @return[2] nil, message, errno

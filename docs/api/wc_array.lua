@@ -16,7 +16,7 @@ function wc_array:count() end
 
 --- A whole completion as a table (the fields of `cq:poll`'s tables).
 -- @tparam integer i
--- @tparam[opt] table t a table to fill
+-- @tparam[opt] table t a table to fill (and return), its fields of an earlier completion cleared
 -- @treturn table
 function wc_array:get(i, t) end
 

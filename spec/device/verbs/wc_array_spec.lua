@@ -72,6 +72,14 @@ describe("on rxe0, ibv.wc_array", function()
     local t2 = wcs:get(r2)
     assert.same({ 12, 5 }, { t2.wr_id, t2.byte_len })
     assert.is_nil(t2.imm_data)
+    -- get into a table of the caller's: the same table back, filled, no field of the last completion left
+    local mine = { keep = true }
+    assert.equal(mine, wcs:get(r1, mine))
+    assert.same({ 11, 0x01020304, true }, { mine.wr_id, mine.imm_data, mine.keep })
+    assert.equal(mine, wcs:get(r2, mine))
+    assert.same({ 12, 5 }, { mine.wr_id, mine.byte_len })
+    assert.is_nil(mine.imm_data)
+    assert.has_error(function() wcs:get(r2, "nope") end, "bad argument #3 to 'get' (table expected, got string)")
   end)
 
   it("carries an error completion's status and vendor error", function()
