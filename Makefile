@@ -2,8 +2,8 @@
 #   make              build build/lua5.4/ibverbs/core.so
 #   make LUA=luajit   build build/luajit/ibverbs/core.so
 #   make deps         everything the project needs: the Debian packages, the VM's kernel and
-#                     the Debian 11 trees (make demo takes the first two, make test and
-#                     make portable the trees too)
+#                     the Debian 11 trees (make demo takes the first two, make portable
+#                     the trees too; make test makes them beside its first VM)
 #   make test         build, host specs, device specs in the soft-RoCE VM, luacheck
 #   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
 #   make demo         show rxe0 from inside the soft-RoCE VM
@@ -196,9 +196,10 @@ DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev libr
 # tools/rxe-vm boots, cached under .cache/rxe-vm) and bullseye (the Debian 11
 # trees: tools/bullseye --prepare, debootstrap and its build packages, and
 # --prepare-bare, the bare node; minutes once, cached under .cache/bullseye and
-# .cache/bullseye-bare).  make demo takes packages and kernel only; make test
-# and make portable take bullseye too, so a fresh clone's `make demo; make test`
-# (.ci/run) makes the trees in make test.
+# .cache/bullseye-bare).  make demo takes packages and kernel only; make
+# portable takes bullseye too; make test (tools/run-tests) makes the trees
+# beside its first VM, so a fresh clone's `make demo; make test` (.ci/run)
+# makes them while the device specs run.
 deps: packages kernel bullseye
 
 packages:
@@ -225,11 +226,13 @@ portable: bullseye
 	tools/bullseye build
 	tools/check-floors --glibc 2.28 build/portable/ibvlua build/portable/ibvluajit
 
-# the Debian 11 trees first (made once: the host specs and tools/run-tests's
-# Debian 11 chain use them)
-test: bullseye all embed
-	$(MAKE) LUA=luajit all embed
-	$(MAKE) SAN=address,undefined all embed
+# the three builds on both cores; tools/run-tests makes the Debian 11 trees
+# (once: minutes of debootstrap on a fresh machine) beside the first VM, and
+# what needs them waits for them
+test:
+	$(MAKE) -j2 all embed
+	$(MAKE) -j2 LUA=luajit all embed
+	$(MAKE) -j2 SAN=address,undefined all embed
 	tools/run-tests
 
 # one spec file, where it belongs: spec/host/ on this machine, every other
