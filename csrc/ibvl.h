@@ -57,6 +57,7 @@ void ibvl_open_batch(lua_State *L);
 void ibvl_open_names(lua_State *L);        /* names.c: the *_str helpers, rates */
 void ibvl_open_spawn(lua_State *L);        /* spawn.c: ibv.spawn */
 void ibvl_open_pmix(lua_State *L);         /* pmix.c: ibv.pmix */
+void ibvl_open_hmac(lua_State *L);         /* hmac.c: ibv.hmac_sha256 */
 void ibvl_push_qp_attr_mask(lua_State *L, const struct ibv_qp_attr *a, int mask);
 
 extern const struct ibvl_class ibvl_context_class, ibvl_pd_class, ibvl_mr_class,
