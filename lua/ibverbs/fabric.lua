@@ -101,7 +101,12 @@ local function ask_root(self, op, value, deadline, raw)
   if not msg then
     return broken(self, string.format("%s #%d: no answer from rank 0 (%s)", op, self.seq, wire.said(err)))
   end
-  if msg.err then return broken(self, msg.err) end
+  if msg.err then return broken(self, tostring(msg.err)) end
+  -- rank 0's JSON answers carry the collective's number (a raw one, route's, is known by its shape)
+  if (not raw or msg.seq ~= nil) and msg.seq ~= self.seq then
+    return broken(self, string.format("%s #%d: rank 0 sent what is not its answer (%s)", op, self.seq,
+      msg.seq and ("one for #" .. tostring(msg.seq)) or "no collective's number"))
+  end
   ranks.learn_dead(self, msg.dead)
   return msg.v
 end
@@ -116,7 +121,7 @@ local function answer_all(self, op, values, err, answer, raw)
     if c then
       local frame
       if err then
-        err_frame = err_frame or wire.encode({ err = err })
+        err_frame = err_frame or wire.encode({ err = err, seq = self.seq })
         frame = err_frame
       else
         local v = answer(values, r)
@@ -126,7 +131,7 @@ local function answer_all(self, op, values, err, answer, raw)
           last_raw = last_raw or raw.reply(v, dead)
           frame = last_raw
         else
-          last_json = last_json or wire.encode({ v = v, dead = dead })
+          last_json = last_json or wire.encode({ v = v, dead = dead, seq = self.seq })
           frame = last_json
         end
       end

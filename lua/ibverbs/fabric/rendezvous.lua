@@ -234,7 +234,8 @@ function rendezvous.rank(self, deadline)
   local msg
   msg, err = wire.read(sock, deadline + 10)
   if msg and not msg.err then
-    if not door.trusts(self.lock, { proof = msg.vouch }, mine, rendezvous.who(self.rank, self.size)) then
+    if type(msg.vouch) ~= "string" or
+      not door.trusts(self.lock, { proof = msg.vouch }, mine, rendezvous.who(self.rank, self.size)) then
       return nil, string.format("rank %d: the rank 0 at %s:%d did not prove it belongs to this run", self.rank,
         self.root, self.port)
     end
@@ -244,8 +245,11 @@ function rendezvous.rank(self, deadline)
     return nil, string.format("rank %d: no word from rank 0 at %s:%d (%s)", self.rank, self.root, self.port,
       wire.said(err))
   end
-  if msg.err then return nil, msg.err end
-  for i = 1, self.size do self.hosts[i] = msg.hosts[i] end
+  if msg.err then return nil, tostring(msg.err) end
+  if msg.welcome ~= true or type(msg.hosts) ~= "table" or (msg.relays ~= nil and type(msg.relays) ~= "table") then
+    return nil, string.format("rank %d: rank 0 at %s:%d sent no welcome", self.rank, self.root, self.port)
+  end
+  for i = 1, self.size do self.hosts[i] = type(msg.hosts[i]) == "string" and msg.hosts[i] or self.hosts[i] end
   if t and not t.from_pmix then t.addrs = msg.relays or {} end -- (through PMIx: pmix.relays)
   ranks.learn_dead(self, msg.dead)
   return true
