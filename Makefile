@@ -1,7 +1,9 @@
 # lua-ibverbs
 #   make              build build/lua5.4/ibverbs/core.so
 #   make LUA=luajit   build build/luajit/ibverbs/core.so
-#   make deps         install the Debian packages the project needs
+#   make deps         everything the project needs: the Debian packages, the VM's kernel and
+#                     the Debian 11 trees (make demo takes the first two, make test and
+#                     make portable the trees too)
 #   make test         build, host specs, device specs in the soft-RoCE VM, luacheck
 #   make check-ffi    ibverbs.ffi's declarations against the C headers (generated C test)
 #   make demo         show rxe0 from inside the soft-RoCE VM
@@ -11,7 +13,7 @@
 #                     and serial on four soft-RoCE VMs (one boot)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make test-nodes4  fabric_matrix's verdict scenarios on four soft-RoCE VMs alone (a step of make test)
-#   make spec SPEC=spec/device/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
+#   make spec SPEC=spec/device/verbs/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
 #                     one spec file: host specs here, the others in the soft-RoCE VM
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
 #   make soak         the fault loops (flush, link flaps, killed peers) for SOAK_SECONDS (300) in the VM
@@ -49,7 +51,9 @@ LIBS += -fsanitize=$(SAN)
 endif
 
 BUILD = build/$(LUA)$(if $(SAN),-san)
-SRCS = $(wildcard csrc/*.c)
+# csrc/ in folders by layer (docs/architecture.md); objects mirror them under obj/
+SRCS = $(sort $(shell find csrc -name '*.c'))
+HDRS = $(sort $(shell find csrc -name '*.h'))
 OBJS = $(SRCS:csrc/%.c=$(BUILD)/obj/%.o)
 MODULE = $(BUILD)/ibverbs/core.so
 ARCHIVE = $(BUILD)/libibverbs-lua.a
@@ -66,10 +70,11 @@ $(CONFIG_H): tools/configure
 
 # The module's own calls bind inside it (no interposition: no PLT on the
 # kernels' hot paths, and a function of one file may be inlined there); the
-# symbols it exports stay as they are.
-$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h) $(CONFIG_H)
+# symbols it exports stay as they are.  Includes name their folder
+# ("base/err.h"), from -Icsrc.
+$(BUILD)/obj/%.o: csrc/%.c $(HDRS) $(CONFIG_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) -fPIC -fno-semantic-interposition $(RDMA_CFLAGS) $(PKG_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	$(CC) $(WARN) $(CFLAGS) -fPIC -fno-semantic-interposition $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -I$(BUILD)/gen -c $< -o $@
 
 $(MODULE): $(OBJS)
 	@mkdir -p $(dir $@)
@@ -117,7 +122,9 @@ $(ARCHIVE): $(OBJS) $(BUILD)/obj/lua_modules.o $(SOCKET_OBJS)
 	rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/obj/ibvlua.o: host/ibvlua.c csrc/ibverbs.h $(CONFIG_H)
+# the host's own files: ibvlua.c (options, chunks, tools, main), repl.c (the prompt)
+HOST_OBJS = $(BUILD)/obj/host/ibvlua.o $(BUILD)/obj/host/repl.o
+$(BUILD)/obj/host/%.o: host/%.c host/ibvlua.h csrc/ibverbs.h $(CONFIG_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(RDMA_CFLAGS) $(PKG_CFLAGS) -Icsrc -I$(BUILD)/gen -c $< -o $@
 
@@ -131,8 +138,8 @@ $(BUILD)/obj/pinmath.o: host/pinmath.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -c $< -o $@
 
-$(HOST): $(BUILD)/obj/ibvlua.o $(ARCHIVE) $(PIN_OBJ)
-	$(CC) -o $@ $< $(PIN_OBJ) $(PIN_LDFLAGS) -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) \
+$(HOST): $(HOST_OBJS) $(ARCHIVE) $(PIN_OBJ)
+	$(CC) -o $@ $(HOST_OBJS) $(PIN_OBJ) $(PIN_LDFLAGS) -Wl,-E -Wl,--whole-archive $(ARCHIVE) $(LIBLUA_A) \
 		-Wl,--no-whole-archive $(LIBS) -lm -static-libgcc
 
 $(EMBED): examples/embed/embed.c $(ARCHIVE)
@@ -184,7 +191,17 @@ DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev libr
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
 	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8 \
 	slurm-wlm munge libpmix-dev liblua5.3-dev lua5.3 debootstrap binutils
-deps:
+# make deps: all of it.  Each part on its own, for the targets that need it:
+# packages (the Debian packages, when missing), kernel (the kernel and initramfs
+# tools/rxe-vm boots, cached under .cache/rxe-vm) and bullseye (the Debian 11
+# trees: tools/bullseye --prepare, debootstrap and its build packages, and
+# --prepare-bare, the bare node; minutes once, cached under .cache/bullseye and
+# .cache/bullseye-bare).  make demo takes packages and kernel only; make test
+# and make portable take bullseye too, so a fresh clone's `make demo; make test`
+# (.ci/run) makes the trees in make test.
+deps: packages kernel bullseye
+
+packages:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -192,18 +209,25 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends $$missing; \
 	else echo "all Debian packages present"; fi
+
+kernel: packages
 	tools/rxe-vm --prepare
+
+bullseye: packages
+	@mkdir -p .cache
 	tools/bullseye --prepare
 	tools/bullseye --prepare-bare
 
-# the portable hosts: built in the Debian 11 tree (make deps makes it) with
-# argparse, dkjson and luasocket (its source, which make deps fetches) built
+# the portable hosts: built in the Debian 11 tree (the bullseye target makes it) with
+# argparse, dkjson and luasocket (its source, which the bullseye target fetches) built
 # in, then their symbol versions checked against the floors
-portable:
+portable: bullseye
 	tools/bullseye build
 	tools/check-floors --glibc 2.28 build/portable/ibvlua build/portable/ibvluajit
 
-test: all embed
+# the Debian 11 trees first (made once: the host specs and tools/run-tests's
+# Debian 11 chain use them)
+test: bullseye all embed
 	$(MAKE) LUA=luajit all embed
 	$(MAKE) SAN=address,undefined all embed
 	tools/run-tests
@@ -214,7 +238,7 @@ test: all embed
 SPEC_RUN = $(if $(filter spec/host/%,$(SPEC)),host,$(if $(filter spec/nodes/%,$(SPEC)),nodes,device))
 SPEC_ENV = $(ENV)$(if $(SAN), ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 LD_PRELOAD=$$($(CC) -print-file-name=libasan.so))
 spec: all
-	@test -n "$(SPEC)" || { echo "usage: make spec SPEC=spec/device/qp_spec.lua" >&2; exit 2; }
+	@test -n "$(SPEC)" || { echo "usage: make spec SPEC=spec/device/verbs/qp_spec.lua" >&2; exit 2; }
 	@test -f "$(SPEC)" || { echo "make spec: no such file: $(SPEC)" >&2; exit 2; }
 ifeq ($(SPEC_RUN),host)
 	$(SPEC_ENV) $(LUA) /usr/bin/busted --run=host $(SPEC)
@@ -240,7 +264,8 @@ check-ffi:
 	$(CC) $(WARN) $(CFLAGS) $(shell pkg-config --cflags libibverbs) $(FFI_LAYOUT).c -o $(FFI_LAYOUT)
 	$(FFI_LAYOUT)
 
-demo: deps all
+# only what the demo needs: the packages, the VM's kernel, the module and ibvlua
+demo: packages kernel all
 	tools/rxe-vm env $(ENV) $(LUA) examples/demo.lua
 
 bench: all
@@ -278,4 +303,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: portable rock rock-install all embed install deps test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean
+.PHONY: portable rock rock-install all embed install deps packages kernel bullseye test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean

@@ -86,7 +86,7 @@ for _ in pairs(want) do nwant = nwant + 1 end
 local heap = 0
 for _, s in ipairs(r0.snaps) do heap = math.max(heap, s.heap or 0) end
 
-if os.getenv("FABRIC_SIM_JSON") then -- the figures themselves (spec/host/fabric_sim_spec.lua)
+if os.getenv("FABRIC_SIM_JSON") then -- the figures themselves (spec/host/tools/fabric_matrix_sim_spec.lua)
   print(dkjson.encode({ rank0_cpu = per_round(r0.snaps, "cpu"), relay_cpu = per_round(relay.snaps, "cpu"),
     rank0_route_cpu = per_round(r0.snaps, "rcpu"), relay_route_cpu = per_round(relay.snaps, "rcpu"),
     rank0_bytes = bytes(r0.snaps), relay_bytes = bytes(relay.snaps), found = found, expected = nwant,

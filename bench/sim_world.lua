@@ -12,9 +12,9 @@
 --   local world = require "sim_world"
 --   local faults = world.faults(n, rounds)    -- every process of a run computes the same
 --   world.install(n, nrails, faults)
-local schedule = require "ibverbs.tools.schedule"
-local real_traffic = require "ibverbs.tools.pair_traffic"
-local pcount = require "ibverbs.tools.pair_counters"
+local schedule = require "ibverbs.bringup.matrix.schedule"
+local real_traffic = require "ibverbs.bringup.matrix.pair_traffic"
+local pcount = require "ibverbs.bringup.matrix.pair_counters"
 
 local world = {}
 
@@ -112,8 +112,8 @@ function world.install(n, nrails, faults)
       string.format("fe80:0000:0000:0000:0c42:a103:%04x:%04x", e.me % 65536, rail.index), 140737488355328 + e.me,
       0x2000 + e.peer)
   end
-  package.loaded["ibverbs.tools.pair_traffic"] = traffic
-  package.loaded["ibverbs.tools.rails"] = {
+  package.loaded["ibverbs.bringup.matrix.pair_traffic"] = traffic
+  package.loaded["ibverbs.bringup.rails"] = {
     open = function()
       local out = {}
       for k = 1, nrails do

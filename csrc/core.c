@@ -9,7 +9,15 @@
 #include <ctype.h>
 #include <dlfcn.h>
 
-#include "ibvl.h"
+#include "base/enums.h"
+#include "base/late.h"
+#include "base/wait.h"
+#include "cm/cm.h"
+#include "datapath/datapath.h"
+#include "measure/kernel.h"
+#include "measure/samples.h"
+#include "process/process.h"
+#include "verbs/verbs.h"
 
 static void open_constants(lua_State *L);
 
@@ -91,17 +99,18 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_buffer(L);
 	ibvl_open_pd(L);
 	ibvl_open_mr(L);
-	ibvl_open_channel(L);
+	ibvl_open_comp_channel(L);
 	ibvl_open_cq(L);
-	ibvl_open_wc(L);
+	ibvl_open_wc_array(L);
 	ibvl_open_xrcd(L);
 	ibvl_open_srq(L);
 	ibvl_open_ah(L);
 	ibvl_open_mw(L);
 	ibvl_open_qp(L);
+	ibvl_open_qp_attr(L);
 	ibvl_open_wr(L);
-	ibvl_open_loop(L);
-	ibvl_open_stats(L);
+	ibvl_open_transfer(L);
+	ibvl_open_samples(L);
 	ibvl_open_lat(L);
 	ibvl_open_bw(L);
 	ibvl_open_kernels(L);
@@ -121,6 +130,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_cm_id(L);
 	ibvl_open_cm_addr(L);
 	ibvl_open_cm_qp(L);
+	ibvl_open_cm_post(L);
 	ibvl_open_names(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");

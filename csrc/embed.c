@@ -19,8 +19,9 @@
 #include <rdma/rdma_cma.h>
 
 #include "ibverbs.h"
-#include "cq.h"
-#include "ibvl.h"
+#include "verbs/cq.h"
+#include "cm/cm.h"
+#include "verbs/verbs.h"
 
 static int detach_plain(struct ibvl_obj *o, void *ptr)
 {

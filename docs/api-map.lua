@@ -10,9 +10,9 @@
 -- verbs_map: the functions docs/api-map-verbs.txt maps (device memory, WQs,
 --   flows, counters, ...): "C name<TAB>Lua path" or "C name<TAB>NOT BOUND: reason".
 --   Until that file is in the tree these are listed here, and
---   spec/host/api_coverage_spec.lua reports them as owed by it.
+--   spec/host/project/api_coverage_spec.lua reports them as owed by it.
 -- since: the release that brought each function newer than rdma-core 28.
--- spec/host/api_coverage_spec.lua checks the three against the installed headers
+-- spec/host/project/api_coverage_spec.lua checks the three against the installed headers
 -- and the loaded module.
 return {
   bound = {
@@ -218,7 +218,7 @@ return {
   },  -- since: the first rdma-core release with each function newer than 28 (the
   -- oldest the module builds on).  A build against older headers has the
   -- method all the same, raising "needs rdma-core N or later; built against
-  -- B" (tools/configure, csrc/late.h), and the coverage check accepts the
+  -- B" (tools/configure, csrc/base/late.h), and the coverage check accepts the
   -- function's absence from those headers.
   since = {
     ibv_flow_label_to_udp_sport = 29, ibv_get_device_index = 30,

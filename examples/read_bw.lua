@@ -3,7 +3,7 @@
 -- bandwidth: the client reads the server's buffer with a window of outstanding
 -- WRs and one signaled completion per -Q WRs, the server waits (ibv.bw)), wire
 -- compatible with it: perftest's TCP exchange on port 18515, the loop in C,
--- perftest's bandwidth table printed (ibverbs.perftest's run).
+-- perftest's bandwidth table printed (ibverbs.tools.perftest's run).
 --   server: lua5.4 examples/read_bw.lua -x 1 -s 65536 -n 5000
 --   client: lua5.4 examples/read_bw.lua -x 1 -s 65536 -n 5000 <server>
 -- `ibvlua read_bw ...` runs the same (lua/ibverbs/tools.lua).

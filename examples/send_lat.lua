@@ -3,7 +3,7 @@
 -- ping-pong: the client sends first, each side answers each message it
 -- receives (ibv.lat_send)), wire compatible with it: perftest's TCP exchange
 -- on port 18515, the loop in C, every round trip stamped, perftest's latency
--- table printed from the samples (ibverbs.perftest's run).
+-- table printed from the samples (ibverbs.tools.perftest's run).
 --   server: lua5.4 examples/send_lat.lua -x 1 -s 8 -n 1000
 --   client: lua5.4 examples/send_lat.lua -x 1 -s 8 -n 1000 <server>
 -- `ibvlua send_lat ...` runs the same (lua/ibverbs/tools.lua).

@@ -5,7 +5,7 @@
 -- number, then writes its own (ibv.lat_write)), wire compatible with it:
 -- perftest's TCP exchange on port 18515, the loop in C, every round trip
 -- stamped, perftest's latency table printed from the samples
--- (ibverbs.perftest's run).
+-- (ibverbs.tools.perftest's run).
 --   server: lua5.4 examples/write_lat.lua -x 1 -s 8 -n 1000
 --   client: lua5.4 examples/write_lat.lua -x 1 -s 8 -n 1000 <server>
 -- `ibvlua write_lat ...` runs the same (lua/ibverbs/tools.lua).

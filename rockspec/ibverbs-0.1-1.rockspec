@@ -3,7 +3,7 @@
 -- ("ibverbs.core 0.1"): packaging_spec checks that they agree.
 -- Lua 5.4, Lua 5.3 and LuaJIT 2.1 (`luarocks --lua-version 5.1 ...
 -- LUA_INCDIR=/usr/include/luajit-2.1`); plain Lua 5.1 and 5.2 stop at an
--- #error in csrc/compat.h.  The rockspec keeps to format 1.0 (no
+-- #error in csrc/base/compat.h.  The rockspec keeps to format 1.0 (no
 -- rockspec_format line, no 3.0 fields), so the LuaRocks 2.4 of Debian 11
 -- installs it as LuaRocks 3 does.
 package = "ibverbs"
@@ -35,7 +35,7 @@ external_dependencies = {
 }
 build = {
   -- the Makefile's rock target: tools/configure probes the rdma-core headers
-  -- LuaRocks found, then ibverbs.core is compiled from every csrc/*.c
+  -- LuaRocks found, then ibverbs.core is compiled from every .c file under csrc/
   type = "make",
   build_target = "rock",
   build_variables = {

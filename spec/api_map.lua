@@ -1,5 +1,5 @@
 --- The C-to-Lua map of the API (docs/api-map.lua, with docs/api-map-verbs.txt
--- when it is in the tree), read for spec/host/api_coverage_spec.lua and
+-- when it is in the tree), read for spec/host/project/api_coverage_spec.lua and
 -- tools/api-map.lua (which writes the README's "not bound" table from it).
 --
 --   local map = require("api_map").load()   -- run from the project root

@@ -1,4 +1,4 @@
--- What the fabric specs share (spec/host/fabric_*_spec.lua and the examples'
+-- What the fabric specs share (spec/host/fabric/*_spec.lua and the examples'
 -- bring-up specs): the interpreter under test, ports for a job of local ranks,
 -- a job of ranks running a script, fabric_matrix.lua run as a job, the
 -- synthetic figures of a fabric for the diagnosis and the report, files read

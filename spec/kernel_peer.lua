@@ -1,4 +1,4 @@
---- Both ends of a ping-pong for spec/device/kernels_spec.lua: a QP on the
+--- Both ends of a ping-pong for spec/device/measure/kernels_spec.lua: a QP on the
 -- spec device whose address goes to the other end over TCP (perftest's key
 -- message, ibverbs.exchange), the kernel's objects, and the run.
 --   lua spec/kernel_peer.lua MODE PORT ITERS   -- the responder, in a child process

@@ -1,5 +1,5 @@
 -- An LDoc filter (ldoc --filter ldoc_items.print): one line per documented
--- item, "module<TAB>item<TAB>kind<TAB>summary", for spec/host/doc_spec.lua.
+-- item, "module<TAB>item<TAB>kind<TAB>summary", for spec/host/project/doc_spec.lua.
 local M = {}
 
 function M.print(module_list)

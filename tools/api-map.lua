@@ -4,7 +4,7 @@
 --   lua5.4 tools/api-map.lua            print the table
 --   lua5.4 tools/api-map.lua --readme   rewrite it in README.md (between its markers)
 --
--- spec/host/api_coverage_spec.lua fails while the README's copy differs.
+-- spec/host/project/api_coverage_spec.lua fails while the README's copy differs.
 package.path = "spec/?.lua;" .. package.path
 local api_map = require "api_map"
 

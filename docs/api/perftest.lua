@@ -10,7 +10,9 @@
 --     local rem = assert(pt.keys(env, me))
 --     assert(pt.connect(env, qp, rem, me))
 --     pt.lat_report(o, samples, 2)
---     pt.run(arg, require "ibverbs.tools.cli", "write_bw")   -- all of ib_write_bw (what examples/write_bw.lua is)
+--
+-- A whole test with its command line (all of ib_write_bw, what `ibvlua write_bw` and
+-- examples/write_bw.lua run) is a tool's: `ibverbs.tools.perftest` (`main(test, arg)`).
 --
 -- @module ibverbs.perftest
 
@@ -101,26 +103,6 @@ function pt.bw_figures(o, f) end
 -- `ex.perftest_bw_reports`: the server of a half-duplex test prints the client's).
 -- @tparam table rep
 function pt.bw_report(rep) end
-
---- The command line of a test: perftest's options and defaults (`-p -d -i -s -n -m -x -F`; the
--- latency tests `-H -U`, `-I` for send and write, `-r` for send; the bandwidth tests `-t -Q -l`;
--- and `--time-limit`), as the examples' `cli` module (`lua/ibverbs/tools/cli.lua`) takes them.
--- @param cli the examples' `cli` module
--- @tparam string name "send_lat", "write_lat", "read_lat", "write_bw" or "read_bw"
--- @treturn table the spec for `cli.run`
-function pt.options(cli, name) end
-
---- A whole test as perftest's tool of that name runs it, wire compatible with it: options, the
--- connection, the hand shakes in perftest's order, the loop in C (`ibv.lat_send`: the client
--- sends first; `ibv.lat_write`: the server writes first; `ibv.lat_rtt`: the client reads the
--- server's buffer; `ibv.bw`: the client writes or reads with a window and CQ moderation; the
--- server of a read or bandwidth test waits), the table.
--- @tparam table argv the command line (`arg`)
--- @param cli the examples' `cli` module
--- @tparam string name "send_lat", "write_lat", "read_lat", "write_bw" or "read_bw"
--- @treturn boolean true
--- @return[2] nil, message
-function pt.run(argv, cli, name) end
 
 --- perftest's closing exchange: a hand shake, then "done"; closes the connection.
 -- @param env

@@ -6,7 +6,7 @@
 --   assert(id:resolve_addr(nil, "192.0.2.1:7471", 2000))
 --   local ev = assert(cm.expect(ch, "addr_resolved", 5))
 --
--- The ids, channels and address lists are C userdata (csrc/cm_*.c); this file
+-- The ids, channels and address lists are C userdata (csrc/cm/cm_*.c); this file
 -- adds the rdma_verbs memory helpers and event conveniences.
 local ibv = require "ibverbs"
 

@@ -193,7 +193,7 @@ struct ibv_wc {
 };
 ]]
 
---- The flat C ABI of ibverbs.core (csrc/ffi.c).  A handle is the address of
+--- The flat C ABI of ibverbs.core (csrc/datapath/ffi.c).  A handle is the address of
 -- the object's userdata; the calls check its type and that it is open.
 M.cdef_calls = [[
 struct ibvl_ffi_qp;

@@ -6,7 +6,9 @@
 --   for _, t in ipairs(require("ibverbs.tools").list) do print(t.name, t.what) end
 --
 -- A tool's code is a module of lua/ibverbs/tools/ (built into ibvlua with
--- the rest of lua/); its main takes the command line as a script's arg (arg[1]
+-- the rest of lua/), on the library (ibverbs, ibverbs.exchange, ...), the
+-- control plane (ibverbs.fabric) and the bring-up engine (ibverbs.bringup);
+-- its main takes the command line as a script's arg (arg[1]
 -- the first option) and returns the exit status or ends the process itself.
 local tools = {}
 
@@ -15,11 +17,7 @@ local function pingpong(kind)
 end
 
 local function perftest(test)
-  return function(arg)
-    local ok, err = require("ibverbs.perftest").run(arg, require "ibverbs.tools.cli", test)
-    if not ok then io.stderr:write(tostring(err), "\n") return 1 end
-    return 0
-  end
+  return function(arg) return require("ibverbs.tools.perftest").main(test, arg) end
 end
 
 --- Each tool: name, one line saying what it is, main(arg).

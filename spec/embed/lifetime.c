@@ -1,6 +1,6 @@
 /*
  * spec/embed/lifetime.c: the lifetime rules of the embedding API (ibverbs.h),
- * checked on rxe0 by spec/device/embed_spec.lua (built by `make embed`).
+ * checked on rxe0 by spec/device/tools/embed_spec.lua (built by `make embed`).
  * Prints "ok - ..." / "not ok - ..." per check; exit status 0 when all pass.
  */
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * fakepmix.c: a stand-in libpmix for spec/host/pmix_spec.lua, built there
+ * fakepmix.c: a stand-in libpmix for spec/host/library/pmix_spec.lua, built there
  * into a temporary libpmix.so.2.  A job of local processes shares a directory
  * (FAKE_PMIX_DIR) instead of a server: a commit writes each put key to a
  * file, a fence touches its own file and completes (on a thread of its own,

@@ -303,7 +303,7 @@ T["ibv.transfer"] = function(g)
   f[#f + 1] = { "timeout", g:secs() }
   return { g:maybe_evil(g:tbl(f, { timeout = true }), nil, 0.3) }
 end
--- The measurement kernels (lat.c, bw.c, together.c): the objects they take, mostly of the
+-- The measurement kernels (lat.c, bw.c, kernels.c): the objects they take, mostly of the
 -- right kinds, a count, and always a short time limit.
 local KERNEL_FIELDS = {
   ["ibv.lat_send"] = { "send", "recv", "samples", "initiator" },

@@ -120,7 +120,7 @@ end
 -- The error counters that rose in a run (m.counters, pcount.THRESHOLDS' names and
 -- duplicate_request), on stderr from node 1: what the thresholds are set against.
 local function log_counters(what, m)
-  local judged = require("ibverbs.tools.pair_counters").THRESHOLDS
+  local judged = require("ibverbs.bringup.matrix.pair_counters").THRESHOLDS
   local l = {}
   for _, c in ipairs(m.counters) do
     for k, v in pairs(c.deltas) do

@@ -1,4 +1,5 @@
---- Command lines of the example tools, on lua-argparse.
+--- The tools' argument layer: their command lines, on lua-argparse, and the
+-- agreement text every rank of a run must give alike.
 --
 --   local cli = require "ibverbs.tools.cli"
 --   local opts, args = cli.run(arg, {
@@ -147,19 +148,6 @@ function cli.agreement(version, opts, skip)
   local parts = { version }
   for _, k in ipairs(keys) do parts[#parts + 1] = k .. "=" .. tostring(opts[k]) end
   return table.concat(parts, " ")
-end
-
---- A rank's exit status from rank 0's verdict, sent to every rank at the end
--- of a run ({bad = the ranks whose nodes have a verdict, any = whether any
--- node has one}; not a table: it did not arrive, 2): 0 when this rank is not
--- in bad, 1 when it is; exit_any (--exit-any): 1 on every rank when any.
-function cli.own_status(rank, exit_any, verdict)
-  if type(verdict) ~= "table" then return 2 end
-  if exit_any then return verdict.any and 1 or 0 end
-  for _, r in ipairs(verdict.bad or {}) do
-    if r == rank then return 1 end
-  end
-  return 0
 end
 
 return cli

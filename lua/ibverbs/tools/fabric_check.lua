@@ -40,25 +40,27 @@
 -- check's own traffic: not with --busy, not when Slurm says the node runs
 -- work (--slurm-health with --drain or --undrain-ok asks it), not when the
 -- port carried far more packets than the check sent.  A saturated or
--- unreadable counter fails its port (lua/ibverbs/tools/check_counters.lua).
+-- unreadable counter fails its port (lua/ibverbs/bringup/check/counters.lua).
 local ibv = require "ibverbs"
 local cli = require "ibverbs.tools.cli"
 local dkjson = require "dkjson"
-local rails = require "ibverbs.tools.rails"
-local expectations = require "ibverbs.tools.expect"
+local rails = require "ibverbs.bringup.rails"
+local expectations = require "ibverbs.bringup.expect"
 local pc = require "ibverbs.port_counters"
-local flaps = require "ibverbs.tools.flaps"
-local cc = require "ibverbs.tools.check_counters"
+local flaps = require "ibverbs.bringup.flaps"
+local cc = require "ibverbs.bringup.check.counters"
+local loopback = require "ibverbs.bringup.check.loopback"
+
 
 local fabric_check = {}
 
---- The tool: `ibvlua fabric_check ...`, `lua5.4 examples/fabric_check.lua ...`; arg is the command line
--- (arg[1] the first option), as a script's.
-function fabric_check.main(arg)
-  local STARTED = ibv.now()
-  local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
+local VERSION = "fabric_check.lua 2" -- ranks of one run must agree on it (and on their options)
 
-  local o = cli.run(arg, {
+-- ------------------------------------------------------------------ options
+
+-- The command line (usage errors: exit 2).
+local function options(arg)
+  return cli.run(arg, {
     name = "fabric_check.lua", usage = { "            check every device and port" }, error_status = 2,
     cli.ib_dev{ help = "check only device <dev>" },
     cli.ib_port{ default = false, help = "check only port <port>" },
@@ -66,7 +68,7 @@ function fabric_check.main(arg)
                  help = "GID index for the traffic (default: the first RoCE v2 IPv4 GID, else 0)" },
     { "t", "timeout", arg = "seconds", type = "number", default = 2, help = "completion timeout (default 2)" },
     { nil, "json", help = "machine-readable output (one JSON object)" },
-    -- across ranks (lua/ibverbs/tools/fabric_wide.lua): under a launcher, or with --size
+    -- across ranks (lua/ibverbs/bringup/check/wide.lua): under a launcher, or with --size
     { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
     { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
     { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
@@ -93,325 +95,261 @@ function fabric_check.main(arg)
     { nil, "slurm-health", help = "this node alone, never with other ranks (Slurm's HealthCheckProgram; "
       .. "docs/bringup.md)" },
   })
+end
 
-  -- v, or (nil, err) a usage error: exit 2 before any device or peer is touched.
-  local function usable(what, v, err)
-    if v == nil then
-      io.stderr:write("fabric_check.lua: ", what, err, "\n")
-      os.exit(2)
-    end
-    return v
+-- v, or (nil, err) a usage error: exit 2 before any device or peer is touched.
+local function usable(what, v, err)
+  if v == nil then
+    io.stderr:write("fabric_check.lua: ", what, err, "\n")
+    os.exit(2)
   end
-  local THRESHOLDS = o.counter_thresholds and
-    usable("option '--counter-thresholds': ", pc.parse_thresholds(o.counter_thresholds)) or pc.THRESHOLDS
-  local HOST = require("ibverbs.fabric.launcher").hostname()
-  local EXPECTED, NOT_NAMED -- this host's port entries (within -d, -i); why the file does not name it (exit 2)
-  if o.expect then
-    local why
-    EXPECTED, why = expectations.for_host(usable("--expect ", expectations.load(o.expect)), HOST)
-    NOT_NAMED = why and ("--expect " .. o.expect .. ": " .. why)
-    for i = #(EXPECTED or {}), 1, -1 do
-      local e = EXPECTED[i]
-      if (o.ib_dev and e.device ~= o.ib_dev) or (o.ib_port and e.port ~= o.ib_port) then table.remove(EXPECTED, i) end
-    end
+  return v
+end
+
+-- ------------------------------------------------------------------ setup
+
+-- run.expected: this host's port entries of --expect (within -d, -i);
+-- run.not_named: why the file does not name it (exit 2).
+local function load_expect(run)
+  local o = run.o
+  if not o.expect then return end
+  local why
+  run.expected, why = expectations.for_host(usable("--expect ", expectations.load(o.expect)), run.host)
+  run.not_named = why and ("--expect " .. o.expect .. ": " .. why)
+  local expected = run.expected
+  for i = #(expected or {}), 1, -1 do
+    local e = expected[i]
+    if (o.ib_dev and e.device ~= o.ib_dev) or (o.ib_port and e.port ~= o.ib_port) then table.remove(expected, i) end
   end
+end
+
+-- run.slurm (--drain, --undrain-ok), run.node: this node's Slurm name, checked
+-- before anything runs; run.busy: why the transport counters are not judged.
+local function slurm_setup(run)
+  local o = run.o
   local slurm = (o.drain or o.undrain_ok) and require "ibverbs.fabric.slurm"
-  local NODE = slurm and slurm.node_name() -- this node's Slurm name, checked before anything runs
+  run.slurm = slurm
+  run.node = slurm and slurm.node_name()
   if slurm then
-    usable("option '--drain'/'--undrain-ok': ", slurm.check_node(NODE))
+    usable("option '--drain'/'--undrain-ok': ", slurm.check_node(run.node))
     if o.exit_any then usable("option '--drain'/'--undrain-ok': ", nil, "does not go with '--exit-any' (whose "
       .. "status says nothing about this node)") end
   end
   -- the health check on a node that runs a job (Slurm says ALLOCATED, MIXED or
   -- COMPLETING: HealthCheckNodeState=ANY) is busy, as with --busy: its ports
   -- carry the job's traffic, so the transport counters are not judged
-  local BUSY = o.busy and "the node is busy (--busy): its port carries other traffic than the check's" or nil
-  if slurm and o.slurm_health and not BUSY then
-    local st = slurm.node_state(NODE)
+  run.busy = o.busy and "the node is busy (--busy): its port carries other traffic than the check's" or nil
+  if slurm and o.slurm_health and not run.busy then
+    local st = slurm.node_state(run.node)
     if st and slurm.busy(st) then
-      BUSY = "Slurm runs work on " .. NODE .. " (" .. st.state .. "): its port carries other traffic than the check's"
+      run.busy = "Slurm runs work on " .. run.node .. " (" .. st.state
+        .. "): its port carries other traffic than the check's"
     end
   end
+end
+
+-- The run's state from the options (started: when the tool started): thresholds, host, --expect, Slurm, the
+-- agreement text; a host --expect does not name exits 2 here.
+local function setup(o, started)
+  local run = { o = o, started = started }
+  run.thresholds = o.counter_thresholds and
+    usable("option '--counter-thresholds': ", pc.parse_thresholds(o.counter_thresholds)) or pc.THRESHOLDS
+  run.host = require("ibverbs.fabric.launcher").hostname()
+  load_expect(run)
+  slurm_setup(run)
   -- what every rank must give alike: this version, the options, whether --expect names the rank's host
-  local AGREE = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
-    json = true, exit_any = true, busy = true }) .. (o.expect and (" host_named=" .. tostring(not NOT_NAMED)) or "")
-  if NOT_NAMED then -- exit 2, no node drained or resumed; under a launcher, every rank stops at the rendezvous
-    io.stderr:write("fabric_check.lua: ", NOT_NAMED, "\n")
-    local wide = require "ibverbs.tools.fabric_wide"
-    if not o.slurm_health and wide.wanted(o) then wide.refuse(o, AGREE) end
+  run.agree = cli.agreement(VERSION, o, { rank = true, size = true, root = true, fabric_port = true,
+    json = true, exit_any = true, busy = true }) .. (o.expect and (" host_named=" .. tostring(not run.not_named)) or "")
+  if run.not_named then -- exit 2, no node drained or resumed; under a launcher, every rank stops at the rendezvous
+    io.stderr:write("fabric_check.lua: ", run.not_named, "\n")
+    local wide = require "ibverbs.bringup.check.wide"
+    if not o.slurm_health and wide.wanted(o) then wide.refuse(o, run.agree) end
     os.exit(2)
   end
+  run.last = o.flap_state and usable("option '--flap-state': ", flaps.load(o.flap_state)) -- the previous run's
+  return run
+end
 
-  -- Whether the run needs port of device: named in --expect, else named with -d or -i.
-  local function needed(device, port)
-    if EXPECTED then
-      for _, e in ipairs(EXPECTED) do
-        if e.device == device and e.port == port then return true end
-      end
-      return false
+-- Whether the run needs port of device: named in --expect, else named with -d or -i.
+local function needed(run, device, port)
+  if run.expected then
+    for _, e in ipairs(run.expected) do
+      if e.device == device and e.port == port then return true end
     end
-    return o.ib_dev ~= nil or o.ib_port ~= nil
+    return false
   end
+  return run.o.ib_dev ~= nil or run.o.ib_port ~= nil
+end
 
-  local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic" }
-  local QKEY = 0x11111111
+-- ------------------------------------------------------------------ ports
 
-  -- ------------------------------------------------------------------ traffic
-
-  local function wait(env, n)
-    local got = assert(env.cq:wait(env.wcs, n, o.timeout))
-    if got < n then error(string.format("%d of %d completions in %.1f s", got, n, o.timeout), 0) end
-    for i = 1, n do
-      if env.wcs:status(i) ~= "success" then
-        error("completion " .. env.wcs:opcode(i) .. ": " .. env.wcs:status(i), 0)
-      end
-    end
+-- A port's checks when it is not active: every one failed, "not run" (why: more to say).
+local function inactive_checks(r, why)
+  r.checks[1] = { name = "port_state", pass = false, ms = 0,
+    detail = "port is " .. tostring(r.state) .. (why and ("; " .. why) or "") }
+  for _, t in ipairs(loopback.TESTS) do
+    r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0,
+      detail = "not run: port is " .. tostring(r.state) }
   end
+end
 
-  local function expect(got, want, what)
-    if got ~= want then error(string.format("%s: got %s, expected %s", what, tostring(got), tostring(want)), 0) end
-  end
-
-  -- Two QPs of qp_type on one CQ, connected to each other through the port.
-  local function pair(ctx, port, gid_index, qp_type)
-    local env = { ctx = ctx, port = port, gid_index = gid_index }
-    env.pd = assert(ctx:alloc_pd())
-    env.cq = assert(ctx:create_cq(64))
-    env.wcs = ibv.wc_array(8)
-    env.mra = assert(env.pd:reg_mr(4096, ACCESS))
-    env.mrb = assert(env.pd:reg_mr(4096, ACCESS))
-    local cap = { max_send_wr = 8, max_recv_wr = 8, max_send_sge = 1, max_recv_sge = 1 }
-    env.a = assert(env.pd:create_qp{ qp_type = qp_type, send_cq = env.cq, recv_cq = env.cq, cap = cap })
-    env.b = assert(env.pd:create_qp{ qp_type = qp_type, send_cq = env.cq, recv_cq = env.cq, cap = cap })
-    env.gid = assert(ctx:query_gid(port, gid_index))
-    local lid = assert(ctx:query_port(port)).lid
-    for _, p in ipairs({ { env.a, env.b }, { env.b, env.a } }) do
-      assert(p[1]:connect({ qpn = p[2].qp_num, psn = 0, lid = lid, gid = env.gid },
-        { port_num = port, sgid_index = gid_index, qp_access_flags = ACCESS }))
-    end
-    return env
-  end
-
-  local tests = {}
-
-  -- packets: what each test sends and receives on its port (a loopback packet counts both ways), for
-  -- check_counters' estimate of the check's own traffic
-  tests[#tests + 1] = { name = "rc_send_recv", qp_type = "rc", packets = 4, run = function(env)
-    env.mra:write(0, "fabric check: send")
-    assert(env.b:post_recv{ wr_id = 1, sge = { mr = env.mrb, length = 64 } })
-    assert(env.a:post_send{ wr_id = 2, opcode = "send", send_flags = { "signaled" },
-      sge = { mr = env.mra, length = 18 } })
-    wait(env, 2)
-    expect(env.mrb:read(0, 18), "fabric check: send", "received data")
-  end }
-
-  tests[#tests + 1] = { name = "rdma_write", qp_type = "rc", packets = 4, run = function(env)
-    env.mra:write(100, "fabric check: write")
-    assert(env.a:post_send{ wr_id = 3, opcode = "rdma_write", send_flags = { "signaled" },
-      sge = { mr = env.mra, offset = 100, length = 19 }, remote_addr = env.mrb.addr + 200, rkey = env.mrb.rkey })
-    wait(env, 1)
-    expect(env.mrb:read(200, 19), "fabric check: write", "written data")
-  end }
-
-  tests[#tests + 1] = { name = "rdma_read", qp_type = "rc", packets = 4, run = function(env)
-    env.mrb:write(300, "fabric check: read")
-    assert(env.a:post_send{ wr_id = 4, opcode = "rdma_read", send_flags = { "signaled" },
-      sge = { mr = env.mra, offset = 400, length = 18 }, remote_addr = env.mrb.addr + 300, rkey = env.mrb.rkey })
-    wait(env, 1)
-    expect(env.mra:read(400, 18), "fabric check: read", "read data")
-  end }
-
-  tests[#tests + 1] = { name = "atomic", qp_type = "rc", packets = 8, run = function(env)
-    env.mrb:u64(512, 40)
-    assert(env.a:post_send{ wr_id = 5, opcode = "atomic_fetch_and_add", send_flags = { "signaled" },
-      sge = { mr = env.mra, offset = 512, length = 8 }, remote_addr = env.mrb.addr + 512, rkey = env.mrb.rkey,
-      compare_add = 2 })
-    wait(env, 1)
-    expect(env.mra:u64(512), 40, "fetch_and_add old value")
-    assert(env.a:post_send{ wr_id = 6, opcode = "atomic_cmp_and_swp", send_flags = { "signaled" },
-      sge = { mr = env.mra, offset = 520, length = 8 }, remote_addr = env.mrb.addr + 512, rkey = env.mrb.rkey,
-      compare_add = 42, swap = 7 })
-    wait(env, 1)
-    expect(env.mra:u64(520), 42, "cmp_and_swp old value")
-    expect(env.mrb:u64(512), 7, "swapped value")
-  end }
-
-  tests[#tests + 1] = { name = "ud_send", qp_type = "ud", packets = 2, run = function(env)
-    local ah = assert(env.pd:create_ah{ port_num = env.port,
-      grh = { dgid = env.gid, sgid_index = env.gid_index, hop_limit = 1 } })
-    assert(env.b:post_recv{ wr_id = 7, sge = { mr = env.mrb, offset = 1024, length = 40 + 64 } })
-    env.mra:write(1024, "fabric check: ud")
-    assert(env.a:post_send{ wr_id = 8, send_flags = { "signaled" }, sge = { mr = env.mra, offset = 1024, length = 16 },
-      ah = ah, remote_qpn = env.b.qp_num, remote_qkey = QKEY })
-    wait(env, 2)
-    expect(env.mrb:read(1024 + 40, 16), "fabric check: ud", "datagram (after the 40-byte GRH)")
-  end }
-
-  local function run_test(ctx, port, gid_index, t)
-    local start = ibv.now()
-    local ok, err = pcall(function()
-      local env = pair(ctx, port, gid_index, t.qp_type)
-      t.run(env)
-      for _, k in ipairs({ "a", "b", "mra", "mrb", "cq", "pd" }) do env[k]:close() end
-    end)
-    collectgarbage()
-    return { name = t.name, pass = ok, ms = (ibv.now() - start) * 1000, detail = not ok and tostring(err) or nil }
-  end
-
-  -- ------------------------------------------------------------------ ports
-
-  -- A port's checks when it is not active: every one failed, "not run" (why: more to say).
-  local function inactive_checks(r, why)
-    r.checks[1] = { name = "port_state", pass = false, ms = 0,
-      detail = "port is " .. tostring(r.state) .. (why and ("; " .. why) or "") }
-    for _, t in ipairs(tests) do
-      r.checks[#r.checks + 1] = { name = t.name, pass = false, ms = 0,
-        detail = "not run: port is " .. tostring(r.state) }
-    end
-  end
-
-  -- A port's state, GIDs and checks.  A port that is not active and that the
-  -- run does not need (must) is listed as idle, with no checks.
-  local function check_port(ctx, port, must)
-    local r = { port = port, checks = {} }
-    local p, msg = ctx:query_port(port)
-    if not p then
-      r.checks[1] = { name = "port_state", pass = false, ms = 0, detail = msg }
-      return r
-    end
-    r.state, r.active_mtu, r.max_mtu, r.link_layer, r.lid = p.state, p.active_mtu, p.max_mtu, p.link_layer, p.lid
-    r.gids = {}
-    for _, g in ipairs(ctx:query_gid_table() or {}) do
-      if g.port_num == port then r.gids[#r.gids + 1] = { index = g.gid_index, gid = g.gid, type = g.gid_type } end
-    end
-    if p.state ~= "active" then
-      if must then inactive_checks(r) else r.idle = true end
-      return r
-    end
-    r.checks[1] = { name = "port_state", pass = true, ms = 0 }
-    local gid_index = rails.pick_gid(ctx, port, p.link_layer, o.gid_idx)
-    r.gid_index = gid_index
-    r.before, r.lost = pc.read(ctx, port) -- nil, why: the port has no counters (none read after either)
-    if not r.before then r.no_counters, r.lost = r.lost, nil end
-    for _, t in ipairs(tests) do r.checks[#r.checks + 1] = run_test(ctx, port, gid_index, t) end
+-- A port's state, GIDs and checks.  A port that is not active and that the
+-- run does not need (must) is listed as idle, with no checks.
+local function check_port(o, ctx, port, must)
+  local r = { port = port, checks = {} }
+  local p, msg = ctx:query_port(port)
+  if not p then
+    r.checks[1] = { name = "port_state", pass = false, ms = 0, detail = msg }
     return r
   end
+  r.state, r.active_mtu, r.max_mtu, r.link_layer, r.lid = p.state, p.active_mtu, p.max_mtu, p.link_layer, p.lid
+  r.gids = {}
+  for _, g in ipairs(ctx:query_gid_table() or {}) do
+    if g.port_num == port then r.gids[#r.gids + 1] = { index = g.gid_index, gid = g.gid, type = g.gid_type } end
+  end
+  if p.state ~= "active" then
+    if must then inactive_checks(r) else r.idle = true end
+    return r
+  end
+  r.checks[1] = { name = "port_state", pass = true, ms = 0 }
+  local gid_index = rails.pick_gid(ctx, port, p.link_layer, o.gid_idx)
+  r.gid_index = gid_index
+  r.before, r.lost = pc.read(ctx, port) -- nil, why: the port has no counters (none read after either)
+  if not r.before then r.no_counters, r.lost = r.lost, nil end
+  for _, t in ipairs(loopback.TESTS) do
+    r.checks[#r.checks + 1] = loopback.run(ctx, port, gid_index, t, o.timeout)
+  end
+  return r
+end
 
-  local function check_device(d)
-    local dev = { name = d.name, ports = {} }
-    local ctx, msg = ibv.open(d.name)
-    if not ctx then
-      dev.error = msg
-      return dev
-    end
-    local a = assert(ctx:query_device())
-    dev.fw_ver = a.fw_ver
-    for port = 1, a.phys_port_cnt do
-      if not o.ib_port or o.ib_port == port then
-        dev.ports[#dev.ports + 1] = check_port(ctx, port, needed(d.name, port))
-      end
-    end
-    if #dev.ports == 0 then dev.error = "no port " .. tostring(o.ib_port) end
-    ctx:close()
+local function check_device(run, d)
+  local o = run.o
+  local dev = { name = d.name, ports = {} }
+  local ctx, msg = ibv.open(d.name)
+  if not ctx then
+    dev.error = msg
     return dev
   end
+  local a = assert(ctx:query_device())
+  dev.fw_ver = a.fw_ver
+  for port = 1, a.phys_port_cnt do
+    if not o.ib_port or o.ib_port == port then
+      dev.ports[#dev.ports + 1] = check_port(o, ctx, port, needed(run, d.name, port))
+    end
+  end
+  if #dev.ports == 0 then dev.error = "no port " .. tostring(o.ib_port) end
+  ctx:close()
+  return dev
+end
 
-  -- ------------------------------------------------------------------ output
+-- ------------------------------------------------------------------ output
 
-  -- JSON through dkjson: the lists (devices, ports, GIDs, checks) are arrays even
-  -- when empty ([] rather than {}); NaN and infinities become null.
-  local LISTS = { devices = true, ports = true, gids = true, checks = true, idle = true, exceeded = true,
-    faults = true }
-  local function mark_lists(v)
-    for k, x in pairs(v) do
-      if type(x) == "table" then
-        if LISTS[k] then setmetatable(x, { __jsontype = "array" }) end
-        mark_lists(x)
+-- JSON through dkjson: the lists (devices, ports, GIDs, checks) are arrays even
+-- when empty ([] rather than {}); NaN and infinities become null.
+local LISTS = { devices = true, ports = true, gids = true, checks = true, idle = true, exceeded = true,
+  faults = true }
+local function mark_lists(v)
+  for k, x in pairs(v) do
+    if type(x) == "table" then
+      if LISTS[k] then setmetatable(x, { __jsontype = "array" }) end
+      mark_lists(x)
+    end
+  end
+  return v
+end
+
+local function json(v)
+  local seen, keys = {}, {}
+  local function collect(t)
+    for k, x in pairs(t) do
+      if type(k) == "string" and not seen[k] then seen[k] = true; keys[#keys + 1] = k end
+      if type(x) == "table" then collect(x) end
+    end
+  end
+  collect(v)
+  table.sort(keys) -- keys in a fixed (sorted) order
+  return dkjson.encode(mark_lists(v), { keyorder = keys })
+end
+
+local function print_text(devs)
+  for _, dev in ipairs(devs) do
+    print(dev.name .. (dev.error and (": FAIL " .. dev.error) or ""))
+    for _, p in ipairs(dev.ports) do
+      print(string.format("  port %d: %s, MTU %s (max %s), link %s, LID %s%s", p.port, tostring(p.state),
+        tostring(p.active_mtu), tostring(p.max_mtu), tostring(p.link_layer), tostring(p.lid),
+        p.idle and " (idle: not checked, not needed)" or ""))
+      for _, g in ipairs(p.gids or {}) do
+        print(string.format("    GID[%d] %s (%s)%s", g.index, g.gid, g.type, g.index == p.gid_index and " *" or ""))
       end
-    end
-    return v
-  end
-
-  local function json(v)
-    local seen, keys = {}, {}
-    local function collect(t)
-      for k, x in pairs(t) do
-        if type(k) == "string" and not seen[k] then seen[k] = true; keys[#keys + 1] = k end
-        if type(x) == "table" then collect(x) end
+      for _, c in ipairs(p.checks) do
+        print(string.format("    %-14s %s %8.2f ms%s", c.name, c.pass and "PASS" or "FAIL", c.ms,
+          c.detail and ("  " .. c.detail) or ""))
       end
+      if p.counters then print("    counters: " .. cc.text(p.counters)) end
+      if p.counters and p.counters.note then print("    counters: " .. p.counters.note) end
+      if p.no_counters then print("    counters: none: " .. p.no_counters) end
     end
-    collect(v)
-    table.sort(keys) -- keys in a fixed (sorted) order
-    return dkjson.encode(mark_lists(v), { keyorder = keys })
   end
+end
 
-  -- The thresholds of a port: --counter-thresholds', and its --expect entry's counters over them.
-  local function thresholds_of(device, port)
-    return require("ibverbs.tools.pair_counters").thresholds(THRESHOLDS, EXPECTED, device, port)
+-- ------------------------------------------------------------------ counters
+
+-- The thresholds of a port: --counter-thresholds', and its --expect entry's counters over them.
+local function thresholds_of(run, device, port)
+  return require("ibverbs.bringup.matrix.pair_counters").thresholds(run.thresholds, run.expected, device, port)
+end
+
+-- One port's counters read again and judged (p.counters); a failed check
+-- "counters" naming what fails it, its text added to found.
+local function port_counters(run, dev, p, own, found)
+  local after, lost = pc.read(dev.name, p.port)
+  local c, failed = cc.judge(p.before, after, after and { p.lost, lost } or { lost }, thresholds_of(run, dev.name,
+    p.port), { own = own, busy = run.busy, lid = p.lid, port = p.port })
+  p.counters = c
+  if after then p.link_downed = after.link_downed or after.hw_link_downed end
+  if #failed > 0 then
+    local detail = dev.name .. " port " .. p.port .. ": " .. table.concat(failed, ", ")
+    p.checks[#p.checks + 1] = { name = "counters", pass = false, ms = 0, detail = detail }
+    found[#found + 1] = "counters: " .. detail
   end
+end
 
-  -- The counters of every port read before its checks, read again: their
-  -- deltas (p.counters) and, for a counter that cannot be judged (saturated,
-  -- unreadable) or an error counter that rose past its threshold (transport
-  -- ones only over the check's own traffic: check_counters.lua), a failed
-  -- check "counters" naming each; then the flaps since the watch (a failed
-  -- check "flapped").  size: the ranks of the run (1 alone): the first active
-  -- port carried traffic with the others.  Returns those findings as text.
-  local WATCH -- flaps.watch of the devices checked, made before their checks
-  local LAST = o.flap_state and usable("option '--flap-state': ", flaps.load(o.flap_state)) -- the previous run's
-  local LOOPBACK = 0 -- the loopback checks' packets on a port
-  for _, t in ipairs(tests) do LOOPBACK = LOOPBACK + t.packets end
-  local function counter_findings(devs, size)
-    local found, run_port = {}, nil
-    for _, dev in ipairs(devs) do
-      for _, p in ipairs(dev.ports) do
-        run_port = run_port or (p.state == "active" and not p.idle and p) or nil
-        if p.before then
-          local after, lost = pc.read(dev.name, p.port)
-          local own = cc.own_packets(LOOPBACK, p == run_port and (size or 1) - 1 or 0, o.ud_count)
-          local c, failed = cc.judge(p.before, after, after and { p.lost, lost } or { lost }, thresholds_of(dev.name,
-            p.port), { own = own, busy = BUSY, lid = p.lid, port = p.port })
-          p.counters = c
-          if after then p.link_downed = after.link_downed or after.hw_link_downed end
-          if #failed > 0 then
-            local detail = dev.name .. " port " .. p.port .. ": " .. table.concat(failed, ", ")
-            p.checks[#p.checks + 1] = { name = "counters", pass = false, ms = 0, detail = detail }
-            found[#found + 1] = "counters: " .. detail
-          end
-        end
-        p.before, p.lost = nil, nil
+-- The counters of every port read before its checks, read again: their
+-- deltas (p.counters) and, for a counter that cannot be judged (saturated,
+-- unreadable) or an error counter that rose past its threshold (transport
+-- ones only over the check's own traffic: ibverbs.bringup.check.counters), a failed
+-- check "counters" naming each; then the flaps since the watch (run.watch: a
+-- failed check "flapped").  size: the ranks of the run (1 alone): the first
+-- active port carried traffic with the others.  Returns those findings as text.
+local function counter_findings(run, devs, size)
+  local o = run.o
+  local found, run_port = {}, nil
+  for _, dev in ipairs(devs) do
+    for _, p in ipairs(dev.ports) do
+      run_port = run_port or (p.state == "active" and not p.idle and p) or nil
+      if p.before then
+        port_counters(run, dev, p, cc.own_packets(loopback.PACKETS, p == run_port and (size or 1) - 1 or 0, o.ud_count),
+          found)
       end
-    end
-    for _, x in ipairs(flaps.judge(WATCH, devs, HOST, LAST)) do found[#found + 1] = x end
-    flaps.close(WATCH)
-    if o.flap_state then
-      local ok, err = flaps.save(o.flap_state, devs, os.time())
-      if not ok then io.stderr:write("fabric_check.lua: option '--flap-state': ", tostring(err), "\n") end
-    end
-    return found
-  end
-
-  local function print_text(devs)
-    for _, dev in ipairs(devs) do
-      print(dev.name .. (dev.error and (": FAIL " .. dev.error) or ""))
-      for _, p in ipairs(dev.ports) do
-        print(string.format("  port %d: %s, MTU %s (max %s), link %s, LID %s%s", p.port, tostring(p.state),
-          tostring(p.active_mtu), tostring(p.max_mtu), tostring(p.link_layer), tostring(p.lid),
-          p.idle and " (idle: not checked, not needed)" or ""))
-        for _, g in ipairs(p.gids or {}) do
-          print(string.format("    GID[%d] %s (%s)%s", g.index, g.gid, g.type, g.index == p.gid_index and " *" or ""))
-        end
-        for _, c in ipairs(p.checks) do
-          print(string.format("    %-14s %s %8.2f ms%s", c.name, c.pass and "PASS" or "FAIL", c.ms,
-            c.detail and ("  " .. c.detail) or ""))
-        end
-        if p.counters then print("    counters: " .. cc.text(p.counters)) end
-        if p.counters and p.counters.note then print("    counters: " .. p.counters.note) end
-        if p.no_counters then print("    counters: none: " .. p.no_counters) end
-      end
+      p.before, p.lost = nil, nil
     end
   end
+  for _, x in ipairs(flaps.judge(run.watch, devs, run.host, run.last)) do found[#found + 1] = x end
+  flaps.close(run.watch)
+  if o.flap_state then
+    local ok, err = flaps.save(o.flap_state, devs, os.time())
+    if not ok then io.stderr:write("fabric_check.lua: option '--flap-state': ", tostring(err), "\n") end
+  end
+  return found
+end
 
+-- ------------------------------------------------------------------ the local checks
+
+-- Every device asked for checked (run.watch: the flaps' watch, made before
+-- their checks), --expect judged; the idle ports needed after all when no
+-- active port is left.  The results, a list of devices.
+local function check_devices(run)
+  local o = run.o
   -- a node without RDMA: no driver (ENOSYS from ibv_get_device_list) is a fault of this node, not a crash
   local devices, derr, derrno = ibv.devices()
   local no_devices
@@ -423,15 +361,15 @@ function fabric_check.main(arg)
   for _, d in ipairs(devices) do
     if not o.ib_dev or d.name == o.ib_dev then names[#names + 1] = d.name end
   end
-  WATCH = flaps.watch(names) -- each port's state now, and the port events until the counters are read again
+  run.watch = flaps.watch(names) -- each port's state now, and the port events until the counters are read again
   local results = {}
   for _, d in ipairs(devices) do
-    if not o.ib_dev or d.name == o.ib_dev then results[#results + 1] = check_device(d) end
+    if not o.ib_dev or d.name == o.ib_dev then results[#results + 1] = check_device(run, d) end
   end
-  if #results == 0 and (no_devices or not EXPECTED or #EXPECTED == 0) then
+  if #results == 0 and (no_devices or not run.expected or #run.expected == 0) then
     results[1] = { name = o.ib_dev or "(none)", error = no_devices or "no such RDMA device", ports = {} }
   end
-  if EXPECTED then expectations.judge(results, EXPECTED, o.expect, pc.read) end
+  if run.expected then expectations.judge(results, run.expected, o.expect, pc.read) end
   -- no active port left for the run: the idle ports are needed after all (with
   -- --expect, exactly the ports it names are)
   local active = false
@@ -440,13 +378,17 @@ function fabric_check.main(arg)
   end
   for _, dev in ipairs(results) do
     for _, p in ipairs(dev.ports) do
-      if p.idle and not active and not EXPECTED then p.idle = nil; inactive_checks(p, "no active port on this node") end
+      if p.idle and not active and not run.expected then
+        p.idle = nil
+        inactive_checks(p, "no active port on this node")
+      end
     end
   end
-  -- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
-  local wide = require "ibverbs.tools.fabric_wide"
-  local alone = o.slurm_health or not wide.wanted(o)
-  if alone then counter_findings(results, 1) end
+  return results
+end
+
+-- The checks failed and run; nothing checked is no pass (a "(node)" entry, one failed).
+local function count(run, results)
   local failed, total = 0, 0
   for _, dev in ipairs(results) do
     if dev.error then failed = failed + 1 end
@@ -459,71 +401,74 @@ function fabric_check.main(arg)
   end
   if total == 0 and failed == 0 then -- nothing checked is no pass
     results[#results + 1] = { name = "(node)", ports = {}, error = "nothing was checked: no port is active or needed"
-      .. (EXPECTED and " (--expect names no port of -d/-i's)" or "") }
+      .. (run.expected and " (--expect names no port of -d/-i's)" or "") }
     failed = 1
   end
+  return failed, total
+end
 
-  -- Why this node is at fault, briefly (a Slurm drain reason): its failed
-  -- checks, flaps first, each with its device and port unless its text names
-  -- them; the checks "not run" (the port is down: said once) left out.
-  local function short_reason()
-    local flapped, other = {}, {}
-    for _, dev in ipairs(results) do
-      if dev.error then other[#other + 1] = dev.name .. ": " .. dev.error end
-      for _, p in ipairs(dev.ports) do
-        for _, c in ipairs(p.checks) do
-          local detail = tostring(c.detail)
-          if not c.pass and not detail:find("^not run:") then
-            local where = detail:find(dev.name, 1, true) and "" or (dev.name .. ":" .. p.port .. " ")
-            table.insert(c.name == "flapped" and flapped or other, where .. c.name .. ": " .. detail)
-          end
+-- ------------------------------------------------------------------ exit status
+
+-- Why this node is at fault, briefly (a Slurm drain reason): its failed
+-- checks, flaps first, each with its device and port unless its text names
+-- them; the checks "not run" (the port is down: said once) left out.
+local function short_reason(results)
+  local flapped, other = {}, {}
+  for _, dev in ipairs(results) do
+    if dev.error then other[#other + 1] = dev.name .. ": " .. dev.error end
+    for _, p in ipairs(dev.ports) do
+      for _, c in ipairs(p.checks) do
+        local detail = tostring(c.detail)
+        if not c.pass and not detail:find("^not run:") then
+          local where = detail:find(dev.name, 1, true) and "" or (dev.name .. ":" .. p.port .. " ")
+          table.insert(c.name == "flapped" and flapped or other, where .. c.name .. ": " .. detail)
         end
       end
     end
-    for _, x in ipairs(other) do flapped[#flapped + 1] = x end
-    if #flapped == 0 then return "named at fault in rank 0's report (a broken pair)" end
-    return table.concat(flapped, "; ", 1, math.min(#flapped, 2)) ..
-      (#flapped > 2 and string.format(" (+%d more)", #flapped - 2) or "")
   end
+  for _, x in ipairs(other) do flapped[#flapped + 1] = x end
+  if #flapped == 0 then return "named at fault in rank 0's report (a broken pair)" end
+  return table.concat(flapped, "; ", 1, math.min(#flapped, 2)) ..
+    (#flapped > 2 and string.format(" (+%d more)", #flapped - 2) or "")
+end
 
-  -- What this run checked, for a Slurm drain's scope: each port whose checks
-  -- ran (not idle, not left out by -d, -i or --expect) as "dev:port", and each
-  -- device that failed before it had one (slurm.scope_text leaves "(none)" out).
-  local function checked_ports()
-    local list = {}
-    for _, dev in ipairs(results) do
-      local any = false
-      for _, p in ipairs(dev.ports) do
-        if not p.idle and #p.checks > 0 then list[#list + 1], any = dev.name .. ":" .. p.port, true end
-      end
-      if dev.error and not any then list[#list + 1] = dev.name end
+-- What this run checked, for a Slurm drain's scope: each port whose checks
+-- ran (not idle, not left out by -d, -i or --expect) as "dev:port", and each
+-- device that failed before it had one (slurm.scope_text leaves "(none)" out).
+local function checked_ports(results)
+  local list = {}
+  for _, dev in ipairs(results) do
+    local any = false
+    for _, p in ipairs(dev.ports) do
+      if not p.idle and #p.checks > 0 then list[#list + 1], any = dev.name .. ":" .. p.port, true end
     end
-    return list
+    if dev.error and not any then list[#list + 1] = dev.name end
   end
+  return list
+end
 
-  -- The exit status, after Slurm was told (--drain, --undrain-ok): a failed
-  -- scontrol call is printed, the status stays the verdict's.  The drain's
-  -- scope is what this run checked; "wide" when only the run across nodes
-  -- found the fault (every local check passed: failed counts them alone).
-  local function finish(status)
-    if slurm and status ~= 2 then
-      local line, err = slurm.act(NODE, status == 1, status == 1 and short_reason(),
-        { drain = o.drain, undrain = o.undrain_ok, tool = "fabric_check", ports = checked_ports(),
-          wide = not alone and failed == 0, multi_rank = not alone })
-      if line then -- (after --json's one object: on stderr)
-        (o.json and io.stderr or io.stdout):write(line, "\n")
-      elseif err then
-        io.stderr:write("fabric_check.lua: ", err, "\n")
-      end
+-- Ends the process with status, after Slurm was told (--drain, --undrain-ok):
+-- a failed scontrol call is printed, the status stays the verdict's.  The
+-- drain's scope is what this run checked; "wide" when only the run across
+-- nodes found the fault (every local check passed: failed counts them alone).
+local function finish(run, results, failed, status)
+  local o, slurm = run.o, run.slurm
+  if slurm and status ~= 2 then
+    local line, err = slurm.act(run.node, status == 1, status == 1 and short_reason(results),
+      { drain = o.drain, undrain = o.undrain_ok, tool = "fabric_check", ports = checked_ports(results),
+        wide = not run.alone and failed == 0, multi_rank = not run.alone })
+    if line then -- (after --json's one object: on stderr)
+      (o.json and io.stderr or io.stdout):write(line, "\n")
+    elseif err then
+      io.stderr:write("fabric_check.lua: ", err, "\n")
     end
-    os.exit(status)
   end
+  os.exit(status)
+end
 
-  -- one rank of many: the fabric as a whole (rank 0 reports)
-  if not alone then
-    finish(wide.run(o, results, failed, total, { print_text = print_text, json = json, agree = AGREE,
-      after_traffic = function(size) return counter_findings(results, size) end }))
-  end
+-- This node's report alone: the text or one JSON object, and --slurm-health's line.
+local function report_alone(run, results, failed, total)
+  local o = run.o
   if o.json then
     print(json({ devices = results, checks = total, failed = failed, pass = failed == 0 }))
   else
@@ -531,10 +476,30 @@ function fabric_check.main(arg)
     print(string.format("%d checks, %d failed: %s", total, failed, failed == 0 and "PASS" or "FAIL"))
   end
   if o.slurm_health and not o.json then
-    print(string.format("slurm-health %s: %s in %.0f ms%s", HOST, failed == 0 and "PASS" or "FAIL",
-      (ibv.now() - STARTED) * 1000, failed == 0 and "" or ("; " .. short_reason())))
+    print(string.format("slurm-health %s: %s in %.0f ms%s", run.host, failed == 0 and "PASS" or "FAIL",
+      (ibv.now() - run.started) * 1000, failed == 0 and "" or ("; " .. short_reason(results))))
   end
-  finish(failed == 0 and 0 or 1)
+end
+
+--- The tool: `ibvlua fabric_check ...`, `lua5.4 examples/fabric_check.lua ...`; arg is the command line
+-- (arg[1] the first option), as a script's.  Ends the process with the exit status.
+function fabric_check.main(arg)
+  local started = ibv.now()
+  local run = setup(options(arg), started)
+  local o = run.o
+  local results = check_devices(run)
+  -- alone, the counters are read again now; one rank of many reads them after the traffic between ranks
+  local wide = require "ibverbs.bringup.check.wide"
+  run.alone = o.slurm_health or not wide.wanted(o)
+  if run.alone then counter_findings(run, results, 1) end
+  local failed, total = count(run, results)
+  -- one rank of many: the fabric as a whole (rank 0 reports)
+  if not run.alone then
+    finish(run, results, failed, wide.run(o, results, failed, total, { print_text = print_text, json = json,
+      agree = run.agree, after_traffic = function(size) return counter_findings(run, results, size) end }))
+  end
+  report_alone(run, results, failed, total)
+  finish(run, results, failed, failed == 0 and 0 or 1)
 end
 
 return fabric_check

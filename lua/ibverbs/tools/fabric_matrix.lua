@@ -15,7 +15,7 @@
 -- and after each round's traffic; a rank's deltas of a round go to the pairs
 -- it was an end of in that round, and into --json and --json-lines.
 -- The first pass's results stay on the ranks, each pair with both of its
--- ends (ibverbs.tools.ledger), and go up reduced (ibverbs.tools.reduction):
+-- ends (ibverbs.bringup.matrix.ledger), and go up reduced (ibverbs.bringup.matrix.reduction):
 -- the relays merge summaries, rank 0 takes the references from them, sends
 -- them down, and gets back only the pairs that fail (every pair up to 16
 -- ranks); --json-lines is then each rank's own file of its own pairs.
@@ -29,7 +29,7 @@
 -- partner that passed; a rank all of whose pairs were flagged has two of
 -- them retested, not all.  The report gives a verdict per fault: a node, a
 -- link, an unreachable rank, a port that flapped (its state, link_downed or
--- port events changed since the last round: lua/ibverbs/tools/flaps.lua; the run
+-- port events changed since the last round: lua/ibverbs/bringup/flaps.lua; the run
 -- goes on), a port whose counters cannot be judged (a judged counter
 -- saturated, a counter file unreadable: "counters").  A healthy fabric gives
 -- none; transport rates high on every pair are said as load, not blamed.
@@ -52,23 +52,36 @@ local fabric = require "ibverbs.fabric"
 local socket = require "socket"
 local dkjson = require "dkjson"
 local cli = require "ibverbs.tools.cli"
-local schedule = require "ibverbs.tools.schedule"
-local diagnose = require "ibverbs.tools.diagnose"
-local matrix = require "ibverbs.tools.matrix"
-local rails_mod = require "ibverbs.tools.rails"
-local traffic = require "ibverbs.tools.pair_traffic"
-local results = require "ibverbs.tools.results"
-local rounds = require "ibverbs.tools.rounds"
-local findings = require "ibverbs.tools.findings"
-local ledger = require "ibverbs.tools.ledger"
-local reduction = require "ibverbs.tools.reduction"
+local exit_status = require "ibverbs.bringup.status"
+local schedule = require "ibverbs.bringup.matrix.schedule"
+local diagnose = require "ibverbs.bringup.matrix.diagnose"
+local matrix = require "ibverbs.bringup.matrix.report"
+local rails_mod = require "ibverbs.bringup.rails"
+local traffic = require "ibverbs.bringup.matrix.pair_traffic"
+local results = require "ibverbs.bringup.matrix.results"
+local rounds = require "ibverbs.bringup.matrix.rounds"
+local findings = require "ibverbs.bringup.matrix.findings"
+local ledger = require "ibverbs.bringup.matrix.ledger"
+local reduction = require "ibverbs.bringup.matrix.reduction"
+local pc = require "ibverbs.port_counters"
+local pcount = require "ibverbs.bringup.matrix.pair_counters"
+local expectations = require "ibverbs.bringup.expect"
 
 local fabric_matrix = {}
 
---- The tool: `ibvlua fabric_matrix ...`, `lua5.4 examples/fabric_matrix.lua ...`; arg is the command line
--- (arg[1] the first option), as a script's.
-function fabric_matrix.main(arg)
-  local o = cli.run(arg, {
+local function say(...) io.stderr:write(string.format(...), "\n") end
+local fmt_time = rounds.fmt_time
+
+local function usage_error(msg)
+  say("fabric_matrix.lua: %s", msg)
+  os.exit(2)
+end
+
+-- ------------------------------------------------------------------ options
+
+-- The command line (usage errors: exit 2).
+local function options(arg)
+  return cli.run(arg, {
     name = "fabric_matrix.lua", usage = { "            one process per rank; the launcher gives rank and size" },
     error_status = 2,
     cli.ib_dev{ help = "device(s): <dev>, <dev>,<dev>..., or all (every device and port: one rail each); "
@@ -139,16 +152,13 @@ function fabric_matrix.main(arg)
       .. "[<rails>]: <verdict>') and resumes a node that passed when fabric_matrix drained it and it measured every "
       .. "rail of that scope again; a node DOWN, FAIL, MAINT, ... or drained by anyone else is left alone" },
   })
+end
 
-  local function say(...) io.stderr:write(string.format(...), "\n") end
-  local fmt_time = rounds.fmt_time
-
-  local function usage_error(msg)
-    say("fabric_matrix.lua: %s", msg)
-    os.exit(2)
-  end
-
-  -- options that depend on each other: checked on every rank, before the rendezvous
+-- The options that depend on each other, checked on every rank before the
+-- rendezvous (usage errors: exit 2): the run's state, run.node (--drain:
+-- this rank's Slurm node, SLURMD_NODENAME, else the host name, sent to rank
+-- 0) and run.pattern.
+local function check_options(o)
   if o.pairs and (o.pattern or o.quick) then usage_error("--pairs and --pattern/--quick exclude each other") end
   if o.pattern and not (o.pattern == "tournament" or o.pattern == "shift" or o.pattern == "serial") then
     usage_error("option '--pattern': tournament, shift or serial expected, got '" .. o.pattern .. "'")
@@ -167,27 +177,32 @@ function fabric_matrix.main(arg)
   if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
     usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
   end
-  local NODE -- --drain: this rank's Slurm node (SLURMD_NODENAME, else the host name), sent to rank 0
+  local run = { o = o }
   if o.drain then
     if o.dry_run then usage_error("option '--drain': does not go with --dry-run (nothing is measured)") end
     local slurm = require "ibverbs.fabric.slurm"
-    NODE = slurm.node_name()
-    local ok, err = slurm.check_node(NODE)
+    run.node = slurm.node_name()
+    local ok, err = slurm.check_node(run.node)
     if not ok then usage_error("option '--drain': " .. err) end
   end
-  local PATTERN = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
-  local pc = require "ibverbs.port_counters"
-  local pcount = require "ibverbs.tools.pair_counters"
-  local THRESHOLDS = pcount.THRESHOLDS -- the counter thresholds; a port's --expect entry's counters go over them
+  run.pattern = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
+  return run
+end
+
+-- The counter thresholds (run.thresholds; a port's --expect entry's counters
+-- go over them) and --expect: run.expected, this host's port entries (a
+-- wrong file: one error, exit 2, before any device or peer is touched);
+-- run.limits, every pair's absolute limits (the file's pairs section), or
+-- nil; run.not_named, why no host list of the file names this host (exit 2
+-- on every rank, at the rendezvous).
+local function load_limits(run)
+  local o = run.o
+  run.thresholds = pcount.THRESHOLDS
   if o.counter_thresholds then
     local t, err = pc.parse_thresholds(o.counter_thresholds, pcount.THRESHOLDS)
     if not t then usage_error("option '--counter-thresholds': " .. err) end
-    THRESHOLDS = t
+    run.thresholds = t
   end
-  local expectations = require "ibverbs.tools.expect"
-  local EXPECTED -- this host's port entries; a wrong file: one error, exit 2, before any device or peer is touched
-  local LIMITS -- every pair's absolute limits (the file's pairs section), or nil
-  local NOT_NAMED -- why no host list of the file names this host: exit 2 on every rank, at the rendezvous
   if o.expect then
     local spec, err = expectations.load(o.expect)
     if not spec then
@@ -195,27 +210,45 @@ function fabric_matrix.main(arg)
       os.exit(2)
     end
     if spec.hosts then -- (a file of pairs alone names no host)
-      EXPECTED, err = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
-      NOT_NAMED = err and string.format("fabric_matrix.lua: --expect %s: %s", o.expect, err)
-      if NOT_NAMED then say("%s", NOT_NAMED) end
+      run.expected, err = expectations.for_host(spec, require("ibverbs.fabric.launcher").hostname())
+      run.not_named = err and string.format("fabric_matrix.lua: --expect %s: %s", o.expect, err)
+      if run.not_named then say("%s", run.not_named) end
     end
-    LIMITS = expectations.pair_limits(spec)
+    run.limits = expectations.pair_limits(spec)
   end
+end
 
-  -- ------------------------------------------------------------------ the group and its limits
+-- ------------------------------------------------------------------ the group and its limits
 
+-- This rank's end of a failure: said, the group closed, exit 1.
+local function fatal(run, err)
+  say("fabric_matrix (%s): %s", run.f:name(run.me), tostring(err))
+  run.f:close()
+  os.exit(1)
+end
+
+local function must(run, v, err)
+  if v == nil then fatal(run, err) end
+  return v
+end
+
+-- The group (run.f, run.n ranks, this one run.me; a failed rendezvous: exit
+-- 2), rounds per exchange (run.block) and the limit of an exchange.
+local function join(run)
+  local o = run.o
   -- every rank runs this version with these options, or the rendezvous names the ones that differ
   -- (and whether --expect names its host: a rank it does not name fails the rendezvous of all)
-  local AGREE = cli.agreement("fabric_matrix.lua 2", o, { rank = true, size = true, root = true, fabric_port = true,
-    json = true, json_lines = true, plot = true, exit_any = true }) .. (NOT_NAMED and " host_named=false" or "")
+  local agree = cli.agreement("fabric_matrix.lua 2", o, { rank = true, size = true, root = true, fabric_port = true,
+    json = true, json_lines = true, plot = true, exit_any = true }) .. (run.not_named and " host_named=false" or "")
   local f, ferr = fabric.init{ rank = o.rank, size = o.size, root = o.root, port = o.fabric_port,
-    timeout = o.timeout + 15, tolerant = true, agree = AGREE }
-  if not f or NOT_NAMED then -- (every rank's host unnamed: they agree, and stop here all the same)
+    timeout = o.timeout + 15, tolerant = true, agree = agree }
+  if not f or run.not_named then -- (every rank's host unnamed: they agree, and stop here all the same)
     if not f then say("fabric_matrix: %s", ferr) end
     if f then f:close() end
     os.exit(2)
   end
-  local N, ME = f.size, f.rank
+  run.f, run.n, run.me = f, f.size, f.rank
+  local N, ME = run.n, run.me
   -- a lost frame costs a pair one ack timeout: past half a bandwidth phase, one loss ends a healthy pair's phase
   local ACK_S = traffic.ack_seconds(o.qp_timeout)
   if ME == 0 and 2 * ACK_S > traffic.bw_phase_limit(o) then
@@ -226,10 +259,11 @@ function fabric_matrix.main(arg)
   -- Rounds per exchange: one (a barrier per round) on small fabrics; past 64
   -- ranks, rank 0's share of a round is cut by running several rounds between
   -- exchanges, each pair starting when both of its ends reach it.
-  local BLOCK = o.block or (N < 64 and 1 or math.min(16, math.ceil(N / 64)))
+  run.block = o.block or (N < 64 and 1 or math.min(16, math.ceil(N / 64)))
   -- rank 0 waits this long for a rank at a block's end: its traffic (2 x --timeout a round), its QPs
   -- of the next rounds, slack
-  local EXCHANGE_LIMIT = BLOCK * 2 * o.timeout + 2 * o.timeout + 30
+  local EXCHANGE_LIMIT = run.block * 2 * o.timeout + 2 * o.timeout + 30
+  run.exchange_limit = EXCHANGE_LIMIT
   -- every collective after the rendezvous follows a block: it waits as long as an exchange
   f.timeout = EXCHANGE_LIMIT
   -- rank 0 names whom a collective still waits for, every minute of waiting (IBV_FABRIC_WAIT_EVERY): a
@@ -239,86 +273,89 @@ function fabric_matrix.main(arg)
       say("fabric_matrix: waiting %s for %s (the limit: %s)", fmt_time(waited), who, fmt_time(EXCHANGE_LIMIT))
     end
   end
-  local function fatal(err)
-    say("fabric_matrix (%s): %s", f:name(ME), tostring(err))
-    f:close()
-    os.exit(1)
+end
+
+-- ------------------------------------------------------------------ the plan every rank agrees on
+
+-- The plan's rails: each rank's rail names as an index into the lists that
+-- differ (one, mostly): the plan every rank gets is O(N) small numbers, not
+-- N lists (at 12,500 ranks x 8 rails, 25 kB instead of 1.1 MB a rank); the
+-- local faults ({rank, rail, why}).
+local function plan_rails(N, all_local)
+  local nrails = 0
+  for r = 0, N - 1 do
+    local l = all_local[r + 1]
+    if l then nrails = math.max(nrails, #l.rails) end
   end
-  local function must(v, err)
-    if v == nil then fatal(err) end
-    return v
-  end
-
-  local SIZES = traffic.sizes(o)
-  local rails, ibv = rails_mod.open(o, SIZES)
-
-  -- ------------------------------------------------------------------ the plan every rank agrees on
-
-  -- Rank 0: the rails of every rank, the local faults ({rank, rail, why}), the
-  -- pairs file's rounds; pairs_sched, its schedule.
-  local function make_plan(all_local)
-    local nrails = 0
-    for r = 0, N - 1 do
-      local l = all_local[r + 1]
-      if l then nrails = math.max(nrails, #l.rails) end
-    end
-    -- each rank's rail names as an index into the lists that differ (one, mostly): the plan every rank
-    -- gets is O(N) small numbers, not N lists (at 12,500 ranks x 8 rails, 25 kB instead of 1.1 MB a rank)
-    local plan = { nrails = nrails, rail_lists = {}, rails_of = {}, faults = {} }
-    local index = {}
-    for r = 0, N - 1 do
-      local l = all_local[r + 1]
-      plan.rails_of[r + 1] = 0
-      if l then
-        local key = table.concat(l.rails, "\0")
-        if not index[key] then plan.rail_lists[#plan.rail_lists + 1] = l.rails; index[key] = #plan.rail_lists end
-        plan.rails_of[r + 1] = index[key]
-        for _, x in ipairs(l.faults or {}) do plan.faults[#plan.faults + 1] = { r, x[1], x[2] } end
-        for k = #l.rails + 1, nrails do
-          plan.faults[#plan.faults + 1] = { r, k, string.format("no rail %d (%d asked for, this host has %d)", k,
-            nrails, #l.rails) }
-        end
+  local plan = { nrails = nrails, rail_lists = {}, rails_of = {}, faults = {} }
+  local index = {}
+  for r = 0, N - 1 do
+    local l = all_local[r + 1]
+    plan.rails_of[r + 1] = 0
+    if l then
+      local key = table.concat(l.rails, "\0")
+      if not index[key] then plan.rail_lists[#plan.rail_lists + 1] = l.rails; index[key] = #plan.rail_lists end
+      plan.rails_of[r + 1] = index[key]
+      for _, x in ipairs(l.faults or {}) do plan.faults[#plan.faults + 1] = { r, x[1], x[2] } end
+      for k = #l.rails + 1, nrails do
+        plan.faults[#plan.faults + 1] = { r, k, string.format("no rail %d (%d asked for, this host has %d)", k,
+          nrails, #l.rails) }
       end
     end
-    if PATTERN ~= "pairs" then return plan end
-    local fh, oerr = io.open(o.pairs)
-    local text = fh and fh:read("a")
-    if fh then fh:close() end
-    if not text then plan.err = "cannot read the pairs file: " .. tostring(oerr); return plan end
-    local s, perr = schedule.from_pairs(text, N, f.hosts, o.pairs)
-    if not s then plan.err = perr; return plan end
-    plan.rounds = s.rounds
-    return plan, s
   end
+  return plan
+end
 
-  -- This host's ports against --expect (none on a dry run): a list of {rail name, why}.
-  local function mismatches()
-    if not EXPECTED or o.dry_run or not ibv then return {} end
-    local found = expectations.survey(ibv, EXPECTED, function(ctx, port, link_layer)
-      return rails_mod.pick_gid(ctx, port, link_layer, o.gid_idx)
-    end)
-    expectations.judge(found, EXPECTED, o.expect, pc.read)
-    local out = {}
-    for _, dev in ipairs(found) do
-      for _, p in ipairs(dev.ports) do
-        for _, c in ipairs(p.checks) do
-          if not c.pass then out[#out + 1] = { dev.name .. ":" .. p.port, "expect: " .. c.detail } end
-        end
+-- Rank 0: the rails of every rank, the local faults ({rank, rail, why}), the
+-- pairs file's rounds; pairs_sched, its schedule.
+local function make_plan(run, all_local)
+  local o, N = run.o, run.n
+  local plan = plan_rails(N, all_local)
+  if run.pattern ~= "pairs" then return plan end
+  local fh, oerr = io.open(o.pairs)
+  local text = fh and fh:read("a")
+  if fh then fh:close() end
+  if not text then plan.err = "cannot read the pairs file: " .. tostring(oerr); return plan end
+  local s, perr = schedule.from_pairs(text, N, run.f.hosts, o.pairs)
+  if not s then plan.err = perr; return plan end
+  plan.rounds = s.rounds
+  return plan, s
+end
+
+-- This host's ports against --expect (none on a dry run): a list of {rail name, why}.
+local function mismatches(run)
+  local o = run.o
+  if not run.expected or o.dry_run or not run.ibv then return {} end
+  local found = expectations.survey(run.ibv, run.expected, function(ctx, port, link_layer)
+    return rails_mod.pick_gid(ctx, port, link_layer, o.gid_idx)
+  end)
+  expectations.judge(found, run.expected, o.expect, pc.read)
+  local out = {}
+  for _, dev in ipairs(found) do
+    for _, p in ipairs(dev.ports) do
+      for _, c in ipairs(p.checks) do
+        if not c.pass then out[#out + 1] = { dev.name .. ":" .. p.port, "expect: " .. c.detail } end
       end
     end
-    return out
   end
+  return out
+end
 
-  local mine = { rails = {}, faults = {}, expect = mismatches() }
-  mine.node = NODE
-  for i, r in ipairs(rails) do
+-- Every rank's rails and faults to rank 0, its plan to every rank (a bad
+-- pairs file: exit 2): run.all_local (rank 0's), run.plan, run.nrails,
+-- run.fault (FAULT[rank][rail] = why), run.sched.
+local function agree_plan(run)
+  local f, N, ME = run.f, run.n, run.me
+  local mine = { rails = {}, faults = {}, expect = mismatches(run) }
+  mine.node = run.node
+  for i, r in ipairs(run.rails) do
     mine.rails[i] = r.name
     if r.fault then mine.faults[#mine.faults + 1] = { i, r.fault } end
   end
-  local all_local = must(f:gather(mine, 0))
+  run.all_local = must(run, f:gather(mine, 0))
   local plan, pairs_sched
-  if ME == 0 then plan, pairs_sched = make_plan(all_local) end
-  plan = must(f:bcast(plan))
+  if ME == 0 then plan, pairs_sched = make_plan(run, run.all_local) end
+  plan = must(run, f:bcast(plan))
   -- rank + 1 -> its rail names, looked up (a table of N would be O(N) more on every rank)
   plan.names = setmetatable({}, { __index = function(_, r)
     return plan.rail_lists and plan.rails_of and plan.rail_lists[plan.rails_of[r]]
@@ -328,155 +365,202 @@ function fabric_matrix.main(arg)
     f:close()
     os.exit(2)
   end
-  local NRAILS = plan.nrails
-  local FAULT = {} -- FAULT[rank][rail] = why
+  run.plan, run.nrails, run.fault = plan, plan.nrails, {}
   for _, x in ipairs(plan.faults) do
-    FAULT[x[1]] = FAULT[x[1]] or {}
-    FAULT[x[1]][x[2]] = x[3]
+    run.fault[x[1]] = run.fault[x[1]] or {}
+    run.fault[x[1]][x[2]] = x[3]
   end
-
-  local sched
-  if PATTERN == "pairs" then
+  if run.pattern == "pairs" then
     local lists
     if ME == 0 then
       lists = {}
       for r = 0, N - 1 do lists[r + 1] = pairs_sched:rank_plan(r) end
     end
-    local mine_plan = must(f:scatter(lists, 0))
-    sched = ME == 0 and pairs_sched or schedule.from_plan("pairs", N, plan.rounds, mine_plan, ME)
+    local mine_plan = must(run, f:scatter(lists, 0))
+    run.sched = ME == 0 and pairs_sched or schedule.from_plan("pairs", N, plan.rounds, mine_plan, ME)
   else
-    sched = schedule.new(PATTERN, N)
+    run.sched = schedule.new(run.pattern, N)
   end
+end
 
-  -- ------------------------------------------------------------------ the first pass
+-- ------------------------------------------------------------------ the first pass
 
-  local jl -- --json-lines file: rank 0's, <file>.<rank> on the others (each writes the pairs it holds)
+-- The rounds' runner (run.runner) and the --json-lines file (run.jl: rank
+-- 0's, <file>.<rank> on the others: each writes the pairs it holds).
+local function make_runner(run)
+  local o, ME = run.o, run.me
   if o.json_lines then
     local name = ME == 0 and o.json_lines or (o.json_lines .. "." .. ME)
-    jl = io.open(name, "w")
-    if not jl then say("fabric_matrix: cannot write %s", name) end
+    run.jl = io.open(name, "w")
+    if not run.jl then say("fabric_matrix: cannot write %s", name) end
   end
   -- each rail's counter thresholds (its port's --expect entry over --counter-thresholds')
   local LIMITS_OF = {}
   local function limits_of(ki)
-    local r = rails[ki]
-    LIMITS_OF[ki] = LIMITS_OF[ki] or pcount.thresholds(THRESHOLDS, EXPECTED, r.name:match("^(.*):%d+$"), r.port)
+    local r = run.rails[ki]
+    LIMITS_OF[ki] = LIMITS_OF[ki] or pcount.thresholds(run.thresholds, run.expected, r.name:match("^(.*):%d+$"),
+      r.port)
     return LIMITS_OF[ki]
   end
-  local runner = rounds.new{ f = f, rails = rails, nrails = NRAILS, block = BLOCK, limit = EXCHANGE_LIMIT,
-    fault = FAULT, rail_names = plan.names, jl = ME == 0 and jl or nil, say = say, fatal = fatal,
+  run.runner = rounds.new{ f = run.f, rails = run.rails, nrails = run.nrails, block = run.block,
+    limit = run.exchange_limit, fault = run.fault, rail_names = run.plan.names, jl = ME == 0 and run.jl or nil,
+    say = say, fatal = function(err) fatal(run, err) end,
     limits_of = not o.dry_run and limits_of or nil, watch_flaps = not o.dry_run,
-    traffic = traffic.new{ o = o, ibv = ibv, me = ME, block = BLOCK } }
+    traffic = traffic.new{ o = o, ibv = run.ibv, me = ME, block = run.block } }
+end
 
-  local R1 = sched.rounds
+-- The first pass: its rounds (run.r1 of them), then reduced on the way up:
+-- rank 0's store (run.first), the reduction (run.red), the judgement's
+-- options (run.opts).
+local function first_pass(run)
+  local o, f, ME = run.o, run.f, run.me
+  make_runner(run)
+  local R1 = run.sched.rounds
   if o.max_rounds and o.max_rounds < R1 then R1 = o.max_rounds end
-  local first = ME == 0 and results.store(NRAILS, N, f.hosts)
+  run.r1 = R1
+  run.first = ME == 0 and results.store(run.nrails, run.n, f.hosts)
   local t_run = socket.gettime()
   -- the pass's results stay on the ranks (each holds its pairs), then go up reduced: rank 0 gets the
   -- summary, from it the reference, and the failing pairs (all of them up to reduction.ALL_PAIRS_MAX ranks)
-  local led = ledger.new{ f = f, nrails = NRAILS, rail_names = plan.names, sched = sched, rounds = R1, jl = jl }
-  runner:run(sched, R1, "first", first, led)
-  local first_seconds = socket.gettime() - t_run
-  local opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-    dry_run = o.dry_run, limits = LIMITS, counter_factor = o.counter_factor, counter_floor = o.counter_floor,
-    judged = THRESHOLDS }
-  local red = must(reduction.first_pass(f, led, opts, EXCHANGE_LIMIT))
-  if ME ~= 0 and jl then jl:close() end
+  local led = ledger.new{ f = f, nrails = run.nrails, rail_names = run.plan.names, sched = run.sched, rounds = R1,
+    jl = run.jl }
+  run.runner:run(run.sched, R1, "first", run.first, led)
+  run.first_seconds = socket.gettime() - t_run
+  run.opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
+    dry_run = o.dry_run, limits = run.limits, counter_factor = o.counter_factor, counter_floor = o.counter_floor,
+    judged = run.thresholds }
+  run.red = must(run, reduction.first_pass(f, led, run.opts, run.exchange_limit))
+  if ME ~= 0 and run.jl then run.jl:close() end
+  if ME == 0 then reduction.at_root(run.first, run.red, { sched = run.sched, rounds = R1, f = f,
+    names = run.plan.names, jl = run.jl, ledger = led }) end
+end
 
-  -- ------------------------------------------------------------------ the retest
+-- ------------------------------------------------------------------ the retest
 
-  if ME == 0 then reduction.at_root(first, red, { sched = sched, rounds = R1, f = f, names = plan.names, jl = jl,
-    ledger = led }) end
-  local rt, retested
-  if not o.dry_run and not o.no_retest then
-    local lists
-    if ME == 0 then
-      rt = findings.retest(first, f, FAULT, opts, o.retest_width or math.max(1, math.floor(N / 4)))
-      lists = {}
-      for r = 0, N - 1 do lists[r + 1] = { rounds = rt.rounds, plan = rt.sched:rank_plan(r) } end
-    end
-    local m = must(f:scatter(lists, 0))
-    if m.rounds > 0 then
-      retested = ME == 0 and results.store(NRAILS, N, f.hosts, rt.per_sample)
-      runner:run(ME == 0 and rt.sched or schedule.from_plan("retest", N, m.rounds, m.plan, ME), m.rounds, "retest",
-        retested)
-      if ME == 0 then pcount.attribute(retested, plan.names) end
+-- The flagged pairs measured again (not on a dry run, not with --no-retest):
+-- rank 0's plan (run.rt) and store (run.retested).
+local function retest(run)
+  local o, f, N, ME = run.o, run.f, run.n, run.me
+  if o.dry_run or o.no_retest then return end
+  local lists
+  if ME == 0 then
+    run.rt = findings.retest(run.first, f, run.fault, run.opts, o.retest_width or math.max(1, math.floor(N / 4)))
+    lists = {}
+    for r = 0, N - 1 do lists[r + 1] = { rounds = run.rt.rounds, plan = run.rt.sched:rank_plan(r) } end
+  end
+  local m = must(run, f:scatter(lists, 0))
+  if m.rounds > 0 then
+    run.retested = ME == 0 and results.store(run.nrails, N, f.hosts, run.rt.per_sample)
+    run.runner:run(ME == 0 and run.rt.sched or schedule.from_plan("retest", N, m.rounds, m.plan, ME), m.rounds,
+      "retest", run.retested)
+    if ME == 0 then pcount.attribute(run.retested, run.plan.names) end
+  end
+end
+
+-- ------------------------------------------------------------------ report
+
+-- Rank 0: the report of the run (matrix.text's, matrix.json's) and its verdicts' ranks at fault.
+local function make_report(run, ctl_all)
+  local o, f, N, first, red, rt, retested = run.o, run.f, run.n, run.first, run.red, run.rt, run.retested
+  local names = run.plan.names
+  local mismatch = {}
+  for r = 0, N - 1 do
+    for _, x in ipairs(run.all_local[r + 1] and run.all_local[r + 1].expect or {}) do
+      mismatch[#mismatch + 1] = { r, x[1], x[2] }
     end
   end
-
-  -- ------------------------------------------------------------------ report
-
-  -- Rank 0: the report of the run; the verdict every rank's exit status comes
-  -- from (cli.own_status), and whether rank 0's output files were all written.
-  local function report(ctl_all)
-    local written = true
-    local mismatch = {}
-    for r = 0, N - 1 do
-      for _, x in ipairs(all_local[r + 1] and all_local[r + 1].expect or {}) do
-        mismatch[#mismatch + 1] = { r, x[1], x[2] }
-      end
-    end
-    local verdicts, transient, bad, notes = findings.verdicts(f, FAULT, plan.names, first, retested, rt, opts,
-      mismatch)
-    local control = findings.control(ctl_all, N, runner.ctl.all_cpu, BLOCK, f.tree and f.tree.k or 0)
-    local scheduled, want = red.full and #first.list or reduction.scheduled(red.summary), NRAILS * N * (N - 1)
-    local listed = 0
-    if red.full and scheduled < want and (o.json or N <= 16) then
-      listed = findings.unscheduled(first, PATTERN == "quick" and "not scheduled (--quick)" or PATTERN == "pairs" and
-        "not in the pairs file" or "not scheduled (--max-rounds " .. tostring(o.max_rounds) .. ")")
-    end
-    local list = first.list
-    for _, x in ipairs(retested and retested.list or {}) do list[#list + 1] = x end -- (pass "retest", sample k)
-    local counters = {} -- every rank's deltas, round by round
-    for _, store in ipairs({ first, retested }) do
-      for _, c in ipairs(store.counters) do counters[#counters + 1] = results.counter_json(c, plan.names) end
-    end
-    local rep = { size = N, hosts = f.hosts, pattern = PATTERN, rounds = R1, retest_rounds = rt and rt.rounds or 0,
-      rails = plan.names[1], pairs = list, verdicts = verdicts, at_fault = bad, transient = transient,
-      summary = not red.full and reduction.report_summary(red.summary, first.refs, plan.names[1]) or nil,
-      notes = notes, control = control, counters = counters,
-      seconds = first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
-      options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = SIZES.bw_iters,
-        lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-        dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, max_rounds = o.max_rounds, wait = o.wait,
-        counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
-        counter_floor = o.counter_floor } }
-    print(matrix.text(rep))
-    if o.json then
-      local fh = io.open(o.json, "w")
-      if not fh then say("fabric_matrix: cannot write %s", o.json); written = false else
-        fh:write(matrix.json(rep), "\n")
-        fh:close()
-      end
-    end
-    if o.plot then
-      local ok, err = matrix.plot(rep, o.plot)
-      if not ok then say("fabric_matrix: %s", err); written = false end
-    end
-    if jl then
-      jl:write(dkjson.encode({ verdicts = verdicts }), "\n")
-      jl:close()
-    end
-    return { bad = bad, any = #bad > 0 }, written, rep
+  local verdicts, transient, bad, notes = findings.verdicts(f, run.fault, names, first, retested, rt, run.opts,
+    mismatch)
+  local control = findings.control(ctl_all, N, run.runner.ctl.all_cpu, run.block, f.tree and f.tree.k or 0)
+  local scheduled, want = red.full and #first.list or reduction.scheduled(red.summary), run.nrails * N * (N - 1)
+  local listed = 0
+  if red.full and scheduled < want and (o.json or N <= 16) then
+    listed = findings.unscheduled(first, run.pattern == "quick" and "not scheduled (--quick)" or
+      run.pattern == "pairs" and "not in the pairs file" or
+      "not scheduled (--max-rounds " .. tostring(o.max_rounds) .. ")")
   end
+  local list = first.list
+  for _, x in ipairs(retested and retested.list or {}) do list[#list + 1] = x end -- (pass "retest", sample k)
+  local counters = {} -- every rank's deltas, round by round
+  for _, store in ipairs({ first, retested }) do
+    for _, c in ipairs(store.counters) do counters[#counters + 1] = results.counter_json(c, names) end
+  end
+  return { size = N, hosts = f.hosts, pattern = run.pattern, rounds = run.r1,
+    retest_rounds = rt and rt.rounds or 0, rails = names[1], pairs = list, verdicts = verdicts, at_fault = bad,
+    transient = transient, notes = notes,
+    summary = not red.full and reduction.report_summary(red.summary, first.refs, names[1]) or nil,
+    control = control, counters = counters,
+    seconds = run.first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
+    options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = run.sizes.bw_iters,
+      lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
+      dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, max_rounds = o.max_rounds, wait = o.wait,
+      counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
+      counter_floor = o.counter_floor } }, bad
+end
 
+-- Rank 0: the report of the run printed and written; the verdict every
+-- rank's exit status comes from (ibverbs.bringup.status), and whether rank
+-- 0's output files were all written.
+local function report(run, ctl_all)
+  local o, jl = run.o, run.jl
+  local written = true
+  local rep, bad = make_report(run, ctl_all)
+  print(matrix.text(rep))
+  if o.json then
+    local fh = io.open(o.json, "w")
+    if not fh then say("fabric_matrix: cannot write %s", o.json); written = false else
+      fh:write(matrix.json(rep), "\n")
+      fh:close()
+    end
+  end
+  if o.plot then
+    local ok, err = matrix.plot(rep, o.plot)
+    if not ok then say("fabric_matrix: %s", err); written = false end
+  end
+  if jl then
+    jl:write(dkjson.encode({ verdicts = rep.verdicts }), "\n")
+    jl:close()
+  end
+  return { bad = bad, any = #bad > 0 }, written, rep
+end
+
+-- ------------------------------------------------------------------ exit status
+
+-- The control plane's figures to rank 0, its report, the verdict to every
+-- rank; Slurm told (--drain); ends the process with this rank's status.
+local function finish(run)
+  local o, f, ME = run.o, run.f, run.me
   -- this rank's time in the exchanges, for the control plane's figures
-  local c = runner.ctl
-  local ctl_all = must(f:gather({ c.seconds, c.cpu, c.rounds, c.max, c.exchanges }, 0))
+  local c = run.runner.ctl
+  local ctl_all = must(run, f:gather({ c.seconds, c.cpu, c.rounds, c.max, c.exchanges }, 0))
   local verdict, written, rep
-  if ME == 0 then verdict, written, rep = report(ctl_all) end
+  if ME == 0 then verdict, written, rep = report(run, ctl_all) end
   -- every rank learns the ranks at fault; one that does not (rank 0 lost it: named unreachable) exits 1
   verdict = f:bcast(verdict)
-  local status = verdict and cli.own_status(ME, o.exit_any, verdict) or 1
+  local status = verdict and exit_status.own(ME, o.exit_any, verdict) or 1
   if ME == 0 and not written then status = 2 end
   f:close()
   -- --drain: Slurm told after the report (a failed scontrol call is said; the status stays the verdict's)
   if ME == 0 and o.drain and status ~= 2 then
-    local drains = require "ibverbs.tools.drains"
-    drains.apply(rep, drains.nodes(all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end,
-      plan.names)
+    local drains = require "ibverbs.bringup.matrix.drains"
+    drains.apply(rep, drains.nodes(run.all_local, f.hosts), print, function(line) say("fabric_matrix: %s", line) end,
+      run.plan.names)
   end
   os.exit(status)
+end
+
+--- The tool: `ibvlua fabric_matrix ...`, `lua5.4 examples/fabric_matrix.lua ...`; arg is the command line
+-- (arg[1] the first option), as a script's.  Ends the process with the exit status.
+function fabric_matrix.main(arg)
+  local run = check_options(options(arg))
+  load_limits(run)
+  join(run)
+  run.sizes = traffic.sizes(run.o)
+  run.rails, run.ibv = rails_mod.open(run.o, run.sizes)
+  agree_plan(run)
+  first_pass(run)
+  retest(run)
+  finish(run)
 end
 
 return fabric_matrix

@@ -1,6 +1,6 @@
 --- The engine of the pingpong examples, wire compatible with rdma-core's
 -- ibv_rc_pingpong, ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong.
--- Example support, not a library module: it prints and exits as the C tools do.
+-- A tool, not a library module: it prints and exits as the C tools do.
 --
 --   require("ibverbs.tools.pingpong").main("rc", arg)    -- or "uc", "ud", "srq"
 --
