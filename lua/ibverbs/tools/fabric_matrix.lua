@@ -487,13 +487,14 @@ local function make_report(run, ctl_all)
   end
   return { size = N, hosts = f.hosts, pattern = run.pattern, rounds = run.r1,
     retest_rounds = rt and rt.rounds or 0, rails = names[1], pairs = list, verdicts = verdicts, at_fault = bad,
-    transient = transient, notes = notes,
+    transient = transient, notes = notes, strangers = select(2, f:door()),
     summary = not red.full and reduction.report_summary(red.summary, first.refs, names[1]) or nil,
     control = control, counters = counters,
     seconds = run.first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = run.sizes.bw_iters,
       lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-      dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, max_rounds = o.max_rounds, wait = o.wait,
+      dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, rendezvous = (f:door()),
+      max_rounds = o.max_rounds, wait = o.wait,
       counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
       counter_floor = o.counter_floor } }, bad
 end
