@@ -19,8 +19,13 @@
 -- The key, in order: a key the user gives every rank (opts.key,
 -- IBV_FABRIC_KEY, or the file IBV_FABRIC_KEY_FILE names), else the run's
 -- secret that rank 0 puts through PMIx and every rank gets (the launcher
--- vouches for who can read it; set by ibverbs.fabric.pmix), else none: the
--- rendezvous is then not authenticated, and the tools' reports say so.
+-- vouches for who can read it; set by ibverbs.fabric.pmix).  Under Slurm
+-- without PMIx and without a key, the proofs are munge credentials instead
+-- (ibv.munge_encode: the cluster's own authentication, which Slurm uses):
+-- each binds the user, the run (job and step), the rank and the nonce, and
+-- is decoded by rank 0 (the socket: IBV_FABRIC_MUNGE_SOCKET, else munged's).
+-- Else none: the rendezvous is then not authenticated, and the tools'
+-- reports say so.
 --
 -- Before its hello is taken a connection is a stranger: its frames are
 -- bounded (door.HELLO_MAX bytes), it must speak within door.SILENT seconds,
@@ -49,10 +54,33 @@ local function random_hex(n)
 end
 door.random_hex = random_hex
 
-local hmac -- ibv.hmac_sha256, loaded when a key is first used (the control plane runs without ibverbs.core)
-local function mac(key, ...)
-  if not hmac then hmac = require("ibverbs").hmac_sha256 end
-  return hmac(key, table.concat({ "ibverbs.fabric", ... }, "\n"), true)
+local ibv -- ibverbs, loaded when a proof is first made (the control plane runs without ibverbs.core)
+local function core()
+  ibv = ibv or require "ibverbs"
+  return ibv
+end
+
+-- what a proof binds: the fabric, its kind (hello, member, relay, welcome), the run, a nonce, who
+local function claim(...) return table.concat({ "ibverbs.fabric", ... }, "\n") end
+
+-- this side's proof of the claim: an HMAC with the key, or a munge credential of it
+local function prove(lock, ...)
+  if lock.method == "munge" then return core().munge_encode(claim(...), lock.socket) or "" end
+  if lock.key then return core().hmac_sha256(lock.key, claim(...), true) end
+  return ""
+end
+
+-- whether proof proves the claim: true, or nil, why
+local function verify(lock, proof, ...)
+  if lock.method == "munge" then
+    local payload, uid, _, mine = core().munge_decode(proof, lock.socket)
+    if not payload then return nil, "its munge credential: " .. tostring(uid) end
+    if not mine then return nil, "a munge credential of another user (uid " .. tostring(uid) .. ")" end
+    if payload ~= claim(...) then return nil, "a munge credential for another claim" end
+    return true
+  end
+  if proof ~= core().hmac_sha256(lock.key, claim(...), true) then return nil, "a wrong proof" end
+  return true
 end
 
 -- the key the user gave (opts.key, IBV_FABRIC_KEY, IBV_FABRIC_KEY_FILE): key, where it came from; nil; or nil, msg
@@ -76,18 +104,27 @@ local function user_key(opts, getenv)
 end
 
 --- How this run's hellos prove they belong to it: {method = "key" | "pmix" |
--- "none", key, run, what (a line for a report)}, or nil, msg (a key given
+-- "munge" | "none", key, run, what (a line for a report)}, or nil, msg (a key given
 -- but unreadable or too short).  run names the run (every rank alike: a job
 -- and step, or ""); under PMIx the key comes later (door.use_secret).
 function door.lock(opts, getenv, run)
   local key, from = user_key(opts, getenv)
   if key == nil and from then return nil, from end
-  local lock = { run = run or "", strangers = {}, count = 0 }
+  local lock = { run = run or "", strangers = {}, count = 0, socket = getenv("IBV_FABRIC_MUNGE_SOCKET") }
   if key then
     lock.method, lock.key, lock.what = "key", key, "authenticated: a key the user gave (" .. from .. ")"
-  else
-    lock.method, lock.what = "none", "NOT authenticated: no launcher vouches for the ranks and no key was given "
-      .. "(IBV_FABRIC_KEY_FILE)"
+    return lock
+  end
+  lock.method, lock.what = "none", "NOT authenticated: no launcher vouches for the ranks and no key was given "
+    .. "(IBV_FABRIC_KEY_FILE)"
+  if lock.run:find("^slurm ") and not getenv("PMIX_NAMESPACE") then -- Slurm without PMIx: munge, when it answers
+    local ok, cred, err = pcall(function() return core().munge_encode("ibverbs.fabric probe", lock.socket) end)
+    if ok and cred then
+      lock.method, lock.what = "munge", "authenticated: munge credentials (the user, the job and step, the rank)"
+    else
+      lock.what = "NOT authenticated: Slurm without PMIx, and munge does not answer (" ..
+        tostring(ok and err or cred) .. "); give a key (IBV_FABRIC_KEY_FILE)"
+    end
   end
   return lock
 end
@@ -125,28 +162,28 @@ function door.answer(sock, lock, deadline, kind, who)
     return nil, string.format("another run listens there (%s, this run is %s)", tostring(ch.run), lock.run)
   end
   local mine = assert(random_hex(16))
-  return { proof = lock.key and mac(lock.key, kind, lock.run, ch.challenge, who) or "", nonce = mine }
+  return { proof = prove(lock, kind, lock.run, ch.challenge, who), nonce = mine }
 end
 
 --- Whether hello (kind, claiming who) proves it belongs to this run: true,
 -- or nil, why.
 function door.check(c, lock, hello, kind, who)
-  if not lock.key then return true end
+  if lock.method == "none" then return true end
   if type(hello.proof) ~= "string" or hello.proof == "" then return nil, "no proof of the run's key" end
-  if hello.proof ~= mac(lock.key, kind, lock.run, c.nonce, who) then return nil, "a wrong proof" end
-  return true
+  return verify(lock, hello.proof, kind, lock.run, c.nonce, who)
 end
 
 --- Rank 0's proof for a rank's welcome: over the nonce the rank sent (hello.nonce).
 function door.vouch(lock, hello, who)
-  if not lock.key or type(hello.nonce) ~= "string" then return nil end
-  return mac(lock.key, "welcome", lock.run, hello.nonce, who)
+  if lock.method == "none" or type(hello.nonce) ~= "string" then return nil end
+  return prove(lock, "welcome", lock.run, hello.nonce, who)
 end
 
 --- A rank: whether the welcome came from its run's rank 0 (its proof over our nonce).
 function door.trusts(lock, welcome, mine, who)
-  if not lock.key then return true end
-  return welcome.proof == mac(lock.key, "welcome", lock.run, mine.nonce, who)
+  if lock.method == "none" then return true end
+  return type(welcome.proof) == "string" and verify(lock, welcome.proof, "welcome", lock.run, mine.nonce, who)
+    or false
 end
 
 --- A connection let in: its frames bounded by wire.MAX_FRAME alone, no clock.

@@ -139,7 +139,7 @@ local function take_hello(self, c, hello, k)
   if not ok then return string.format("%s (it claims rank %s)", why, tostring(hello.rank)) end
   local r = int(hello.rank)
   local bad = refuse(self, hello, r, k)
-  if bad and self.lock.key and self.lock.run ~= "" then return nil, bad end
+  if bad and self.lock.method ~= "none" and self.lock.run ~= "" then return nil, bad end
   if bad then return bad end
   door.admit(c)
   c.rank, c.hello, self.peers[r], self.hosts[r + 1] = r, hello, c, tostring(hello.host)

@@ -37,14 +37,16 @@ end
 
 -- Starts the ranks of a run (which: their numbers; env: a function of the
 -- rank giving its variables); returns a function that waits for their lines.
-local function start(size, which, env)
+-- prefix: a command the rank runs under (another user's).
+local function start(size, which, env, prefix)
   local script = os.tmpname()
   write(script, RANK)
+  os.execute("chmod 644 " .. script)
   local files = {}
   for _, r in ipairs(which) do
     files[r] = os.tmpname()
-    os.execute(string.format("IBV_FABRIC_RANK=%d IBV_FABRIC_SIZE=%d %s LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' "
-      .. "timeout 60 %s %s > %s 2>&1 &", r, size, env(r), fs.CPATH, fs.LUA, script, files[r]))
+    os.execute(string.format("IBV_FABRIC_RANK=%d IBV_FABRIC_SIZE=%d %s %s env LUA_PATH='lua/?.lua;;' LUA_CPATH='%s' "
+      .. "timeout 60 %s %s > %s 2>&1 &", r, size, env(r), prefix or "", fs.CPATH, fs.LUA, script, files[r]))
   end
   return function()
     local out, deadline = {}, os.time() + 60
@@ -97,6 +99,21 @@ local STRANGERS = {
   end,
   silent = function() end,
 }
+
+-- A munged of this spec's own (a key, a socket in a directory every user can reach), or nil, why.
+local function start_munged()
+  local dir = io.popen("mktemp -d /tmp/ibvl-munge.XXXXXX"):read("l")
+  os.execute("chmod 755 " .. dir .. "; head -c 1024 /dev/urandom > " .. dir .. "/key; chmod 600 " .. dir .. "/key")
+  local ok = os.execute(string.format("/usr/sbin/munged --force -S %s/sock --key-file=%s/key --log-file=%s/log "
+    .. "--pid-file=%s/pid --seed-file=%s/seed 2>%s/err", dir, dir, dir, dir, dir, dir))
+  if not ok then return nil, io.open(dir .. "/err"):read("a") end
+  os.execute("chmod 755 " .. dir)
+  return dir
+end
+
+local function stop_munged(dir)
+  os.execute(string.format("kill $(cat %s/pid) 2>/dev/null; sleep 0.2; rm -rf %s", dir, dir))
+end
 
 describe("ibverbs.fabric's door", function()
   it("lets a keyed run pass with six strangers beside it, naming each, its heap unmoved by them", function()
@@ -175,6 +192,39 @@ describe("ibverbs.fabric's door", function()
     assert.equal(base + 1, ob[0].port)
     assert.is_true(oa[0].port >= base and oa[0].port <= base + 3 and ob[0].port >= base and ob[0].port <= base + 3)
   end)
+
+  it("under Slurm without PMIx proves hellos with munge: another user's rank and a replayed credential dropped",
+    function()
+      local dir = assert(start_munged())
+      local port = fs.free_port()
+      local function env()
+        return string.format("SLURM_JOB_ID=41 SLURM_STEP_ID=3 SLURM_STEP_RESV_PORTS=%d IBV_FABRIC_ROOT=127.0.0.1 "
+          .. "IBV_FABRIC_MUNGE_SOCKET=%s/sock T=10", port, dir)
+      end
+      local wait = start(3, { 0, 2 }, env)
+      -- a stranger replays a credential it holds (made for another claim), and another user claims rank 1
+      local c = connect(port)
+      assert(wire.read(c, socket.gettime() + 10).challenge)
+      local cred = assert(require("ibverbs").munge_encode("ibverbs.fabric\nhello\nslurm 41.3\nold\n1/3",
+        dir .. "/sock"))
+      c:send(frame{ hello = "ibverbs.fabric", rank = 1, size = 3, proof = cred, nonce = "00" })
+      local nobody = start(3, { 1 }, env, "setpriv --reuid=65534 --regid=65534 --clear-groups")
+      socket.sleep(1.5)
+      local late = start(3, { 1 }, env)
+      local out = wait()
+      out[1] = late()[1]
+      local other = nobody()
+      stop_munged(dir)
+      for r = 0, 2 do assert.equal(3, out[r].n, dkjson.encode(out[r])) end
+      assert.matches("^authenticated: munge credentials", out[0].what)
+      local said = table.concat(out[0].strangers, "\n")
+      assert.matches("a munge credential for another claim %(it claims rank 1%)", said)
+      -- (a credential is made for its user's own processes alone: another user's cannot even be read)
+      assert.matches("its munge credential: munge: Unauthorized credential for client UID=0 GID=0 %(it claims rank 1%)",
+        said)
+      assert.matches("rank 1: ", other[1].init_err) -- (dropped: it saw no welcome)
+      c:close()
+    end)
 
   it("says where a key comes from and refuses one too short or unreadable, naming it", function()
     local function env(t) return function(k) return t[k] end end
