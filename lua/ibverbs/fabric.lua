@@ -300,14 +300,20 @@ end
 
 -- After the rendezvous: the tree's members reach their relays; one collective
 -- then says who could not (tolerant groups: they send to rank 0 instead).
+-- (a relay's strangers ride along, for rank 0's report)
 local function tree_setup(self, deadline)
   local missing = tree.connect(self, deadline)
+  local mine = { m = missing, s = self.rank ~= 0 and self.lock.count > 0 and door.lines(self.lock) or nil }
   local l -- every rank's list joined once, the same answer for all (one encoding: O(N), not O(N^2))
-  local orphans, err = collective(self, "tree", missing, self.init_timeout, function(values)
+  local orphans, err = collective(self, "tree", mine, self.init_timeout, function(values)
     if l then return l end
     l = {}
     for r = 1, self.size do
-      for _, x in ipairs(type(values[r]) == "table" and values[r] or NOTHING) do l[#l + 1] = x end
+      local v = type(values[r]) == "table" and values[r] or NOTHING
+      for _, x in ipairs(type(v.m) == "table" and v.m or NOTHING) do l[#l + 1] = x end
+      for _, x in ipairs(r > 1 and type(v.s) == "table" and v.s or NOTHING) do -- (rank 0 reads its own lock)
+        door.stranger(self.lock, { peer = "at relay " .. self:name(r - 1) }, tostring(x))
+      end
     end
     return l
   end)
