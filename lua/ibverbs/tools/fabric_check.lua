@@ -72,7 +72,7 @@ local function options(arg)
     { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
     { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
     { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
-    { nil, "fabric-port", arg = "port", type = "int", help = "rendezvous TCP port (default 18600)" },
+    { nil, "fabric-port", arg = "port", type = "int", help = "rendezvous TCP port (default: PMIx's, Slurm's, else 18600)" },
     { nil, "fabric-timeout", arg = "seconds", type = "number", default = 60,
       help = "limit of the rendezvous and of each exchange between ranks (default 60)" },
     { nil, "ud-count", arg = "n", type = "int", default = 10, min = 1, max = 1000,

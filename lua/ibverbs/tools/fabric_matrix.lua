@@ -137,7 +137,7 @@ local function options(arg)
     { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
     { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
     { nil, "fabric-port", arg = "port", type = "int", min = 1, max = 65535,
-      help = "rendezvous TCP port (default 18600)" },
+      help = "rendezvous TCP port (default: PMIx's, Slurm's, else 18600)" },
     { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
       .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
     { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
