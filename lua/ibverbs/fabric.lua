@@ -8,7 +8,8 @@
 --   assert(f:barrier())
 --   f:close()
 --
--- Rank 0 listens on TCP (luasocket) and every other rank connects to it.  The
+-- Rank 0 listens on TCP (luasocket) and every other rank connects to it,
+-- proving it belongs to the run (ibverbs.fabric.door).  The
 -- collectives go through rank 0 (the star); route, past fabric.TREE_MIN ranks,
 -- through relays (ibverbs.fabric.tree).  Rank 0 waits on its connections
 -- through the hub (ibverbs.fabric.hub: libuv's epoll when lua-luv is there,
@@ -20,8 +21,9 @@
 -- waiting forever.  Every call returns nil, msg on failure; after one, the
 -- group is broken and says so (a tolerant group buries the rank instead).
 -- This module keeps the group object (ibverbs.fabric_group in the reference),
--- its collectives, route, the rendezvous and init; where ranks come from is
--- ibverbs.fabric.launcher's.
+-- its collectives, route and init; where ranks come from is
+-- ibverbs.fabric.launcher's, the rendezvous ibverbs.fabric.rendezvous's, and
+-- who may join ibverbs.fabric.door's.
 local socket = require "socket"
 local launcher = require "ibverbs.fabric.launcher"
 local wire = require "ibverbs.fabric.wire"
