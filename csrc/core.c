@@ -117,6 +117,8 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_wait(L);
 	ibvl_open_spawn(L);
 	ibvl_open_pmix(L);
+	ibvl_open_hmac(L);
+	ibvl_open_munge(L);
 	ibvl_open_batch(L);
 	ibvl_open_dm(L);
 	ibvl_open_td(L);

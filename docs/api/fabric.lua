@@ -11,7 +11,11 @@
 -- MPI, `srun --mpi=pmi2`); Slurm (`SLURM_PROCID`, `SLURM_NTASKS`); `tools/rxe-vm --nodes`
 -- (`RXE_VM_NODE`, `RXE_VM_NODES`); else one rank.  mpirun's variables come before Slurm's because
 -- mpirun inside an allocation starts its daemons with srun, whose step variables its processes see
--- too.  Rank 0 listens on TCP port `port` (`IBV_FABRIC_PORT`, default 18600); the others connect to
+-- too.  Rank 0 listens on TCP port `port` when the user gives one (`IBV_FABRIC_PORT`, or `root` as
+-- "host:port"); else under PMIx on a port the kernel picks, put through PMIx; else under Slurm on the
+-- step's reserved ports (`SLURM_STEP_RESV_PORTS`) or on 8 candidates every rank derives from the
+-- job and step ids (the first free one; ranks try each until the one whose challenge names their
+-- run); else on 18600.  The others connect to
 -- `root` (`IBV_FABRIC_ROOT`, "host" or "host:port"), which defaults to the first node of the Slurm
 -- step (`SLURM_STEP_NODELIST`; in a heterogeneous step, the first node of component 0), to
 -- 127.0.0.1 when Open MPI or PMI put every rank on one host, and to node 1's management address
@@ -26,6 +30,16 @@
 -- error, and nobody waits forever.  Failures return `nil, message`; after one the group is broken and
 -- every later call returns the same message; a tolerant group (`tolerant = true`) instead buries a
 -- rank that leaves or misses a limit, names it in `dead_ranks()` on every rank and goes on without it.
+--
+-- Every listener (rank 0's, each relay's) challenges a connection with a fresh nonce; its hello
+-- proves it belongs to the run: an HMAC-SHA256 under a key the user gives every rank
+-- (`IBV_FABRIC_KEY_FILE`, `IBV_FABRIC_KEY`, opts `key`; at least 16 bytes), else under a secret rank 0
+-- puts through PMIx, else (Slurm without PMIx) a munge credential binding the user, the job and
+-- step, the rank and the nonce; rank 0 proves itself back to each rank the same way.  Where none of
+-- these is there the rendezvous is not authenticated, and `fabric_group:door` says so.  A
+-- connection that is not a rank of this run (no frame, a frame over 16 KiB before its hello, another
+-- fabric's hello, no or a wrong proof, a rank out of range or taken, silence past 5 s) is dropped
+-- and named, never the rendezvous' failure.
 --
 -- Rank 0 waits on its connections through libuv's epoll (lua-luv), each registered once: no
 -- FD_SETSIZE limit, one visit per rank and collective; it listens with a backlog of 4096 and needs a
@@ -56,7 +70,7 @@
 
 local fabric = {}
 
---- The default rendezvous port (18600).
+--- The rendezvous port when neither the user, PMIx nor Slurm gives one (18600).
 fabric.DEFAULT_PORT = 18600
 --- The default time limit in seconds (60).
 fabric.DEFAULT_TIMEOUT = 60
@@ -73,9 +87,11 @@ fabric.WAIT_EVERY = 60
 -- `IBV_FABRIC_GROUP`, else about sqrt(size) from `fabric.TREE_MIN` ranks), `wait_every` (seconds
 -- between `on_wait` calls, see `ibverbs.fabric_group`; default `IBV_FABRIC_WAIT_EVERY`, else 60),
 -- `wireup` ("auto", "pmix" or "tcp"; default `IBV_FABRIC_WIREUP`, else "auto"), `pmix_lib` (the
--- libpmix to open; default `IBV_FABRIC_PMIX_LIB`, else `libpmix.so.2`, then Debian's `pmix2/lib`)
+-- libpmix to open; default `IBV_FABRIC_PMIX_LIB`, else `libpmix.so.2`, then Debian's `pmix2/lib`),
+-- `key` (the run's key, as `IBV_FABRIC_KEY`)
 -- @treturn ibverbs.fabric_group
--- @return[2] nil, message (a rank that did not arrive, rank 0 not answering, no root address)
+-- @return[2] nil, message (a rank that did not arrive, with the connections dropped; rank 0 not
+-- answering or not proving it belongs to the run; no root address; a key too short or unreadable)
 function fabric.init(opts) end
 
 --- What the launcher says, without joining.

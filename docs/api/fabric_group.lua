@@ -87,6 +87,15 @@ function fabric_group:alive(rank) end
 -- @treturn string
 function fabric_group:name(rank) end
 
+--- How the rendezvous was guarded, and the strangers dropped: on rank 0, those of the
+-- rendezvous and of every relay; on a relay, its own.
+--     local what, strangers = f:door()
+--     --> "authenticated: a secret rank 0 put through PMIx", {"10.0.0.9:40112: a wrong proof (it claims rank 1)"}
+-- @treturn string "authenticated: ..." (a key the user gave, a secret through PMIx, munge
+-- credentials) or "NOT authenticated: ..." with why
+-- @treturn {string,...} one line per stranger ("peer: why"), the first 32, then how many more
+function fabric_group:door() end
+
 --- Closes the connections (idempotent; also `__close`).
 function fabric_group:close() end
 

@@ -273,6 +273,49 @@ function ibv.spawn(argv, opts) end
 -- @raise an unknown field of opts
 function ibv.pmix(opts) end
 
+--- HMAC-SHA256 (RFC 2104 over FIPS 180-4) of a message under a key: the proof a rank of
+-- `ibverbs.fabric` gives at the rendezvous.  Written in the module, so the one-file host carries
+-- it (a bare node may have no libcrypto); no other digest or cipher.
+--     local mac = ibv.hmac_sha256(key, "message")        -- 32 bytes
+--     ibv.hmac_sha256(key, "message", true)               -- 64 hex digits
+-- @tparam string key any length (one past 64 bytes is hashed first)
+-- @tparam string msg any bytes
+-- @tparam[opt] boolean hex the result as 64 lowercase hex digits
+-- @treturn string
+-- @raise key or msg not a string
+function ibv.hmac_sha256(key, msg, hex) end
+
+--- A MUNGE credential of a payload (`munge_encode`), on the node's libmunge opened at run time
+-- (`libmunge.so.2`, once per process): the cluster's own authentication, which Slurm uses.  Only
+-- processes of this user may decode it (the credential's UID restriction); munged's time to
+-- live applies.  `ibverbs.fabric` proves its hellos so under Slurm without PMIx.
+--     local cred = assert(ibv.munge_encode("payload"))
+-- @tparam string payload at most 65536 bytes
+-- @tparam[opt] string socket munged's socket (else its default, /run/munge/munge.socket.2)
+-- @treturn string the credential ("MUNGE:...")
+-- @return[2] nil, message, code: "munge: Failed to access ...: No such file or directory (Did you
+-- start munged?)", 6; "munge: libmunge.so.2: cannot open shared object file ...", -1
+-- @errno -1 no libmunge; 6 (EMUNGE_SOCKET) munged unreachable; other MUNGE error numbers as munge.h
+-- gives them
+-- @raise payload not a string or over 65536 bytes
+function ibv.munge_encode(payload, socket) end
+
+--- The payload of a MUNGE credential and who made it (`munge_decode`).  munged refuses a
+-- credential decoded before on its node (17, "Replayed credential"), an expired one (15), and one
+-- restricted to another user (18).
+--     local payload, uid, gid, mine = ibv.munge_decode(cred)
+-- @tparam string cred
+-- @tparam[opt] string socket munged's socket
+-- @treturn string the payload
+-- @treturn integer the uid of the process that made it
+-- @treturn integer its gid
+-- @treturn boolean whether that uid is this process's
+-- @return[2] nil, message, code
+-- @errno -1 no libmunge; 6 munged unreachable; 8 not a credential; 15 expired; 17 replayed;
+-- 18 not for this user
+-- @raise cred not a string
+function ibv.munge_decode(cred, socket) end
+
 --- The next rkey for a type 2 memory window bind (`ibv_inc_rkey`).
 -- @tparam integer rkey
 -- @treturn integer

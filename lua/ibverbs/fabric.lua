@@ -8,7 +8,8 @@
 --   assert(f:barrier())
 --   f:close()
 --
--- Rank 0 listens on TCP (luasocket) and every other rank connects to it.  The
+-- Rank 0 listens on TCP (luasocket) and every other rank connects to it,
+-- proving it belongs to the run (ibverbs.fabric.door).  The
 -- collectives go through rank 0 (the star); route, past fabric.TREE_MIN ranks,
 -- through relays (ibverbs.fabric.tree).  Rank 0 waits on its connections
 -- through the hub (ibverbs.fabric.hub: libuv's epoll when lua-luv is there,
@@ -20,8 +21,9 @@
 -- waiting forever.  Every call returns nil, msg on failure; after one, the
 -- group is broken and says so (a tolerant group buries the rank instead).
 -- This module keeps the group object (ibverbs.fabric_group in the reference),
--- its collectives, route, the rendezvous and init; where ranks come from is
--- ibverbs.fabric.launcher's.
+-- its collectives, route and init; where ranks come from is
+-- ibverbs.fabric.launcher's, the rendezvous ibverbs.fabric.rendezvous's, and
+-- who may join ibverbs.fabric.door's.
 local socket = require "socket"
 local launcher = require "ibverbs.fabric.launcher"
 local wire = require "ibverbs.fabric.wire"
@@ -29,6 +31,8 @@ local hub = require "ibverbs.fabric.hub"
 local ranks = require "ibverbs.fabric.ranks"
 local tree = require "ibverbs.fabric.tree"
 local pmix = require "ibverbs.fabric.pmix"
+local door = require "ibverbs.fabric.door"
+local rendezvous = require "ibverbs.fabric.rendezvous"
 
 local fabric = {}
 local int, NOTHING = launcher.int, wire.NOTHING
@@ -65,6 +69,12 @@ function fabric_group:dead_ranks()
   return out
 end
 
+--- How the rendezvous was guarded (a line for a report: authenticated by
+-- what, or not), and the strangers rank 0 or this relay dropped, one line each.
+function fabric_group:door()
+  return self.lock.what, door.lines(self.lock)
+end
+
 --- Whether rank r takes part (always true on a group that is not tolerant).
 function fabric_group:alive(r) return not self.dead[r] end
 
@@ -93,7 +103,12 @@ local function ask_root(self, op, value, deadline, raw)
   if not msg then
     return broken(self, string.format("%s #%d: no answer from rank 0 (%s)", op, self.seq, wire.said(err)))
   end
-  if msg.err then return broken(self, msg.err) end
+  if msg.err then return broken(self, tostring(msg.err)) end
+  -- rank 0's JSON answers carry the collective's number (a raw one, route's, is known by its shape)
+  if (not raw or msg.seq ~= nil) and msg.seq ~= self.seq then
+    return broken(self, string.format("%s #%d: rank 0 sent what is not its answer (%s)", op, self.seq,
+      msg.seq and ("one for #" .. tostring(msg.seq)) or "no collective's number"))
+  end
   ranks.learn_dead(self, msg.dead)
   return msg.v
 end
@@ -108,7 +123,7 @@ local function answer_all(self, op, values, err, answer, raw)
     if c then
       local frame
       if err then
-        err_frame = err_frame or wire.encode({ err = err })
+        err_frame = err_frame or wire.encode({ err = err, seq = self.seq })
         frame = err_frame
       else
         local v = answer(values, r)
@@ -118,7 +133,7 @@ local function answer_all(self, op, values, err, answer, raw)
           last_raw = last_raw or raw.reply(v, dead)
           frame = last_raw
         else
-          last_json = last_json or wire.encode({ v = v, dead = dead })
+          last_json = last_json or wire.encode({ v = v, dead = dead, seq = self.seq })
           frame = last_json
         end
       end
@@ -283,165 +298,24 @@ fabric_group.__gc = function(self)
   if self.hub then self.hub:close_sockets() end
 end
 
--- ---------------------------------------------------------------- rendezvous
-
--- Rank 0: why a hello cannot be taken (a fabric of another shape, a rank
--- twice), or nil.
-local function refuse(self, hello, r, k)
-  local who = string.format("rank %s (%s)", tostring(hello.rank), tostring(hello.host))
-  if hello.size ~= self.size then
-    return string.format("%s says the fabric has %s ranks, rank 0 says %d", who, tostring(hello.size), self.size)
-  elseif (hello.group or 0) ~= k then
-    return string.format("%s says the relay groups have %s ranks, rank 0 says %d (IBV_FABRIC_GROUP)", who,
-      tostring(hello.group or 0), k)
-  elseif k > 0 and r and r > 0 and ranks.relay_of(k, ranks.group_of(k, r)) == r and not int(hello.relay_port) then
-    return string.format("rank %d (%s) is a relay and listens nowhere", r, tostring(hello.host))
-  elseif not r or r < 1 or r >= self.size then
-    return string.format("a rank %s (%s) arrived: ranks are 0 to %d", tostring(hello.rank), tostring(hello.host),
-      self.size - 1)
-  elseif self.peers[r] then
-    return string.format("rank %d arrived twice (%s and %s)", r, self.hosts[r + 1], tostring(hello.host))
-  end
-end
-
--- Rank 0: the ranks that did not arrive are buried (tolerant) or fail the rendezvous.
-local function judge_arrivals(self)
-  local missing = {}
-  for r = 1, self.size - 1 do
-    if not self.peers[r] then missing[#missing + 1] = r end
-  end
-  if #missing == 0 then return nil end
-  local what = string.format("did not arrive at the rendezvous (port %d) within %g s", self.port, self.init_timeout)
-  if not self.tolerant then return ranks.names(self, missing) .. " " .. what end
-  for _, r in ipairs(missing) do ranks.bury(self, r, self:name(r) .. " " .. what) end
-end
-
--- Rank 0: the ranks whose agree string (the script, its version and options)
--- is not rank 0's, named with what each runs, or nil.
-local function judge_agreement(self)
-  if self.agree == nil then return nil end
-  local by, order = {}, {}
-  for r = 0, self.size - 1 do
-    local a = r == 0 and self.agree or self.agreed[r]
-    if self.peers[r] or r == 0 then
-      a = tostring(a)
-      if not by[a] then by[a] = {}; order[#order + 1] = a end
-      table.insert(by[a], r)
-    end
-  end
-  if #order < 2 then return nil end
-  local parts = {}
-  for _, a in ipairs(order) do parts[#parts + 1] = ranks.names(self, by[a]) .. ": '" .. a .. "'" end
-  return "the ranks do not run the same script version and options: " .. table.concat(parts, "; ")
-end
-
--- Rank 0: the welcome (every host, the dead, and the relays' addresses to
--- the ranks that did not read them from PMIx) or the failure, to every rank.
-local function answer_arrivals(self, fail)
-  local frames = {} -- each welcome encoded once, when a rank needs it (the host list is O(N))
-  local function welcome(relays)
-    local key = relays and "full" or "lean"
-    frames[key] = frames[key] or wire.encode({ welcome = true, hosts = self.hosts, dead = self.dead_list,
-      relays = relays })
-    return frames[key]
-  end
-  for r = 1, self.size - 1 do
-    local c = self.peers[r]
-    if c then
-      if fail then
-        wire.send(c.sock, { err = fail }, socket.gettime() + 5)
-        self.hub:drop(c); self.peers[r] = nil
-      else
-        wire.send_raw(c.sock, welcome(not c.relays_known and self.tree and self.tree.addrs or nil),
-          socket.gettime() + 5)
-        c.sock:settimeout(0)
-      end
-    end
-  end
-end
-
--- Rank 0: every rank connects and says hello; the accepts and hellos are
--- handled as they come (a rank slow to speak holds nobody up).
-local function root_rendezvous(self, deadline)
-  local l, err = socket.bind("*", self.port, fabric.BACKLOG)
-  if not l then
-    return nil, string.format("rank 0 cannot listen on port %d: %s", self.port, tostring(err))
-  end
-  local h, k = self.hub, self.tree and self.tree.k or 0
-  local newcomers, arrived, fail = {}, 1, nil
-  h:listen(l, function(c) newcomers[c] = true end)
-  local function visit(c)
-    if c.rank or fail then return end
-    local hello = table.remove(c.frames, 1)
-    if not hello then
-      if c.closed then newcomers[c] = nil; h:drop(c) end
-      return
-    end
-    newcomers[c] = nil
-    if hello.hello ~= "ibverbs.fabric" then h:drop(c); return end -- not one of ours (a scan, a stale run)
-    local r = int(hello.rank)
-    fail = refuse(self, hello, r, k)
-    if fail then h:drop(c); return end
-    c.rank, self.peers[r], self.hosts[r + 1] = r, c, tostring(hello.host)
-    self.agreed[r] = hello.agree
-    c.relays_known = hello.relays_known
-    local g = k > 0 and ranks.group_of(k, r)
-    if g and ranks.relay_of(k, g) == r then -- a relay: where its members find it (keys are strings in JSON)
-      self.tree.addrs[tostring(g)] = (c.sock:getpeername()) .. ":" .. int(hello.relay_port)
-    end
-    arrived = arrived + 1
-  end
-  while arrived < self.size and not fail do
-    if not h:wait(deadline, visit) then break end
-  end
-  h:unlisten()
-  for c in pairs(newcomers) do h:drop(c) end
-  fail = fail or judge_agreement(self) or judge_arrivals(self)
-  answer_arrivals(self, fail)
-  if fail then return nil, fail end
-  return true
-end
-
--- A rank but 0: it connects to rank 0, says hello and waits for the welcome.
-local function rank_rendezvous(self, deadline)
-  -- (rank 0 may not listen yet; under PMIx self.root is its addresses, each tried in turn)
-  local sock, err = hub.connect(self.root .. ":" .. self.port, deadline, 0.1)
-  if not sock then
-    return nil, string.format("rank %d: rank 0 at %s:%d did not answer within %g s (%s)", self.rank, self.root,
-      self.port, self.init_timeout, tostring(err))
-  end
-  self.up = sock
-  local ok
-  local t = self.tree
-  local group, relay_port
-  if t then group, relay_port = tree.hello(t) end
-  ok, err = wire.send(sock, { hello = "ibverbs.fabric", rank = self.rank, size = self.size, host = self.host,
-    group = group, relay_port = relay_port, agree = self.agree, relays_known = t and t.from_pmix or nil }, deadline)
-  if not ok then return nil, "rank " .. self.rank .. ": cannot greet rank 0: " .. tostring(err) end
-  -- rank 0 answers when everybody arrived, or at its own time limit
-  local msg
-  msg, err = wire.read(sock, deadline + 10)
-  if not msg then
-    return nil, string.format("rank %d: no word from rank 0 at %s:%d (%s)", self.rank, self.root, self.port,
-      wire.said(err))
-  end
-  if msg.err then return nil, msg.err end
-  for i = 1, self.size do self.hosts[i] = msg.hosts[i] end
-  if t and not t.from_pmix then t.addrs = msg.relays or {} end -- (through PMIx: pmix.relays)
-  ranks.learn_dead(self, msg.dead)
-  return true
-end
+-- ---------------------------------------------------------------- after the rendezvous
 
 -- After the rendezvous: the tree's members reach their relays; one collective
 -- then says who could not (tolerant groups: they send to rank 0 instead).
+-- (a relay's strangers ride along, for rank 0's report)
 local function tree_setup(self, deadline)
   local missing = tree.connect(self, deadline)
+  local mine = { m = missing, s = self.rank ~= 0 and self.lock.count > 0 and door.lines(self.lock) or nil }
   local l -- every rank's list joined once, the same answer for all (one encoding: O(N), not O(N^2))
-  local orphans, err = collective(self, "tree", missing, self.init_timeout, function(values)
+  local orphans, err = collective(self, "tree", mine, self.init_timeout, function(values)
     if l then return l end
     l = {}
     for r = 1, self.size do
-      for _, x in ipairs(type(values[r]) == "table" and values[r] or NOTHING) do l[#l + 1] = x end
+      local v = type(values[r]) == "table" and values[r] or NOTHING
+      for _, x in ipairs(type(v.m) == "table" and v.m or NOTHING) do l[#l + 1] = x end
+      for _, x in ipairs(r > 1 and type(v.s) == "table" and v.s or NOTHING) do -- (rank 0 reads its own lock)
+        door.stranger(self.lock, { peer = "at relay " .. self:name(r - 1) }, tostring(x))
+      end
     end
     return l
   end)
@@ -468,14 +342,23 @@ local function read_options(opts, getenv, rank, size, launcher_name, launcher_ro
   if every_given ~= nil and not (every and every > 0 and every < math.huge) then
     return nil, "fabric: wait_every must be a number of seconds above 0, got " .. tostring(every_given)
   end
+  -- where rank 0 listens: the user's port; under PMIx one the kernel picks (put for the others); under
+  -- Slurm the step's reserved ports or candidates from its ids; else the default
+  local ports, perr
+  if port then ports = { port }
+  elseif pm then ports = {}
+  else ports, perr = launcher.ports(getenv) end
+  if perr then return nil, perr end
+  ports = ports or { fabric.DEFAULT_PORT }
   return { root = root, explicit_root = (opts.root or getenv("IBV_FABRIC_ROOT")) ~= nil,
-    port = port or fabric.DEFAULT_PORT, k = k, wait_every = every,
+    port = ports[1] or 0, ports = ports, k = k, wait_every = every,
     timeout = tonumber(opts.timeout) or tonumber(getenv("IBV_FABRIC_TIMEOUT")) or fabric.DEFAULT_TIMEOUT }
 end
 
 -- The group object of rank of size, before the rendezvous.
 local function new_group(opts, getenv, rank, size, launcher_name, v, pm, pm_note)
   local self = setmetatable({ rank = rank, size = size, launcher = launcher_name, root = v.root, port = v.port,
+    ports = v.ports, backlog = fabric.BACKLOG, lock = v.lock,
     explicit_root = v.explicit_root, pm = pm or nil, pm_exchange = pm and not opts.tolerant or nil,
     wireup = pm and "PMIx " .. pm.version or "TCP", wireup_note = not pm and pm_note or nil,
     local_rank = pm and pm.local_rank, local_size = pm and pm.local_size, node_id = pm and pm.node_id,
@@ -525,6 +408,8 @@ function fabric.init(opts)
   end
   local v, verr = read_options(opts, getenv, rank, size, launcher_name, root, pm)
   if not v then return fail(verr) end
+  v.lock, verr = door.lock(opts, getenv, launcher.run_name(getenv))
+  if not v.lock then return fail(verr) end
   if size > 1 and rank == 0 and not hub.HAS_UV and size > fabric.SELECT_MAX then
     return fail(string.format("fabric: rank 0 waits on %d ranks: that needs lua-luv (epoll; Debian package "
       .. "lua-luv), socket.select stops at FD_SETSIZE", size - 1))
@@ -537,12 +422,13 @@ function fabric.init(opts)
     if not self.tree then return fail(err) end
   end
   local ok, deadline = true, socket.gettime() + v.timeout
-  if pm then ok, err = pmix.rendezvous(self, deadline) end -- then TCP, until the same deadline
+  if rank == 0 then ok, err = rendezvous.listen(self) end -- (under PMIx, the port put is the one it got)
+  if ok and pm then ok, err = pmix.rendezvous(self, deadline) end -- then TCP, until the same deadline
   if ok and rank == 0 then
     self.hub = hub.new(not opts.select)
-    ok, err = root_rendezvous(self, deadline)
+    ok, err = rendezvous.root(self, deadline)
   elseif ok then
-    ok, err = rank_rendezvous(self, deadline)
+    ok, err = rendezvous.rank(self, deadline)
   end
   if ok and self.tree then ok, err = tree_setup(self, socket.gettime() + v.timeout) end
   if not ok then

@@ -83,9 +83,11 @@ local function drain(h, c)
     if got and #got > 0 then c.buf = c.buf .. got end
     if err == "closed" then c.closed = "connection closed"; break end
     if err and err ~= "timeout" then c.closed = err; break end
+    -- a connection not yet let in (ibverbs.fabric.door) holds one bounded frame at most
+    if c.cap and #c.buf > c.cap then c.closed = "sent more than a hello holds"; c.buf = ""; break end
     if not data then break end
   end
-  local bodies, rest, serr = wire.split(c.buf)
+  local bodies, rest, serr = wire.split(c.buf, c.max)
   c.buf = rest
   for _, body in ipairs(bodies) do
     local msg, derr = wire.decode(body)

@@ -209,4 +209,48 @@ function launcher.detect(getenv)
   return 0, 1, "none", nil
 end
 
+--- The run's name, alike on every rank of it and unlike any other run's:
+-- IBV_FABRIC_RUN, else Slurm's job and step ("slurm 1234.0"), else the PMIx
+-- namespace, else "" (a run of options alone: its key tells it apart).
+function launcher.run_name(getenv)
+  local given = getenv("IBV_FABRIC_RUN")
+  if given then return given end
+  local job, step = getenv("SLURM_JOB_ID"), getenv("SLURM_STEP_ID") or getenv("SLURM_STEPID")
+  if job and step then return "slurm " .. job .. "." .. step end
+  local ns = getenv("PMIX_NAMESPACE")
+  if ns then return "pmix " .. ns end
+  return ""
+end
+
+launcher.PORT_LOW, launcher.PORT_SPAN, launcher.PORT_TRIES = 18700, 14000, 8
+
+--- The ports rank 0 may listen on under Slurm, every rank computing the same
+-- list: the step's reserved ports (SLURM_STEP_RESV_PORTS, "12000-12015" or a
+-- list of such), else launcher.PORT_TRIES ports from a place the job and
+-- step ids pick among launcher.PORT_SPAN ports from launcher.PORT_LOW (all
+-- below the kernel's ephemeral ports); nil outside Slurm; or nil, msg.
+function launcher.ports(getenv)
+  local resv = getenv("SLURM_STEP_RESV_PORTS")
+  if resv and resv ~= "" then
+    local list = {}
+    for part in resv:gmatch("[^,]+") do
+      local a, b = part:match("^%s*(%d+)%-(%d+)%s*$")
+      local one = part:match("^%s*(%d+)%s*$")
+      a, b = tonumber(a or one), tonumber(b or one)
+      if not a or not b or b < a or a < 1 or b > 65535 then
+        return nil, "fabric: SLURM_STEP_RESV_PORTS is not a port range: '" .. resv .. "'"
+      end
+      for port = a, math.min(b, a + 63) do list[#list + 1] = port end
+    end
+    return list
+  end
+  local job, step = int(getenv("SLURM_JOB_ID")), int(getenv("SLURM_STEP_ID") or getenv("SLURM_STEPID"))
+  if not job or not step then return nil end
+  local span = launcher.PORT_SPAN - launcher.PORT_TRIES
+  local first = launcher.PORT_LOW + (job * 7919 + (step % 65536) * 104729) % span
+  local list = {}
+  for i = 0, launcher.PORT_TRIES - 1 do list[#list + 1] = first + i end
+  return list
+end
+
 return launcher

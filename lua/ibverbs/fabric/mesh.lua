@@ -27,6 +27,7 @@ local socket = require "socket"
 local wire = require "ibverbs.fabric.wire"
 local ranks = require "ibverbs.fabric.ranks"
 local hub = require "ibverbs.fabric.hub"
+local door = require "ibverbs.fabric.door"
 
 local mesh = {}
 
@@ -41,8 +42,11 @@ function mesh.connect_lower(self, deadline)
   local g, out = group_of(t, self.rank), {}
   for h = 1, g - 1 do
     local sock = t.addrs[tostring(h)] and hub.connect(t.addrs[tostring(h)], deadline)
-    if sock then
-      if wire.send(sock, { relay = self.rank }, deadline) then out[h] = sock else sock:close() end
+    local mine = sock and door.answer(sock, self.lock, deadline, "relay", tostring(self.rank))
+    if mine and wire.send(sock, { relay = self.rank, proof = mine.proof }, deadline) then
+      out[h] = sock
+    elseif sock then
+      sock:close()
     end
   end
   return out
@@ -59,11 +63,18 @@ function mesh.adopt_links(self, lower)
   end
 end
 
---- A relay's hello from a relay above it (hello.relay): true when taken as a link.
+--- A relay's hello from a relay above it (hello.relay): true when taken as
+-- a link; else false, why (its sender is a stranger).
 function mesh.accept(self, c, hello)
   local t = self.tree
   local r = tonumber(hello.relay)
-  if not r or r <= self.rank or r >= self.size or ranks.relay_of(t.k, group_of(t, r)) ~= r then return false end
+  local ok, why = door.check(c, self.lock, hello, "relay", tostring(hello.relay))
+  if not ok then return false, why end
+  if not r or r <= self.rank or r >= self.size or ranks.relay_of(t.k, group_of(t, r)) ~= r or t.mesh and
+    t.mesh[group_of(t, r)] then
+    return false, "not a relay above this one: " .. tostring(hello.relay)
+  end
+  door.admit(c)
   t.mesh = t.mesh or {}
   c.mesh = group_of(t, r)
   t.mesh[c.mesh] = c

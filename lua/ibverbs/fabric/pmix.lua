@@ -23,6 +23,7 @@
 local socket = require "socket"
 local wire = require "ibverbs.fabric.wire"
 local ranks = require "ibverbs.fabric.ranks"
+local door = require "ibverbs.fabric.door"
 
 local pmix = {}
 
@@ -126,7 +127,8 @@ local function fence_end(deadline, limit)
 end
 
 --- The rendezvous' PMIx part: every rank puts its hello (rank 0: where it
--- listens), commits and meets the others at a fence (no data collected)
+-- listens, on the port the kernel gave it unless the user named one, and the
+-- run's secret, ibverbs.fabric.door's key), commits and meets the others at a fence (no data collected)
 -- within the limit but the TCP part's share; the others then read rank 0's
 -- hello.  The TCP rendezvous follows and names whoever did not arrive, as
 -- without PMIx.  True (rank 0, or a rank that knows where rank 0 listens:
@@ -136,7 +138,13 @@ function pmix.rendezvous(self, deadline)
   local p = self.pm.client
   local hello = { host = self.host }
   local t = self.tree
-  if self.rank == 0 then hello.port, hello.addrs = self.port, pmix.own_addresses(self) end
+  if self.rank == 0 then -- where it listens, and the run's secret (unless the user gave a key)
+    hello.port, hello.addrs = self.port, pmix.own_addresses(self)
+    if self.lock.method ~= "key" then
+      hello.secret = door.new_secret()
+      door.use_secret(self.lock, hello.secret)
+    end
+  end
   if t and t.listener then -- a relay: where its members and the relays above it connect
     hello.relay_port, hello.addrs = select(2, t.listener:getsockname()), pmix.own_addresses(self)
   end
@@ -154,9 +162,11 @@ function pmix.rendezvous(self, deadline)
     return nil, string.format("%s did not arrive at the rendezvous (PMIx fence) within %g s (%s)",
       ranks.name(self, 0), limit, tostring(err or herr))
   end
+  door.use_secret(self.lock, v.secret)
   if t then pmix.relays(self, math.max(1, fence_end(deadline, limit) - socket.gettime())) end
+  if #self.ports == 0 then self.port = math.floor(v.port); self.ports = { self.port } end -- (not the user's)
   if self.explicit_root then return true end -- opts.root or IBV_FABRIC_ROOT wins
-  self.root, self.port = table.concat(v.addrs or {}, ","), math.floor(v.port)
+  self.root = table.concat(v.addrs or {}, ",")
   return true
 end
 

@@ -40,10 +40,14 @@ function ranks.bury(self, r, why)
   if c then self.hub:drop(c); self.peers[r] = nil end
 end
 
---- The ranks rank 0 says are out ({rank, why} pairs), taken in.
+--- The ranks rank 0 says are out ({rank, why} pairs), taken in; what is
+-- not such a pair (a frame that lies) is left out.
 function ranks.learn_dead(self, list)
-  for _, d in ipairs(list or {}) do
-    if not self.dead[d[1]] then note(self, d[1], d[2]) end
+  if type(list) ~= "table" then return end
+  for _, d in ipairs(list) do
+    local r = type(d) == "table" and tonumber(d[1])
+    r = r and r == math.floor(r) and r
+    if r and r >= 0 and r < self.size and not self.dead[r] then note(self, r, tostring(d[2])) end
   end
 end
 

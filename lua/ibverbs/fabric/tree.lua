@@ -22,6 +22,7 @@ local wire = require "ibverbs.fabric.wire"
 local hub = require "ibverbs.fabric.hub"
 local mesh = require "ibverbs.fabric.mesh"
 local ranks = require "ibverbs.fabric.ranks"
+local door = require "ibverbs.fabric.door"
 local int = require("ibverbs.fabric.launcher").int
 
 local tree = {}
@@ -87,24 +88,36 @@ local function accept_members(self, deadline)
   mesh.adopt_links(self, lower)
   local pending, want = {}, mesh.expected(self)
   for _, r in ipairs(t.members) do if not self.dead[r] then want = want + 1 end end
-  self.hub:listen(t.listener, function(c) pending[c] = true end)
+  local function turn_away(c, why)
+    pending[c] = nil
+    door.stranger(self.lock, c, why)
+    self.hub:drop(c)
+  end
+  self.hub:listen(t.listener, function(c) pending[c] = true; door.challenge(c, self.lock) end)
   t.listener = nil
   local function visit(c)
-    if c.mesh then return end
+    if c.mesh or c.rank then return end
     local hello = table.remove(c.frames, 1)
-    if not hello then if c.closed then pending[c] = nil; self.hub:drop(c) end; return end
-    pending[c] = nil
-    local r = int(hello.member)
-    if hello.relay and mesh.accept(self, c, hello) then
-      want = want - 1
-    elseif r and group_of(t, r) == g and r ~= self.rank and not self.peers[r] and not self.dead[r] then
-      c.rank, self.peers[r] = r, c
-      want = want - 1
-    else
-      self.hub:drop(c)
+    if not hello then
+      if c.closed then turn_away(c, "closed before its hello (" .. tostring(c.closed) .. ")") end
+      return
     end
+    local r, ok, why = int(hello.member), false, "not a hello of a member or a relay"
+    if hello.relay then
+      ok, why = mesh.accept(self, c, hello)
+    elseif r then
+      ok, why = door.check(c, self.lock, hello, "member", tostring(hello.member))
+      if ok and not (group_of(t, r) == g and r ~= self.rank and not self.peers[r] and not self.dead[r]) then
+        ok, why = false, "not a member of this relay's group, or one already here: rank " .. r
+      end
+      if ok then door.admit(c); c.rank, self.peers[r] = r, c end
+    end
+    if ok then pending[c] = nil; want = want - 1 else turn_away(c, why) end
   end
-  while want > 0 and self.hub:wait(deadline, visit) do end
+  while want > 0 do
+    local due = door.sweep(pending, turn_away, socket.gettime())
+    if not self.hub:wait(math.min(deadline, due or deadline), visit) and socket.gettime() >= deadline then break end
+  end
   self.hub:unlisten()
   for c in pairs(pending) do self.hub:drop(c) end
   local missing = {}
@@ -124,8 +137,9 @@ local function reach_relay(self, deadline)
   local sock, err
   if addr then sock, err = hub.connect(addr, deadline) else err = "its address did not arrive" end
   if sock then
-    local ok
-    ok, err = wire.send(sock, { member = self.rank }, deadline)
+    local ok, mine
+    mine, err = door.answer(sock, self.lock, deadline, "member", tostring(self.rank))
+    if mine then ok, err = wire.send(sock, { member = self.rank, proof = mine.proof }, deadline) end
     if ok then t.sock = sock; return {} end
     sock:close()
   end

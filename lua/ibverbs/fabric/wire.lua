@@ -193,8 +193,7 @@ end
 local DECODE = { [82] = route_decode, [114] = route_reply_decode, [66] = bundle_decode,
   [98] = bundle_reply_decode, [77] = items_decode, [76] = items_decode } -- R r B b M L
 
---- Any frame's body as its message table, or nil, msg.
-function wire.decode(body)
+local function decode(body)
   local hand = DECODE[body:byte(1)]
   if hand then return hand(body) end
   local msg, _, err = dkjson.decode(body)
@@ -202,13 +201,35 @@ function wire.decode(body)
   return msg
 end
 
+--- Any frame's body as its message table, or nil, msg: whatever the bytes
+-- (a JSON nested past the parser's depth, a record that lies about its
+-- length), never an error raised.
+function wire.decode(body)
+  local ok, msg, err = pcall(decode, body)
+  if not ok then return nil, "malformed frame: " .. tostring(msg) end
+  return msg, err
+end
+
+--- The most bytes a frame's body may have (wire.split's and wire.read's
+-- default bound: a frame's length is checked before its body is buffered).
+wire.MAX_FRAME = 256 * 1024 * 1024
+
+-- The length in the 8-hex-digit header at p of s, or nil, msg.
+local function header(s, p, max)
+  if not s:find("^%x%x%x%x%x%x%x%x", p) then return nil, "malformed frame (no length)" end
+  local n = tonumber(s:sub(p, p + 7), 16)
+  if n > max then return nil, string.format("a frame of %d bytes (at most %d)", n, max) end
+  return n
+end
+
 --- The frames at the start of buf: their bodies, and what is left (a partial
--- frame); at a length that is not one, the bodies before it, "" and "malformed frame".
-function wire.split(buf)
+-- frame); at a length that is not one (not 8 hex digits, or over max bytes:
+-- wire.MAX_FRAME by default), the bodies before it, "" and the error.
+function wire.split(buf, max)
   local bodies, p = {}, 1
   while #buf - p + 1 >= 8 do
-    local n = tonumber(buf:sub(p, p + 7), 16)
-    if not n then return bodies, "", "malformed frame" end
+    local n, err = header(buf, p, max or wire.MAX_FRAME)
+    if not n then return bodies, "", err end
     if #buf - p + 1 < 8 + n then break end
     bodies[#bodies + 1] = buf:sub(p + 8, p + 7 + n)
     p = p + 8 + n
@@ -274,15 +295,17 @@ function wire.send(sock, msg, deadline)
   return wire.send_raw(sock, s, deadline)
 end
 
---- One frame from sock before deadline (socket.gettime's clock), decoded.
-function wire.read(sock, deadline)
+--- One frame from sock before deadline (socket.gettime's clock), decoded;
+-- a frame over max bytes (wire.MAX_FRAME) is refused before it is read.
+function wire.read(sock, deadline, max)
   local left = deadline - socket.gettime()
   if left <= 0 then return nil, "timeout" end
   sock:settimeout(left)
   local head, err = sock:receive(8)
   if not head then return nil, err end
-  local n = tonumber(head, 16)
-  if not n then return nil, "malformed frame" end
+  local n
+  n, err = header(head, 1, max or wire.MAX_FRAME)
+  if not n then return nil, err end
   sock:settimeout(math.max(deadline - socket.gettime(), 0.5))
   local body
   body, err = sock:receive(n)

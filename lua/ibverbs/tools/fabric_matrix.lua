@@ -137,7 +137,7 @@ local function options(arg)
     { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
     { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
     { nil, "fabric-port", arg = "port", type = "int", min = 1, max = 65535,
-      help = "rendezvous TCP port (default 18600)" },
+      help = "rendezvous TCP port (default: PMIx's, Slurm's, else 18600)" },
     { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
       .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
     { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
@@ -487,13 +487,14 @@ local function make_report(run, ctl_all)
   end
   return { size = N, hosts = f.hosts, pattern = run.pattern, rounds = run.r1,
     retest_rounds = rt and rt.rounds or 0, rails = names[1], pairs = list, verdicts = verdicts, at_fault = bad,
-    transient = transient, notes = notes,
+    transient = transient, notes = notes, strangers = select(2, f:door()),
     summary = not red.full and reduction.report_summary(red.summary, first.refs, names[1]) or nil,
     control = control, counters = counters,
     seconds = run.first_seconds, unscheduled = want - scheduled, listed_unscheduled = listed,
     options = { lat_size = o.lat_size, lat_iters = o.lat_iters, bw_size = o.bw_size, bw_iters = run.sizes.bw_iters,
       lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
-      dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, max_rounds = o.max_rounds, wait = o.wait,
+      dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, rendezvous = (f:door()),
+      max_rounds = o.max_rounds, wait = o.wait,
       counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
       counter_floor = o.counter_floor } }, bad
 end

@@ -113,8 +113,14 @@ describe("ibverbs.fabric among processes on loopback TCP", function()
   end)
 
   it("refuses ranks that disagree on the group size, and a group size that is not one", function()
+    -- (no key: rank 1 cannot be told from a stranger of another run; it is dropped, and named)
     local out = ranks(3, { 0, 1, 2 }, "T=5 IBV_FABRIC_GROUP=2 GROUP1=0")
-    assert.matches("rank 1 %(h1%) says the relay groups have 0 ranks, rank 0 says 2", out[0].init_err)
+    assert.matches("rank 1 did not arrive at the rendezvous %(port %d+%) within 5 s; 1 connection dropped: "
+      .. "127%.0%.0%.1:%d+: rank 1 %(h1%) says the relay groups have 0 ranks, rank 0 says 2", out[0].init_err)
+    -- with a key and a named run, a proven hello is this run's rank: the rendezvous fails at once, saying why
+    out = ranks(3, { 0, 1, 2 }, "T=10 IBV_FABRIC_GROUP=2 GROUP1=0 IBV_FABRIC_KEY=k0123456789abcdef IBV_FABRIC_RUN=r1")
+    assert.matches("^fabric: rank 1 %(h1%) says the relay groups have 0 ranks, rank 0 says 2 %(IBV_FABRIC_GROUP%)$",
+      out[0].init_err)
     local f, err = fabric.init{ rank = 0, size = 4, group = -1, getenv = function() return nil end }
     assert.is_nil(f)
     assert.matches("group must be 0 %(no tree%) or a group size, got %-1", err)

@@ -5,7 +5,8 @@ local fs = require "fabric_support"
 local free_port, LUA, CPATH = fs.free_port, fs.LUA, fs.CPATH
 
 -- Ranks 1 .. n-1 played by one process (the wire protocol by hand: an 8-digit
--- hex length, then dkjson), so that rank 0 meets more ranks than select() can
+-- hex length, then dkjson; rank 0's challenge read, the hello said, rank 0's
+-- vouch and welcome read), so that rank 0 meets more ranks than select() can
 -- wait on without starting a thousand interpreters.
 local MANY = [[
 local socket = require "socket"
@@ -22,10 +23,11 @@ for r = 1, n - 1 do
   for _ = 1, 200 do c = socket.connect("127.0.0.1", port) if c then break end socket.sleep(0.05) end
   assert(c, "rank " .. r .. " cannot connect")
   c:settimeout(60)
+  assert(read(c).challenge) -- (no key: the hello needs no proof)
   assert(c:send(frame{ hello = "ibverbs.fabric", rank = r, size = n, host = "m" .. r }))
   socks[r] = c
 end
-for r = 1, n - 1 do assert(read(socks[r]).welcome) end
+for r = 1, n - 1 do assert(read(socks[r]).vouch) assert(read(socks[r]).welcome) end
 for r = 1, n - 1 do assert(socks[r]:send(frame{ op = "allgather", seq = 1, v = r })) end
 local ok = true
 for r = 1, n - 1 do

@@ -19,12 +19,17 @@ describe("ibverbs.fabric.ranks", function()
 
   it("buries a rank once, drops its connection, and takes in what rank 0 says, once each", function()
     local dropped = {}
-    local g = group{ hosts = {}, peers = { [2] = "c2" }, hub = { drop = function(_, c) dropped[#dropped + 1] = c end } }
+    local g = group{ size = 4, hosts = {}, peers = { [2] = "c2" },
+      hub = { drop = function(_, c) dropped[#dropped + 1] = c end } }
     ranks.bury(g, 2, "gone")
     ranks.bury(g, 2, "again")
     assert.same({ "c2" }, dropped)
     assert.is_nil(g.peers[2])
     ranks.learn_dead(g, { { 2, "other" }, { 3, "late" } })
+    assert.same({ { 2, "gone" }, { 3, "late" } }, ranks.dead_said(g))
+    -- what is no {rank, why} pair of this group (a frame that lies) is left out
+    ranks.learn_dead(g, { "x", { 99, "out" }, { 1.5, "half" }, 7, { -1 } })
+    ranks.learn_dead(g, "not a list")
     assert.same({ { 2, "gone" }, { 3, "late" } }, ranks.dead_said(g))
     assert.is_nil(ranks.dead_said(group{}))
   end)

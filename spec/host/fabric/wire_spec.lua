@@ -57,7 +57,7 @@ describe("ibverbs.fabric.wire", function()
     assert.equal(b:sub(1, 5), rest)
     local _, left, err = wire.split(a .. "zzzzzzzz{}")
     assert.equal("", left)
-    assert.equal("malformed frame", err)
+    assert.matches("^malformed frame", err)
   end)
 
   it("writes 64-bit numbers with every digit (LuaJIT's tostring keeps 14) and tags tree payloads", function()

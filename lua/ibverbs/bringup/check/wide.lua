@@ -376,7 +376,9 @@ end
 
 -- Rank 0: the report from every rank's summary (all) and pair results (matrix).
 local function build_report(f, all, matrix, o, later)
-  local report = { ranks = {}, faults = {}, launcher = f.launcher, wireup = f.wireup }
+  local what, strangers = f:door()
+  local report = { ranks = {}, faults = {}, launcher = f.launcher, wireup = f.wireup, rendezvous = what,
+    strangers = strangers }
   local bad = {} -- rank -> reasons
   local function blame(r, why)
     bad[r] = bad[r] or {}
@@ -423,6 +425,8 @@ end
 -- Rank 0: the report as text.
 local function print_report(f, report, o)
   print(string.format("fabric: %d ranks (%s launcher); wire-up: %s", f.size, f.launcher, f.wireup))
+  print("rendezvous: " .. report.rendezvous)
+  for _, s in ipairs(report.strangers) do print("stranger dropped: " .. s) end
   for _, s in ipairs(report.ranks) do
     print(string.format("  %-22s %s port %s: %s, MTU %s, link %s: %d checks, %d failed", f:name(s.rank),
       tostring(s.device), tostring(s.port), tostring(s.state), tostring(s.mtu), tostring(s.link_layer),

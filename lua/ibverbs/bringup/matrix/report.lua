@@ -166,6 +166,8 @@ function matrix.text(report)
     (report.retest_rounds or 0) > 0 and string.format(" and %d retest rounds", report.retest_rounds) or "",
     table.concat(report.rails or {}, ", "), o.dry_run and " (dry run: no traffic)" or "")
     .. (o.wireup and "; wire-up: " .. o.wireup or "")
+  if o.rendezvous then out[#out + 1] = "rendezvous: " .. o.rendezvous end
+  for _, s in ipairs(report.strangers or {}) do out[#out + 1] = "stranger dropped: " .. s end
   if report.size <= 16 and not o.dry_run then
     for _, m in ipairs(matrix.METRICS) do metric_matrix(out, report, m) end
   end

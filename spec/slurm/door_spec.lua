@@ -1,0 +1,153 @@
+-- Run on node 1 of `tools/rxe-vm --nodes 3 --slurm` (tools/run-tests): the
+-- rendezvous' door under a real Slurm 22.05.  Two steps of one job at once on
+-- the same three nodes, each rank 0 on node1, under --mpi=none (ports from the
+-- step's ids, munge credentials) and under --mpi=pmix (a port the kernel
+-- picks, a secret through PMIx): both pass.  (Each step joins, gathers and
+-- meets at a barrier: the rendezvous is the tools' own, and their traffic
+-- is the other specs'.)  A hello recorded from a real
+-- rank of one step, replayed by another user to the next step's rank 0 while
+-- that step's rank 2 starts late: the step passes, the stranger refused and
+-- named.  Each spec's time goes to .cache/slurm-times.log.
+local support = require "support"
+local socket = require "socket"
+
+local TIMES = ".cache/slurm-times.log"
+local IBVLUA = "build/lua5.4/ibvlua"
+
+local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local function run(cmd, limit)
+  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %s",
+    limit or 120, quote(cmd)))
+  return out, rc
+end
+
+local busted_it = it
+local function it(name, fn)
+  busted_it(name, function()
+    local t0 = socket.gettime()
+    local ok, err = pcall(fn)
+    local f = io.open(TIMES, "a")
+    if f then
+      f:write(string.format("%5.1f s  %s%s\n", socket.gettime() - t0, name, ok and "" or " (failed)"))
+      f:close()
+    end
+    if not ok then error(err, 0) end
+  end)
+end
+
+-- The ports ibvlua listens on at this node (ss), as a set.
+local function listening()
+  local set = {}
+  for _, l in ipairs(support.lines_of("ss -ltnpH 2>/dev/null")) do
+    local port = l:match("[%*%d%.%]]:(%d+)%s") or l:match(":(%d+)%s+[^%s]+:%*")
+    if port and l:find('"ibvlua"', 1, true) then set[tonumber(port)] = true end
+  end
+  return set
+end
+
+-- A step's script: the rendezvous, an allgather and a barrier; each rank prints
+-- "joined <rank> <ranks seen> <port>" and rank 0 how the rendezvous was guarded.
+local JOIN = [[
+local f = assert(require("ibverbs.fabric").init{ timeout = 60 })
+local all = assert(f:allgather(f.rank))
+assert(f:barrier())
+print(("joined %d %d %d"):format(f.rank, #all, f.port))
+if f.rank == 0 then
+  local what, strangers = f:door()
+  print("rendezvous: " .. what)
+  for _, line in ipairs(strangers) do print("stranger dropped: " .. line) end
+end
+f:close()
+]]
+
+-- A rank that writes down the bytes of its hello as it sends them (rank 2), then joins as JOIN does.
+local RECORD = [[
+local wire = require "ibverbs.fabric.wire"
+local send = wire.send_raw
+wire.send_raw = function(sock, bytes, deadline)
+  if os.getenv("SLURM_PROCID") == "2" and bytes:find('"hello"', 1, true) then
+    local f = assert(io.open(".cache/door-hello", "wb"))
+    f:write(bytes)
+    f:close()
+  end
+  return send(sock, bytes, deadline)
+end
+]] .. JOIN
+
+-- A script in .cache (shared by every node), its path.
+local function script(name, text)
+  local path = ".cache/" .. name
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  os.execute("chmod 644 " .. path)
+  return path
+end
+
+-- One step's lines of the output (its tag: "A" or "B"): every rank joined, and the text.
+local function passed(out, tag)
+  local text = out:match("== " .. tag .. "\n(.-)== end " .. tag) or ""
+  local n = 0
+  for _ in text:gmatch("joined %d 3 %d+") do n = n + 1 end
+  return n == 3, text
+end
+
+for _, mpi in ipairs({ "none", "pmix" }) do
+  local door = mpi == "none" and "munge credentials" or "a secret rank 0 put through PMIx"
+
+  it(string.format("--mpi=%s: two steps of one job at once, both rank 0s on node1, both pass (%s)", mpi, door),
+    function()
+      local step = string.format("srun --overlap --mpi=%s -N 3 --ntasks-per-node=1 %s %s", mpi, IBVLUA,
+        script("door-join.lua", JOIN))
+      local out, rc = run(string.format("salloc -N 3 sh -c '(%s > /tmp/door-A 2>&1; echo rc=$? >> /tmp/door-A) & "
+        .. "(%s > /tmp/door-B 2>&1; echo rc=$? >> /tmp/door-B) & wait; "
+        .. "echo == A; cat /tmp/door-A; echo == end A; echo == B; cat /tmp/door-B; echo == end B'", step, step), 240)
+      assert.equal(0, rc, out)
+      local ports = {}
+      for _, tag in ipairs({ "A", "B" }) do
+        local ok, text = passed(out, tag)
+        assert.is_true(ok, out)
+        assert.matches("rc=0", text)
+        assert.matches("rendezvous: authenticated: " .. door:gsub("%p", "%%%0"), text)
+        ports[#ports + 1] = text:match("joined 0 3 (%d+)")
+      end
+      assert.are_not.equal(ports[1], ports[2]) -- (both rank 0s on node1 at once)
+    end)
+
+  it(string.format("--mpi=%s: a recorded hello replayed by another user while rank 2 starts late: refused, named, "
+    .. "the step passes", mpi), function()
+    os.remove(".cache/door-hello")
+    -- a real rank 2 of one step writes down the bytes of its hello as it sends them
+    local out, rc = run(string.format("srun --mpi=%s -N 3 --ntasks-per-node=1 %s %s", mpi, IBVLUA,
+      script("door-record.lua", RECORD)), 180)
+    assert.equal(0, rc, out)
+    local hello = assert(support.slurp(".cache/door-hello"), "no hello recorded: " .. out)
+    os.execute("chmod 644 .cache/door-hello")
+    -- the next step: rank 2 five seconds late; the recorded hello sent to its rank 0 by nobody meanwhile
+    local before = listening()
+    local p = io.popen(string.format("env -u LUA_PATH -u LUA_CPATH timeout 180 srun --mpi=%s -N 3 "
+      .. "--ntasks-per-node=1 sh -c 'if [ $SLURM_PROCID = 2 ]; then sleep 5; fi; exec %s %s' 2>&1; echo rc=$?", mpi,
+      IBVLUA, script("door-join.lua", JOIN)))
+    local port, deadline = nil, socket.gettime() + 60
+    repeat
+      for pt in pairs(listening()) do if not before[pt] then port = pt end end
+      if not port then socket.sleep(0.2) end
+    until port or socket.gettime() > deadline
+    assert(port, "the step's rank 0 never listened on node1")
+    local replay = string.format("local s = require([[socket]]) local c = assert(s.connect([[127.0.0.1]], %d)) "
+      .. "c:settimeout(10) local h = assert(c:receive(8)) assert(c:receive(tonumber(h, 16))) "
+      .. "local f = assert(io.open([[.cache/door-hello]], [[rb]])) assert(c:send(f:read([[a]]))) s.sleep(2) c:close()",
+      port)
+    local rout, rrc = run(string.format("setpriv --reuid=65534 --regid=65534 --clear-groups lua5.4 -e %s",
+      quote(replay)), 30)
+    assert.equal(0, rrc, rout)
+    out = p:read("a")
+    p:close()
+    assert.matches("rc=0", out)
+    for r = 0, 2 do assert.matches("joined " .. r .. " 3 %d+", out) end
+    assert.matches("rendezvous: authenticated: " .. door:gsub("%p", "%%%0"), out)
+    -- the stranger: its hello proves another nonce (and, under munge, a credential decoded before)
+    assert.matches("stranger dropped: 127%.0%.0%.1:%d+: [^\n]*%(it claims rank 2%)", out)
+    assert.is_true(#hello > 8)
+  end)
+end
