@@ -287,4 +287,57 @@ function support.example(name, args)
   return support.LUA .. " examples/" .. name .. " " .. (args or "")
 end
 
+--- A verbs call rxe lacks: nil, "<call>: Operation not supported", EOPNOTSUPP
+-- (then the call's further returns, given back).
+function support.unsupported(call, ok, msg, errno, ...)
+  local check = require "luassert"
+  check.is_nil(ok)
+  check.equal(call .. ": Operation not supported", msg)
+  check.equal(ibv.errno.EOPNOTSUPP, errno)
+  return ...
+end
+
+--- An RC loopback pair (support.pair) still moves data: the context is left usable.
+function support.still_works(env)
+  local mr = assert(env.pd:reg_mr(4096, { "local_write", "remote_write", "remote_read", "remote_atomic" }))
+  assert(env.b:post_recv{ wr_id = 9, sge = { mr = mr, offset = 100, length = 64 } })
+  assert(env.a:post_send{ wr_id = 8, inline = "still works", send_flags = { "signaled" } })
+  local check = require "luassert"
+  local wcs = support.completions(env.cq, 2)
+  for _, wc in ipairs(wcs) do check.equal("success", wc.status) end
+  check.equal("still works", mr:read(100, 11))
+end
+
+--- s in single quotes for sh.
+function support.quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+--- A shell command line run with a time limit (limit seconds, 120 by
+-- default) and without LUA_PATH or LUA_CPATH (a Slurm job's ibvlua needs
+-- none): its output, exit status and seconds.
+function support.run_clean(cmd, limit)
+  local socket = require "socket"
+  local t0 = socket.gettime()
+  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %s",
+    limit or 120, support.quote(cmd)))
+  return out, rc, socket.gettime() - t0
+end
+
+--- busted's it (given as it) with each case's time appended to the file
+-- path ("  12.3 s  name", " (failed)" after a failed one).
+function support.timed(it, path)
+  return function(name, fn)
+    it(name, function()
+      local socket = require "socket"
+      local t0 = socket.gettime()
+      local ok, err = pcall(fn)
+      local f = io.open(path, "a")
+      if f then
+        f:write(string.format("%5.1f s  %s%s\n", socket.gettime() - t0, name, ok and "" or " (failed)"))
+        f:close()
+      end
+      if not ok then error(err, 0) end
+    end)
+  end
+end
+
 return support

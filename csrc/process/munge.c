@@ -85,16 +85,27 @@ static int fail(lua_State *L, const struct munge_lib *lib, void *ctx, int code, 
 	return 3;
 }
 
-/* a context on the socket given at idx (none: the daemon's default), or NULL */
-static void *context(const struct munge_lib *lib, lua_State *L, int idx, int *err)
+/* A context on the socket given as argument 2 (none: the daemon's default)
+ * and its library in *lib; or NULL with the failure pushed (nil, msg, code). */
+static void *begin(lua_State *L, const struct munge_lib **lib)
 {
-	void *ctx = lib->ctx_create();
-	*err = 5; /* EMUNGE_NO_MEMORY */
-	if (ctx == NULL)
+	luaL_optstring(L, 2, NULL);
+	char msg[256];
+	*lib = library(msg, sizeof msg);
+	if (*lib == NULL) {
+		fail(L, NULL, NULL, -1, msg);
 		return NULL;
-	*err = 0;
-	if (!lua_isnoneornil(L, idx))
-		*err = lib->ctx_set(ctx, OPT_SOCKET, lua_tostring(L, idx));
+	}
+	void *ctx = (*lib)->ctx_create();
+	if (ctx == NULL) {
+		fail(L, *lib, NULL, 5, NULL); /* EMUNGE_NO_MEMORY */
+		return NULL;
+	}
+	int err = lua_isnoneornil(L, 2) ? 0 : (*lib)->ctx_set(ctx, OPT_SOCKET, lua_tostring(L, 2));
+	if (err != 0) {
+		fail(L, *lib, ctx, err, NULL);
+		return NULL;
+	}
 	return ctx;
 }
 
@@ -104,16 +115,12 @@ static int l_munge_encode(lua_State *L)
 	size_t n;
 	const char *payload = luaL_checklstring(L, 1, &n);
 	luaL_argcheck(L, n <= 65536, 1, "a payload of at most 65536 bytes");
-	luaL_optstring(L, 2, NULL);
-	char msg[256];
-	const struct munge_lib *lib = library(msg, sizeof msg);
-	if (lib == NULL)
-		return fail(L, NULL, NULL, -1, msg);
-	int err;
-	void *ctx = context(lib, L, 2, &err);
-	if (err == 0)
-		err = lib->ctx_set(ctx, OPT_UID_RESTRICTION, getuid());
+	const struct munge_lib *lib;
+	void *ctx = begin(L, &lib);
+	if (ctx == NULL)
+		return 3;
 	char *cred = NULL;
+	int err = lib->ctx_set(ctx, OPT_UID_RESTRICTION, getuid());
 	if (err == 0)
 		err = lib->encode(&cred, ctx, payload, (int)n);
 	if (err != 0)
@@ -128,19 +135,15 @@ static int l_munge_encode(lua_State *L)
 static int l_munge_decode(lua_State *L)
 {
 	const char *cred = luaL_checkstring(L, 1);
-	luaL_optstring(L, 2, NULL);
-	char msg[256];
-	const struct munge_lib *lib = library(msg, sizeof msg);
-	if (lib == NULL)
-		return fail(L, NULL, NULL, -1, msg);
-	int err;
-	void *ctx = context(lib, L, 2, &err);
+	const struct munge_lib *lib;
+	void *ctx = begin(L, &lib);
+	if (ctx == NULL)
+		return 3;
 	void *buf = NULL;
 	int len = 0;
 	uid_t uid = (uid_t)-1;
 	gid_t gid = (gid_t)-1;
-	if (err == 0)
-		err = lib->decode(cred, ctx, &buf, &len, &uid, &gid);
+	int err = lib->decode(cred, ctx, &buf, &len, &uid, &gid);
 	if (err != 0) {
 		free(buf); /* (a replayed or expired credential still has its payload) */
 		return fail(L, lib, ctx, err, NULL);

@@ -18,6 +18,17 @@
 
 local pt = {}
 
+--- `v`, or the failure of the step it is in: raised as a table that `steps` turns into `nil, msg`.
+-- @param v a value, or nil
+-- @tparam string msg the message when v is nil
+-- @return v
+function pt.check(v, msg) end
+
+--- `f` as a step: its `check` failures returned as `nil, msg`; any other error (a bug) raised.
+-- @tparam function f
+-- @treturn function
+function pt.steps(f) end
+
 --- perftest's result separator line (87 dashes).
 pt.RESULT_LINE = string.rep("-", 87)
 

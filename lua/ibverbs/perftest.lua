@@ -20,10 +20,12 @@ local pt = {}
 
 pt.RESULT_LINE = string.rep("-", 87)
 
+--- v, or a failure of the step it is in (msg: the message steps returns).
 local function check(v, msg)
   if v == nil then error({ msg = msg }, 0) end
   return v
 end
+pt.check = check
 
 local function result(ok, ...)
   if ok then return ... end
@@ -32,10 +34,11 @@ local function result(ok, ...)
   error(e, 0) -- a bug, not a failure
 end
 
--- f, whose check failures become nil, msg
+--- f, whose check failures become nil, msg (any other error is a bug: raised).
 local function steps(f)
   return function(...) return result(pcall(f, ...)) end
 end
+pt.steps = steps
 
 --- The device, its port and GID, the TCP connection and perftest's opening
 -- exchange (versions, system data, MTU): a table env.

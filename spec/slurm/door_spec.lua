@@ -14,26 +14,9 @@ local socket = require "socket"
 local TIMES = ".cache/slurm-times.log"
 local IBVLUA = "build/lua5.4/ibvlua"
 
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-local function run(cmd, limit)
-  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %s",
-    limit or 120, quote(cmd)))
-  return out, rc
-end
+local quote, run = support.quote, support.run_clean
 
-local busted_it = it
-local function it(name, fn)
-  busted_it(name, function()
-    local t0 = socket.gettime()
-    local ok, err = pcall(fn)
-    local f = io.open(TIMES, "a")
-    if f then
-      f:write(string.format("%5.1f s  %s%s\n", socket.gettime() - t0, name, ok and "" or " (failed)"))
-      f:close()
-    end
-    if not ok then error(err, 0) end
-  end)
-end
+local it = support.timed(it, TIMES) -- each case's time in TIMES
 
 -- The ports ibvlua listens on at this node (ss), as a set.
 local function listening()

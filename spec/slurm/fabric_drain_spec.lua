@@ -32,13 +32,7 @@ local MARK2 = CACHE .. "/slurm-node2-link-down" -- node 2's, likewise
 local HEALTH_ON = CACHE .. "/slurm-health-on" -- the health check runs only while this exists
 local TIMES = ".cache/slurm-times.log"
 
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-local function run(cmd, limit)
-  local t0 = socket.gettime()
-  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %s",
-    limit or 120, quote(cmd)))
-  return out, rc, socket.gettime() - t0
-end
+local run = support.run_clean -- (no LUA_PATH: ibvlua needs none)
 
 local function write(path, text, mode)
   local f = assert(io.open(path, "w"))
@@ -138,19 +132,7 @@ local function wait_log(node, pat, limit)
   return log
 end
 
-local busted_it = it
-local function it(name, fn) -- busted's it, with the spec's time written to TIMES (as slurm_spec.lua does)
-  busted_it(name, function()
-    local t0 = socket.gettime()
-    local ok, err = pcall(fn)
-    local f = io.open(TIMES, "a")
-    if f then
-      f:write(string.format("%5.1f s  %s%s\n", socket.gettime() - t0, name, ok and "" or " (failed)"))
-      f:close()
-    end
-    if not ok then error(err, 0) end
-  end)
-end
+local it = support.timed(it, TIMES) -- each case's time in TIMES
 
 describe("fabric_check.lua and Slurm on three soft-RoCE VMs", function()
   setup(function()

@@ -20,15 +20,7 @@ local function recipe(name)
   return assert(block, RECIPES .. " has no recipe " .. name)
 end
 
--- A shell command with a time limit; output and exit status.  The job sees
--- no LUA_PATH or LUA_CPATH: ibvlua needs none.
-local function quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-local function run(cmd, limit)
-  local t0 = socket.gettime()
-  local out, rc = support.capture(string.format("env -u LUA_PATH -u LUA_CPATH timeout -k 5 %d sh -c %s",
-    limit or 120, quote(cmd)))
-  return out, rc, socket.gettime() - t0
-end
+local run = support.run_clean -- (no LUA_PATH: ibvlua needs none)
 
 -- Nothing a run left on any node: no verbs context, MR or user QP (QP 1, the
 -- kernel's own, is always there).
@@ -77,20 +69,7 @@ local function assert_check(out, root)
   assert.matches("fabric: 3 pairs x RC, UD; PASS", out)
 end
 
--- busted's it, with the spec's time written to TIMES
-local busted_it = it
-local function it(name, fn)
-  busted_it(name, function()
-    local t0 = socket.gettime()
-    local ok, err = pcall(fn)
-    local f = io.open(TIMES, "a")
-    if f then
-      f:write(string.format("%5.1f s  %s%s\n", socket.gettime() - t0, name, ok and "" or " (failed)"))
-      f:close()
-    end
-    if not ok then error(err, 0) end
-  end)
-end
+local it = support.timed(it, TIMES) -- each case's time in TIMES
 
 describe("a Slurm cluster of three soft-RoCE VMs", function()
 

@@ -12,22 +12,7 @@ local cli = require "ibverbs.tools.cli"
 
 local perftest = {}
 
-local function check(v, msg)
-  if v == nil then error({ msg = msg }, 0) end
-  return v
-end
-
-local function result(ok, ...)
-  if ok then return ... end
-  local e = ...
-  if type(e) == "table" then return nil, tostring(e.msg) end
-  error(e, 0) -- a bug, not a failure
-end
-
--- f, whose check failures become nil, msg
-local function steps(f)
-  return function(...) return result(pcall(f, ...)) end
-end
+local check, steps = pt.check, pt.steps
 
 -- What each test does its own way.  before: perftest's hand shakes before
 -- the QP is connected (the peer's keys come from the last), after: those

@@ -3,27 +3,9 @@
 -- nil, msg, EOPNOTSUPP after reading its attributes strictly (a bad one
 -- raises, naming it); an indirection table, which needs WQs, and an RSS QP
 -- are refused by name before verbs; the context stays usable.
-local ibv = require "ibverbs"
 local support = require "support"
 
-local EOPNOTSUPP = ibv.errno.EOPNOTSUPP
-local ACCESS = { "local_write", "remote_write", "remote_read", "remote_atomic" }
-
-local function unsupported(call, ok, msg, errno)
-  assert.is_nil(ok)
-  assert.equal(call .. ": Operation not supported", msg)
-  assert.equal(EOPNOTSUPP, errno)
-end
-
--- An RC loopback pair still moves data: the context is left usable.
-local function still_works(env)
-  local mr = assert(env.pd:reg_mr(4096, ACCESS))
-  assert(env.b:post_recv{ wr_id = 9, sge = { mr = mr, offset = 100, length = 64 } })
-  assert(env.a:post_send{ wr_id = 8, inline = "still works", send_flags = { "signaled" } })
-  local wcs = support.completions(env.cq, 2)
-  for _, wc in ipairs(wcs) do assert.equal("success", wc.status) end
-  assert.equal("still works", mr:read(100, 11))
-end
+local unsupported, still_works = support.unsupported, support.still_works
 
 describe("on rxe0, receive work queues", function()
   local env
