@@ -77,7 +77,11 @@ describe("on rxe0, examples/rping.lua interoperates with rping", function()
     local client = start("rping -c -a " .. ADDR .. " -p " .. p .. " -v -V -C 3")
     local cl, crc = finish(client)
     local sl, src = finish(server)
-    assert.equal(0, crc, table.concat(cl, "\n") .. "\n-- rping.lua -s:\n" .. table.concat(sl, "\n"))
+    -- (rping's own race: its cm thread may read the event channel its main thread has just destroyed once the
+    -- disconnect came, and exits 255 saying so; seen once in a loaded make test: everything before it counts)
+    local raced = crc == 255 and cl[#cl] == "rdma_get_cm_event: Bad file descriptor" and
+      grep(cl, "DISCONNECT")[1] == "client DISCONNECT EVENT..."
+    assert.is_true(crc == 0 or raced, table.concat(cl, "\n") .. "\n-- rping.lua -s:\n" .. table.concat(sl, "\n"))
     assert.equal(0, src, table.concat(sl, "\n"))
     local pings = grep(cl, "^ping data: ")
     assert.equal(3, #pings, table.concat(cl, "\n"))

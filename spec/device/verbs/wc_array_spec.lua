@@ -79,7 +79,7 @@ describe("on rxe0, ibv.wc_array", function()
     assert.equal(mine, wcs:get(r2, mine))
     assert.same({ 12, 5 }, { mine.wr_id, mine.byte_len })
     assert.is_nil(mine.imm_data)
-    assert.has_error(function() wcs:get(r2, "nope") end, "bad argument #3 to 'get' (table expected, got string)")
+    assert.error_matches(function() wcs:get(r2, "nope") end, "to 'get' %(table expected, got string%)")
   end)
 
   it("carries an error completion's status and vendor error", function()

@@ -52,7 +52,7 @@ describe("on rxe0, receive work queues", function()
     assert.error_matches(function() ctx:create_rwq_ind_table{ ind_tbl = { env.cq }, log_ind_tbl_size = 3 } end,
       "create_rwq_ind_table: init_attr: field 'ind_tbl': 1 WQs, log_ind_tbl_size 3 needs 8", 1, true)
     assert.error_matches(function() ctx:create_rwq_ind_table{ ind_tbl = { env.cq } } end,
-      "create_rwq_ind_table: ind_tbl[1]: ibverbs.wq expected, got ibverbs.cq", 1, true)
+      "create_rwq_ind_table: ind_tbl[1]: ibverbs.wq expected, got userdata", 1, true)
     assert.error_matches(function() ctx:create_rwq_ind_table{ ind_tbl = {}, bogus = 1 } end,
       "create_rwq_ind_table: init_attr: unknown field 'bogus'", 1, true)
     assert.error_matches(function()

@@ -29,13 +29,12 @@ if rank == tonumber(os.getenv("MUTANT")) then
     return table.concat(t)
   end
   local mutate = {
-    flip = function(s)
-      local b = { s:byte(1, -1) }
+    flip = function(s) -- three bytes of the body changed
       for _ = 1, 3 do
-        local i = math.random(9, math.max(9, #b))
-        if b[i] then b[i] = (b[i] + math.random(1, 255)) % 256 end
+        local i = math.random(9, math.max(9, #s))
+        if i <= #s then s = s:sub(1, i - 1) .. string.char((s:byte(i) + math.random(1, 255)) % 256) .. s:sub(i + 1) end
       end
-      return string.char(table.unpack(b))
+      return s
     end,
     lie = function(s) return string.format("%08x", #s - 8 + math.random(1, 4096)) .. s:sub(9) end,
     cut = function(s) return s:sub(1, math.random(1, math.max(1, #s - 1))) end,
