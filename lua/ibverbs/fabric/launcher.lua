@@ -210,15 +210,17 @@ function launcher.detect(getenv)
 end
 
 --- The run's name, alike on every rank of it and unlike any other run's:
--- IBV_FABRIC_RUN, else Slurm's job and step ("slurm 1234.0"), else the PMIx
--- namespace, else "" (a run of options alone: its key tells it apart).
+-- IBV_FABRIC_RUN, else the PMIx namespace (the job's own name wherever PMIx
+-- serves it: mpirun's ranks on its own node have no Slurm step, those its
+-- daemons started have one), else Slurm's job and step ("slurm 1234.0"),
+-- else "" (a run of options alone: its key tells it apart).
 function launcher.run_name(getenv)
   local given = getenv("IBV_FABRIC_RUN")
   if given then return given end
-  local job, step = getenv("SLURM_JOB_ID"), getenv("SLURM_STEP_ID") or getenv("SLURM_STEPID")
-  if job and step then return "slurm " .. job .. "." .. step end
   local ns = getenv("PMIX_NAMESPACE")
   if ns then return "pmix " .. ns end
+  local job, step = getenv("SLURM_JOB_ID"), getenv("SLURM_STEP_ID") or getenv("SLURM_STEPID")
+  if job and step then return "slurm " .. job .. "." .. step end
   return ""
 end
 

@@ -118,7 +118,8 @@ function mesh.send_parts(self, parts)
 end
 
 --- A relay, after rank 0's answer (msg: its dead list learnt): one mesh
--- frame from each linked relay, before deadline; their items' blobs.
+-- frame from each linked relay, before deadline; their items' blobs (and
+-- blobs.bad naming a relay whose frame was no list of items).
 function mesh.collect(self, deadline)
   local t = self.tree
   local g = group_of(t, self.rank)
@@ -133,7 +134,11 @@ function mesh.collect(self, deadline)
     while m and m.op == "mesh" and m.seq < self.seq do table.remove(c.frames, 1); m = c.frames[1] end
     if m and m.op == "mesh" and m.seq == self.seq then
       table.remove(c.frames, 1)
-      blobs[#blobs + 1] = m.blob
+      if wire.items(m.blob, function() end) then
+        blobs[#blobs + 1] = m.blob
+      else -- (what a relay sent that is no list of items: named, its part of the route lost)
+        blobs.bad = blobs.bad or string.format("relay rank %d sent a malformed mesh frame", ranks.relay_of(t.k, h))
+      end
       want[h], n = nil, n - 1
     elseif not m and c.closed then
       want[h], n = nil, n - 1

@@ -204,6 +204,7 @@ local function reach_root(self, deadline)
         if mine then self.port = port; return sock, mine end
         sock:close()
         err = string.format("port %d: %s", port, aerr)
+        if not quick then socket.sleep(0.2 + math.random() * 0.3) end -- (another run there: not a storm at it)
       else
         err = string.format("port %d: %s", port, tostring(cerr))
       end

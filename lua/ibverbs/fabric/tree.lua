@@ -290,11 +290,18 @@ local function relay_route(self, own, deadline, reduce)
     err = msg.err
   end
   local inbox
+  if not err and (type(msg.blob) ~= "string" or not wire.items(msg.blob, function() end)) then
+    err = string.format("route #%d: rank 0 sent what is not its answer to a relay", self.seq)
+  end
   if not err then
     ranks.learn_dead(self, msg.dead)
     if msg.resend then mesh.resend(self, msg.resend, deadline + 3 * t.margin) end
     local blobs = mesh.collect(self, deadline + 3 * t.margin)
-    inbox, err = wire.inbox_of(msg.blob .. table.concat(blobs) .. table.concat(kept or {}))
+    if blobs.bad then
+      err = string.format("route #%d: %s", self.seq, blobs.bad)
+    else
+      inbox, err = wire.inbox_of(msg.blob .. table.concat(blobs) .. table.concat(kept or {}))
+    end
   end
   if err then
     local e = wire.encode({ err = err })
@@ -496,9 +503,13 @@ function tree.route(self, msgs, up, deadline, timeout, reduce)
   if t.relay == self.rank then return relay_route(self, own, deadline, reduce) end
   local msg, err = member_route(self, wire.route_encode(self.seq, own), deadline)
   if not msg then return broken(self, err) end
-  if msg.err then return broken(self, msg.err) end
+  if msg.err then return broken(self, tostring(msg.err)) end
   ranks.learn_dead(self, msg.dead)
-  return wire.untag_list(msg.v or {})
+  local list = wire.untag_list(msg.v or {})
+  if not list then
+    return broken(self, string.format("route #%d: %s sent what is not its answer", self.seq, name(self, t.relay)))
+  end
+  return list
 end
 
 return tree

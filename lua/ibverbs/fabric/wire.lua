@@ -252,9 +252,14 @@ function wire.untag(s)
   return (dkjson.decode(s, 2))
 end
 
---- A list of {from, tagged} with each value untagged (in place).
+--- A list of {from, tagged} with each value untagged (in place); nil when
+-- it is no such list (a frame that lies).
 function wire.untag_list(list)
-  for _, m in ipairs(list) do m[2] = wire.untag(m[2]) end
+  if type(list) ~= "table" then return nil end
+  for _, m in ipairs(list) do
+    if type(m) ~= "table" or type(m[1]) ~= "number" or type(m[2]) ~= "string" then return nil end
+    m[2] = wire.untag(m[2])
+  end
   return list
 end
 

@@ -258,6 +258,11 @@ describe("ibverbs.fabric's door", function()
     assert.matches("SLURM_STEP_RESV_PORTS is not a port range: '12000%-x'", err)
     assert.is_nil(launcher.ports(env{}))
     assert.equal("slurm 1234.0", launcher.run_name(env{ SLURM_JOB_ID = "1234", SLURM_STEP_ID = "0" }))
+    -- under PMIx its namespace, whatever Slurm says (mpirun's own node has no step, its daemons' nodes have one)
+    assert.equal("pmix prterun-node1-77@1", launcher.run_name(env{ SLURM_JOB_ID = "1234", SLURM_STEP_ID = "0",
+      PMIX_NAMESPACE = "prterun-node1-77@1" }))
+    assert.equal("pmix prterun-node1-77@1", launcher.run_name(env{ SLURM_JOB_ID = "1234",
+      PMIX_NAMESPACE = "prterun-node1-77@1" }))
   end)
 
   it("computes HMAC-SHA256 as RFC 4231 gives it", function()
