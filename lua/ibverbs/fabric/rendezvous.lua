@@ -133,10 +133,16 @@ end
 -- Rank 0: a hello taken (nil), or why its sender is dropped as a stranger,
 -- or nil, why it fails the run: a hello proven with the key of a named run
 -- (a job's step) comes from a rank of this run, whatever else it says.
-local function take_hello(self, c, hello, k)
+-- Rank 0: why hello does not prove it comes from this run (with the rank it claims), or nil.
+local function unproven(self, c, hello)
   if type(hello) ~= "table" or hello.hello ~= "ibverbs.fabric" then return "not a hello of ibverbs.fabric" end
   local ok, why = door.check(c, self.lock, hello, "hello", rendezvous.who(hello.rank, hello.size))
   if not ok then return string.format("%s (it claims rank %s)", why, tostring(hello.rank)) end
+end
+
+local function take_hello(self, c, hello, k)
+  local why = unproven(self, c, hello)
+  if why then return why end
   local r = int(hello.rank)
   local bad = refuse(self, hello, r, k)
   if bad and self.lock.method ~= "none" and self.lock.run ~= "" then return nil, bad end
@@ -183,7 +189,12 @@ function rendezvous.root(self, deadline)
     if not h:wait(math.min(deadline, due or deadline), visit) and socket.gettime() >= deadline then break end
   end
   h:unlisten()
-  for c in pairs(newcomers) do turn_away(c, "had said nothing when the rendezvous ended") end
+  for c in pairs(newcomers) do -- (one whose hello came with the last rank's: what it was)
+    local hello = c.frames[1]
+    turn_away(c, hello and ("came as the rendezvous ended: " .. (unproven(self, c, hello) or
+      "every rank had arrived (it claims rank " .. tostring(hello.rank) .. ")"))
+      or "had said nothing when the rendezvous ended")
+  end
   fail = fail or judge_agreement(self) or judge_arrivals(self)
   answer_arrivals(self, fail)
   if fail then return nil, fail end
