@@ -23,7 +23,8 @@ local function listening()
   local set = {}
   for _, l in ipairs(support.lines_of("ss -ltnpH 2>/dev/null")) do
     local port = l:match("[%*%d%.%]]:(%d+)%s") or l:match(":(%d+)%s+[^%s]+:%*")
-    if port and l:find('"ibvlua"', 1, true) then set[tonumber(port)] = true end
+    -- (ibvlua's own: not the slurmstepd listener a step's process inherits under PMIx)
+    if port and l:find('"ibvlua"', 1, true) and not l:find('"slurmstepd"', 1, true) then set[tonumber(port)] = true end
   end
   return set
 end
