@@ -7,20 +7,25 @@
 -- bytes than a relay.
 local dkjson = require "dkjson"
 local support = require "support"
+local fs = require "fabric_support"
 
 local LUA = os.getenv("LUA") or "lua5.4"
 
--- One simulated run of n ranks (rank 0 alone, the first relay alone, the rest together): its figures.
+-- One simulated run of n ranks (rank 0 alone, the first relay alone, the rest together): its figures.  Its
+-- port is one below the kernel's ephemeral ports (fs.free_port); one another process holds is drawn again
+-- (rank 0 then stops at once, and the others at their time limit: each process has 300 s at most).
 local function simulate(n, rounds, rails)
   local dir = os.tmpname()
   os.remove(dir)
-  assert(os.execute("mkdir -p " .. dir))
-  local port = 30000 + math.random(0, 19999)
-  local run = string.format("%s bench/sim_worker.lua %d %%s %d %d %d %s 2>>%s/err", LUA, n, port, rails, rounds, dir,
-    dir)
-  local cmd = string.format("%s & %s & %s & wait", run:format("0"), run:format("1"), -- rank 1: the first relay
-    run:format(string.format("2-%d", n - 1)))
-  assert(support.capture("ulimit -n 20000 2>/dev/null; " .. cmd))
+  for _ = 1, 3 do
+    assert(os.execute("rm -rf " .. dir .. "; mkdir -p " .. dir))
+    local run = string.format("timeout 300 %s bench/sim_worker.lua %d %%s %d %d %d %s 2>>%s/err", LUA, n,
+      fs.free_port(), rails, rounds, dir, dir)
+    local cmd = string.format("%s & %s & %s & wait", run:format("0"), run:format("1"), -- rank 1: the first relay
+      run:format(string.format("2-%d", n - 1)))
+    assert(support.capture("ulimit -n 20000 2>/dev/null; " .. cmd))
+    if not (support.slurp(dir .. "/err") or ""):find("address already in use", 1, true) then break end
+  end
   local block = math.min(16, math.ceil(n / 64))
   local out = support.capture(string.format("FABRIC_SIM_JSON=1 %s bench/fabric_sim.lua %s %d %d %d %d 3 0", LUA, dir,
     n, rails, rounds, block))
