@@ -197,6 +197,52 @@ function door.stranger(lock, c, why)
   end
 end
 
+-- ---------------------------------------------------------------- a listener's door
+
+local Door = {}
+Door.__index = Door
+
+--- A listener's door (rank 0's, a relay's) on the hub h: every connection
+-- it accepts is challenged and pending (d.pending) until its first frame is
+-- taken or it is turned away.
+function door.open(lock, h, listener)
+  local d = setmetatable({ lock = lock, hub = h, pending = {} }, Door)
+  h:listen(listener, function(c) d.pending[c] = true; door.challenge(c, lock) end)
+  return d
+end
+
+--- A pending connection dropped and named (why).
+function Door:turn_away(c, why)
+  self.pending[c] = nil
+  door.stranger(self.lock, c, why)
+  self.hub:drop(c)
+end
+
+--- Waits until done() or deadline, giving each pending connection's first
+-- frame to take(c, hello): nil lets it in, else why it is turned away; the
+-- silent, the closed and those past the strangers' budget are turned away
+-- on the way (door.sweep).  Then the listener is closed; what is still
+-- pending is the caller's.
+function Door:run(deadline, done, take)
+  local pending = self.pending
+  local function turn_away(c, why) self:turn_away(c, why) end
+  local function visit(c)
+    if not pending[c] then return end -- (a rank let in, a relay's link: their frames are the collectives')
+    local hello = table.remove(c.frames, 1)
+    if not hello then
+      if c.closed then turn_away(c, "closed before its hello (" .. tostring(c.closed) .. ")") end
+      return
+    end
+    local why = take(c, hello)
+    if why then turn_away(c, why) else pending[c] = nil end
+  end
+  while not done() do
+    local due = door.sweep(pending, turn_away, socket.gettime())
+    if not self.hub:wait(math.min(deadline, due or deadline), visit) and socket.gettime() >= deadline then break end
+  end
+  self.hub:unlisten()
+end
+
 --- The strangers still waiting to speak: those silent past door.SILENT and,
 -- while they hold more than door.BUDGET bytes together, the largest, are
 -- dropped (drop(c, why) for each).  Returns the earliest time one falls

@@ -163,35 +163,18 @@ end
 function rendezvous.root(self, deadline)
   local ok, err = rendezvous.listen(self)
   if not ok then return nil, err end
-  local h, k = self.hub, self.tree and self.tree.k or 0
-  local newcomers, arrived, fail = {}, 1, nil
-  local function turn_away(c, why)
-    newcomers[c] = nil
-    door.stranger(self.lock, c, why)
-    h:drop(c)
-  end
-  h:listen(self.listener, function(c) newcomers[c] = true; door.challenge(c, self.lock) end)
+  local k = self.tree and self.tree.k or 0
+  local d, arrived, fail = door.open(self.lock, self.hub, self.listener), 1, nil
   self.listener = nil
-  local function visit(c)
-    if c.rank then return end
-    local hello = table.remove(c.frames, 1)
-    if not hello then
-      if c.closed then turn_away(c, "closed before its hello (" .. tostring(c.closed) .. ")") end
-      return
-    end
+  d:run(deadline, function() return arrived >= self.size or fail end, function(c, hello)
     local why, bad = take_hello(self, c, hello, k)
-    if why then turn_away(c, why)
-    elseif bad then fail = bad; turn_away(c, bad)
-    else newcomers[c] = nil; arrived = arrived + 1 end
-  end
-  while arrived < self.size and not fail do
-    local due = door.sweep(newcomers, turn_away, socket.gettime())
-    if not h:wait(math.min(deadline, due or deadline), visit) and socket.gettime() >= deadline then break end
-  end
-  h:unlisten()
-  for c in pairs(newcomers) do -- (one whose hello came with the last rank's: what it was)
+    if bad then fail = bad end
+    if why or bad then return why or bad end
+    arrived = arrived + 1
+  end)
+  for c in pairs(d.pending) do -- (one whose hello came with the last rank's: what it was)
     local hello = c.frames[1]
-    turn_away(c, hello and ("came as the rendezvous ended: " .. (unproven(self, c, hello) or
+    d:turn_away(c, hello and ("came as the rendezvous ended: " .. (unproven(self, c, hello) or
       "every rank had arrived (it claims rank " .. tostring(hello.rank) .. ")"))
       or "had said nothing when the rendezvous ended")
   end

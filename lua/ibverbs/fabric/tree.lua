@@ -86,22 +86,11 @@ local function accept_members(self, deadline)
   local lower = mesh.connect_lower(self, deadline) -- the relays below: their listeners take it before they accept
   self.hub, self.peers = hub.new(true), {}
   mesh.adopt_links(self, lower)
-  local pending, want = {}, mesh.expected(self)
+  local want = mesh.expected(self)
   for _, r in ipairs(t.members) do if not self.dead[r] then want = want + 1 end end
-  local function turn_away(c, why)
-    pending[c] = nil
-    door.stranger(self.lock, c, why)
-    self.hub:drop(c)
-  end
-  self.hub:listen(t.listener, function(c) pending[c] = true; door.challenge(c, self.lock) end)
+  local d = door.open(self.lock, self.hub, t.listener)
   t.listener = nil
-  local function visit(c)
-    if c.mesh or c.rank then return end
-    local hello = table.remove(c.frames, 1)
-    if not hello then
-      if c.closed then turn_away(c, "closed before its hello (" .. tostring(c.closed) .. ")") end
-      return
-    end
+  d:run(deadline, function() return want <= 0 end, function(c, hello)
     local r, ok, why = int(hello.member), false, "not a hello of a member or a relay"
     if hello.relay then
       ok, why = mesh.accept(self, c, hello)
@@ -112,14 +101,10 @@ local function accept_members(self, deadline)
       end
       if ok then door.admit(c); c.rank, self.peers[r] = r, c end
     end
-    if ok then pending[c] = nil; want = want - 1 else turn_away(c, why) end
-  end
-  while want > 0 do
-    local due = door.sweep(pending, turn_away, socket.gettime())
-    if not self.hub:wait(math.min(deadline, due or deadline), visit) and socket.gettime() >= deadline then break end
-  end
-  self.hub:unlisten()
-  for c in pairs(pending) do self.hub:drop(c) end
+    if not ok then return why end
+    want = want - 1
+  end)
+  for c in pairs(d.pending) do self.hub:drop(c) end
   local missing = {}
   for _, r in ipairs(t.members) do
     if not self.peers[r] and not self.dead[r] then
