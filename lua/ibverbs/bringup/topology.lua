@@ -8,6 +8,7 @@
 --   local topology = require "ibverbs.bringup.topology"
 --   local topo, err = topology.read("topology.conf", { hosts = {"node01", ...} })  -- err "FILE:LINE: ..."
 --   topo:leaf("node01")                 -- "leaf1" (topo:leaf(host, rail): a rail's own leaf, see below)
+--   topo:check_hosts(hosts)             -- nil, or "FILE: measured host node9 under no leaf of the file"
 --   topo:links()                        -- every switch-switch link key, sorted: {"leaf1 -- spine1", ...}
 --   topo:paths("node01", "node07")      -- { {"leaf1 -- spine1", "leaf2 -- spine1"}, {... spine2 ...} }
 --   topo:switch_at("10.0.1.1")          -- "spine1" (or a hop that names the switch: "spine1", "spine1.mgmt")
@@ -67,9 +68,10 @@ function topology.parse(text, file, opts)
     local ok, aerr2 = graph.add_addresses(g, more, afile)
     if not ok then return nil, aerr2 end
   end
-  local herr = graph.check_hosts(g, opts.hosts, file, opts.rails)
+  local topo = setmetatable({ g = g, file = file, kind = "slurm" }, Topo)
+  local herr = topo:check_hosts(opts.hosts, opts.rails)
   if herr then return nil, herr end
-  return setmetatable({ g = g, file = file, kind = "slurm" }, Topo)
+  return topo
 end
 
 --- The topology of the Slurm topology.conf at path: opts.hosts (the measured hosts: each must be under
@@ -91,6 +93,12 @@ end
 -- its rail-th port), or nil.
 function Topo:leaf(host, rail)
   return graph.leaf(self.g, host, rail)
+end
+
+--- nil when every host of hosts is under a leaf (on every rail from 1 to nrails, when given), else
+-- "FILE: measured host(s) ... under no leaf of the file".
+function Topo:check_hosts(hosts, nrails)
+  return graph.check_hosts(self.g, hosts, self.file, nrails)
 end
 
 --- Every switch-switch link's key ("leaf1 -- spine1"), sorted.
@@ -203,6 +211,27 @@ function topology.read_ib(links_path, lfts_path, opts)
   if herr then return nil, herr end
   return setmetatable({ g = g, fabric = fabric, file = links_path, lft_file = lfts_path, kind = "infiniband",
     routes = {} }, IbTopo)
+end
+
+-- ------------------------------------------------------------------ a tool's options
+
+--- The topology a tool's options name (o.topology, o.lfts: InfiniBand, o.topology_addresses), read
+-- without the measured hosts (checked once they are known: topo:check_hosts): topo, nil when no
+-- o.topology, or nil, msg naming the option and the file's line.
+function topology.from_options(o)
+  if not o.topology then
+    if o.lfts or o.topology_addresses then return nil, "--lfts and --topology-addresses go with --topology" end
+    return nil
+  end
+  if o.lfts and o.topology_addresses then return nil, "--topology-addresses does not go with --lfts (InfiniBand)" end
+  local topo, err
+  if o.lfts then
+    topo, err = topology.read_ib(o.topology, o.lfts)
+  else
+    topo, err = topology.read(o.topology, { addresses = o.topology_addresses })
+  end
+  if not topo then return nil, "--topology " .. err end
+  return topo
 end
 
 -- ------------------------------------------------------------------ drawing

@@ -36,10 +36,11 @@
 -- Exit status, per rank: 0 when its own node has no verdict, 1 when it has one
 -- (a node, flap, counters or unreachable verdict on it, an end of a link verdict, an end of a
 -- flagged pair not retested whose other end has no verdict; also a rank that
--- lost rank 0 mid-run), 2 when the run could not be made (bad options or
--- --expect file, a rank whose host none of its host lists names: every rank, at
--- the rendezvous; no rendezvous or ranks that disagree, a bad pairs file, rank
--- 0's output files not written); --exit-any: 1 on every rank when any verdict.
+-- lost rank 0 mid-run), 2 when the run could not be made (bad options,
+-- --expect or --topology file, a rank whose host none of its host lists names
+-- or the topology leaves out: every rank, at the rendezvous; no rendezvous or
+-- ranks that disagree, a bad pairs file, rank 0's output files not written);
+-- --exit-any: 1 on every rank when any verdict.
 -- Slurm: --drain (rank 0, after the report) drains every node a verdict names
 -- with a reason "ibverbs fabric_matrix [<its rails in the run>]: <verdict>" and
 -- resumes a node that passed when fabric_matrix drained it and the node
@@ -66,6 +67,7 @@ local reduction = require "ibverbs.bringup.matrix.reduction"
 local pc = require "ibverbs.port_counters"
 local pcount = require "ibverbs.bringup.matrix.pair_counters"
 local expectations = require "ibverbs.bringup.expect"
+local topology = require "ibverbs.bringup.topology"
 
 local fabric_matrix = {}
 
@@ -130,7 +132,12 @@ local function options(arg)
     { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
     { nil, "json-lines", arg = "file", help = "stream the pairs each rank holds as JSON lines: rank 0 to <file> (its "
       .. "own, those that reach it: failing and retested, the verdicts), every other rank to <file>.<rank>" },
-    { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0)" },
+    { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0); with "
+      .. "--topology the fabric too: <file>.topology.dot (.svg too when Graphviz's dot is on PATH)" },
+    { nil, "topology", arg = "file", help = "Slurm's topology.conf (docs/bringup.md, Topology), or with --lfts an "
+      .. "InfiniBand link map (ibnetdiscover output, ibdiagnet .lst); a bad file or a host it leaves out: exit 2" },
+    { nil, "topology-addresses", arg = "file", help = "'SwitchName=<name> Addresses=<IPv4s>' lines for --topology" },
+    { nil, "lfts", arg = "file", help = "InfiniBand forwarding tables (dump_lfts.sh, ibroute output) for --topology" },
     { nil, "exit-any", help = "exit 1 on every rank when any verdict exists (default: only the ranks it names)" },
     { nil, "dry-run", help = "the whole schedule and every exchange, no device opened, no traffic" },
     { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
@@ -517,6 +524,9 @@ local function report(run, ctl_all)
   if o.plot then
     local ok, err = matrix.plot(rep, o.plot)
     if not ok then say("fabric_matrix: %s", err); written = false end
+    local files, terr = true, nil
+    if run.topo then files, terr = topology.plot(run.topo, rep.verdicts, o.plot) end
+    if not files then say("fabric_matrix: --plot: %s", terr); written = false end
   end
   if jl then
     jl:write(dkjson.encode({ verdicts = rep.verdicts }), "\n")
@@ -555,7 +565,16 @@ end
 function fabric_matrix.main(arg)
   local run = check_options(options(arg))
   load_limits(run)
+  local terr
+  run.topo, terr = topology.from_options(run.o) -- (a bad file: exit 2 before the rendezvous)
+  if terr then usage_error(terr) end
   join(run)
+  terr = run.topo and run.topo:check_hosts(run.f.hosts) -- (every rank knows every host: all stop, before any traffic)
+  if terr then
+    if run.me == 0 then say("fabric_matrix.lua: --topology %s", terr) end
+    run.f:close()
+    os.exit(2)
+  end
   run.sizes = traffic.sizes(run.o)
   run.rails, run.ibv = rails_mod.open(run.o, run.sizes)
   agree_plan(run)

@@ -222,10 +222,16 @@ function graph.build(stmts, file)
   return g
 end
 
---- The leaf of host on rail (a Rail= leaf of it, else its leaf for every rail), or nil.
+--- The leaf of host on rail (a Rail= leaf of it, else its leaf for every rail), or nil; a host
+-- named with its domain ("node01.cluster") is found under its first label too.
 function graph.leaf(g, host, rail)
+  if type(host) ~= "string" then return nil end
   local own = rail and g.leaf_of[rail]
-  return own and own[host] or g.leaf_of[0][host]
+  local leaf = own and own[host] or g.leaf_of[0][host]
+  if leaf then return leaf end
+  local short = host:match("^([^.]+)%.")
+  if short and not host:match("^[%d.]+$") then return graph.leaf(g, short, rail) end
+  return nil
 end
 
 --- nil when every host of hosts has a leaf (on every rail from 1 to nrails, when given), else
