@@ -102,14 +102,19 @@ end
 -- its own child or a child twice.
 local function link_all(g, file)
   for _, name in ipairs(g.order) do
-    local sw = g.switches[name]
+    local sw, named = g.switches[name], {}
     for _, c in ipairs(sw.child_names or {}) do
       local child = g.switches[c]
       if not child then
         return nil, at(file, sw.line, "Switches= of %s names %s, a switch no SwitchName= line defines", name, c)
       end
       if c == name then return nil, at(file, sw.line, "Switches= of %s names %s itself", name, c) end
-      if g.adj[name][c] then return nil, at(file, sw.line, "Switches= of %s names %s twice", name, c) end
+      if child.ext and not sw.ext then
+        return nil, at(file, sw.line, "Switches= of %s names %s, which only an '#ibverbs' line defines (Slurm would "
+          .. "not find it)", name, c)
+      end
+      if named[c] then return nil, at(file, sw.line, "Switches= of %s names %s twice", name, c) end
+      named[c] = true
       sw.children[#sw.children + 1] = c
       child.parents[#child.parents + 1] = name
       g.adj[name][c], g.adj[c][name] = true, true
