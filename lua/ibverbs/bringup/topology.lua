@@ -116,7 +116,7 @@ function Topo:links()
   return self.link_list
 end
 
---- The switches, in the file's order (InfiniBand: the link map's).
+--- The switches, in the file's order (InfiniBand: sorted by name).
 function Topo:switches()
   return self.g.order
 end
