@@ -206,7 +206,8 @@ function ib.read_lfts(fabric, text, file)
 end
 
 --- The switch graph of the link map, as ibverbs.bringup.topology.graph builds from a file: switches
--- (g.order sorted by name; leaves with their hosts), links, the leaf of each host per rail (leaf_of[rail]; leaf_of[0]: rail 1).
+-- (g.order sorted by name; leaves with their hosts), links, the leaf of each host per rail
+-- (leaf_of[rail]; leaf_of[0]: rail 1).
 function ib.graph(fabric)
   local g = { file = fabric.file, switches = {}, order = {}, adj = {}, addr = {}, leaf_of = { [0] = {} }, cache = {} }
   for _, guid in ipairs(fabric.order) do
