@@ -53,7 +53,8 @@ describe("topology.read_ib", function()
     assert.same({ VIA1 }, assert(topology.read_ib(LINKS, p)):paths("node1", "node3"))
     -- OpenSM's form: leaf1 sends LID 7 by spine2 instead
     local osm = text:gsub("Unicast lids %[[^\n]*guid 0x(%x+) %([^\n]*\n",
-      "osm_ucast_mgr_dump_ucast_routes: Switch 0x%1\n"):gsub("0x(%x+) (%d+) : [^\n]*", "0x%1 : %2 : 01 : yes"):gsub("0x0007 : 031", "0x0007 : 032")
+      "osm_ucast_mgr_dump_ucast_routes: Switch 0x%1\n"):gsub("0x(%x+) (%d+) : [^\n]*", "0x%1 : %2 : 01 : yes")
+      :gsub("0x0007 : 031", "0x0007 : 032")
     fs.write(p, osm)
     assert.same({ VIA2 }, assert(topology.read_ib(LINKS, p)):paths("node1", "node3"))
     os.remove(p)
