@@ -189,7 +189,7 @@ DEB_PACKAGES = liblua5.4-dev lua5.4 luajit libluajit-5.1-dev libibverbs-dev libr
 	ibverbs-providers rdma-core ibverbs-utils rdmacm-utils perftest lua-busted lua-socket \
 	lua-check lua-luv qemu-system-x86 busybox-static cpio kmod iproute2 pkg-config gcc make \
 	valgrind gzip luarocks liblua5.1-0-dev lua-argparse lua-dkjson lua-ldoc lua-markdown \
-	openmpi-bin gnuplot-nox python3 python3-pyverbs libreadline8 \
+	openmpi-bin gnuplot-nox graphviz python3 python3-pyverbs libreadline8 \
 	slurm-wlm munge libpmix-dev liblua5.3-dev lua5.3 debootstrap binutils
 # make deps: all of it.  Each part on its own, for the targets that need it:
 # packages (the Debian packages, when missing), kernel (the kernel and initramfs
