@@ -14,8 +14,8 @@
 --
 -- g.switches[name] = { name, line, file, hosts = {...} or nil (a leaf), rail, children = {...},
 -- parents = {...}, addresses = {...}, speed }; g.order (names in the file's order);
--- g.addr[ip] = { name =, file =, line = }; g.leaf_of[rail or 0][host] = name; g.adj[a][b] = true for
--- every switch-switch link.
+-- g.addr[ip] = { name =, file =, line = }; g.leaf_of[rail or 0][host] = name; g.adj[a][b] = true and
+-- g.keys[a][b] = its key for every switch-switch link.
 local launcher = require "ibverbs.fabric.launcher"
 
 local graph = {}
@@ -92,6 +92,7 @@ local function define_all(g, stmts, file)
       end
       g.switches[sw.name] = sw
       g.order[#g.order + 1] = sw.name
+      sw.index = #g.order
     end
   end
   if #g.order == 0 then return nil, string.format("%s: no switch defined (no SwitchName= line)", file) end
@@ -118,6 +119,8 @@ local function link_all(g, file)
       sw.children[#sw.children + 1] = c
       child.parents[#child.parents + 1] = name
       g.adj[name][c], g.adj[c][name] = true, true
+      g.keys[name][c] = graph.key(name, c)
+      g.keys[c][name] = g.keys[name][c]
     end
   end
   return true
@@ -212,10 +215,11 @@ end
 
 --- The graph of a file's statements (file names it in messages), or nil, "FILE:LINE: msg".
 function graph.build(stmts, file)
-  local g = { file = file, switches = {}, order = {}, adj = {}, addr = {}, leaf_of = { [0] = {} }, cache = {} }
+  local g = { file = file, switches = {}, order = {}, adj = {}, keys = {}, addr = {}, leaf_of = { [0] = {} },
+    cache = {} }
   local ok, err = define_all(g, stmts, file)
   if not ok then return nil, err end
-  for _, name in ipairs(g.order) do g.adj[name] = {} end
+  for _, name in ipairs(g.order) do g.adj[name], g.keys[name] = {}, {} end
   ok, err = link_all(g, file)
   if not ok then return nil, err end
   err = find_loop(g, file)
@@ -260,59 +264,68 @@ function graph.check_hosts(g, hosts, file, nrails)
     table.concat(shown, ", "), #missing > 5 and string.format(" (and %d more)", #missing - 5) or "")
 end
 
--- The distances up from leaf (leaf 0, its parents 1, ...): upward = parents only.
+-- The distances up from leaf (leaf 0, its parents 1, ...: upward = parents only), and for each switch
+-- so reached the switches one step below it on a shortest way up from leaf.
 local function up_distances(g, leaf)
-  local dist, queue, i = { [leaf] = 0 }, { leaf }, 1
+  local dist, below, queue, i = { [leaf] = 0 }, { [leaf] = {} }, { leaf }, 1
   while queue[i] do
     local s = queue[i]
     for _, p in ipairs(g.switches[s].parents) do
-      if not dist[p] then dist[p] = dist[s] + 1; queue[#queue + 1] = p end
+      if not dist[p] then
+        dist[p], below[p] = dist[s] + 1, {}
+        queue[#queue + 1] = p
+      end
+      if dist[p] == dist[s] + 1 then below[p][#below[p] + 1] = s end
     end
     i = i + 1
   end
-  return dist
+  return dist, below
 end
 
--- Every shortest upward walk from the leaf of dist to top, each a list of switches from the leaf up.
-local function up_walks(g, dist, top)
-  if dist[top] == 0 then return { { top } } end
+-- Every shortest upward walk from the leaf of below to top, each a list of switches from the leaf up.
+local function up_walks(below, top)
+  if #below[top] == 0 then return { { top } } end
   local out = {}
-  for _, c in ipairs(g.switches[top].children) do
-    if dist[c] == dist[top] - 1 then
-      for _, w in ipairs(up_walks(g, dist, c)) do
-        w[#w + 1] = top
-        out[#out + 1] = w
-      end
+  for _, c in ipairs(below[top]) do
+    for _, w in ipairs(up_walks(below, c)) do
+      w[#w + 1] = top
+      out[#out + 1] = w
     end
   end
   return out
 end
 
+graph.CACHE = 1024 -- pairs of leaves whose paths are kept (then the cache starts again: bounded memory)
+
 --- Every shortest up-down path between leaves la and lb (up to a switch above both, then down): a list
 -- of paths, each the list of its links' keys from la to lb; { {} } when la is lb, {} when no switch is
--- above both.  Cached per pair of leaves.
+-- above both.  Cached per pair of leaves (graph.CACHE of them; the caller does not change them).
 function graph.paths(g, la, lb)
   local ck = la .. "\0" .. lb
   if g.cache[ck] then return g.cache[ck] end
+  g.cached = (g.cached or 0) + 1
+  if g.cached > graph.CACHE then g.cache, g.cached = {}, 1 end
   local out = {}
   if la == lb then
     out[1] = {}
   else
-    local da, db = up_distances(g, la), up_distances(g, lb)
+    local da, ba = up_distances(g, la)
+    local db, bb = up_distances(g, lb)
     local best
     for s, x in pairs(da) do
       if db[s] and (not best or x + db[s] < best) then best = x + db[s] end
     end
     local tops = {}
-    for _, s in ipairs(g.order) do
-      if da[s] and db[s] and da[s] + db[s] == best then tops[#tops + 1] = s end
+    for s, x in pairs(da) do
+      if db[s] and x + db[s] == best then tops[#tops + 1] = s end
     end
+    table.sort(tops, function(x, y) return g.switches[x].index < g.switches[y].index end) -- (the file's order)
     for _, top in ipairs(tops) do
-      for _, wa in ipairs(up_walks(g, da, top)) do
-        for _, wb in ipairs(up_walks(g, db, top)) do
-          local path = {}
-          for i = 1, #wa - 1 do path[#path + 1] = graph.key(wa[i], wa[i + 1]) end
-          for i = #wb, 2, -1 do path[#path + 1] = graph.key(wb[i], wb[i - 1]) end
+      for _, wa in ipairs(up_walks(ba, top)) do
+        for _, wb in ipairs(up_walks(bb, top)) do
+          local path, keys = {}, g.keys
+          for i = 1, #wa - 1 do path[#path + 1] = keys[wa[i]][wa[i + 1]] end
+          for i = #wb, 2, -1 do path[#path + 1] = keys[wb[i]][wb[i - 1]] end
           out[#out + 1] = path
         end
       end

@@ -209,21 +209,26 @@ end
 -- (g.order sorted by name; leaves with their hosts), links, the leaf of each host per rail
 -- (leaf_of[rail]; leaf_of[0]: rail 1).
 function ib.graph(fabric)
-  local g = { file = fabric.file, switches = {}, order = {}, adj = {}, addr = {}, leaf_of = { [0] = {} }, cache = {} }
+  local g = { file = fabric.file, switches = {}, order = {}, adj = {}, keys = {}, addr = {}, leaf_of = { [0] = {} },
+    cache = {} }
   for _, guid in ipairs(fabric.order) do
     local n = fabric.nodes[guid]
     if n.type == "S" then
       g.switches[n.name] = { name = n.name, guid = guid, lid = n.lid, children = {}, parents = {}, addresses = {} }
       g.order[#g.order + 1] = n.name
-      g.adj[n.name] = {}
+      g.adj[n.name], g.keys[n.name] = {}, {}
     end
   end
   table.sort(g.order)
+  for i, name in ipairs(g.order) do g.switches[name].index = i end
   for _, guid in ipairs(fabric.order) do
     local n = fabric.nodes[guid]
     for _, port in pairs(n.ports) do
       local peer = port.peer and fabric.nodes[port.peer]
-      if n.type == "S" and peer and peer.type == "S" then g.adj[n.name][peer.name] = true end
+      if n.type == "S" and peer and peer.type == "S" then
+        g.adj[n.name][peer.name] = true
+        g.keys[n.name][peer.name] = graph.key(n.name, peer.name)
+      end
     end
   end
   for host, list in pairs(fabric.rails) do
