@@ -178,6 +178,21 @@ describe("topo:paths", function()
     assert.equal(16, #topo:links())
   end)
 
+  it("gives the same paths once its cache of leaf pairs has started again", function()
+    local graph = require "ibverbs.bringup.topology.graph"
+    local topo = assert(topology.read(FIX .. "three_tier.conf"))
+    local before = { topo:paths("n01", "n05"), topo:paths("n03", "n07"), topo:paths("n01", "n03") }
+    local keep = graph.CACHE
+    graph.CACHE = 1
+    local fresh = assert(topology.read(FIX .. "three_tier.conf"))
+    local after = { fresh:paths("n01", "n05"), fresh:paths("n03", "n07"), fresh:paths("n01", "n03"),
+      fresh:paths("n01", "n05") }
+    graph.CACHE = keep
+    assert.same(before, { after[1], after[2], after[3] })
+    assert.same(before[1], after[4])
+    assert.equal(1, fresh.g.cached)
+  end)
+
   it("gives no path between leaves no switch is above", function()
     local topo = assert(topology.read(file("SwitchName=a Nodes=n1\nSwitchName=b Nodes=n2\n")))
     assert.same({}, topo:paths("n1", "n2"))
