@@ -17,6 +17,7 @@
 --   ib_topo:paths("node1", "node3")     -- { the routed path }
 --   topology.dot(topo, verdicts)        -- Graphviz text, bad links red (ibverbs.bringup.topology.dot)
 --   topology.plot(topo, verdicts, "m.png")  -- m.topology.dot, and m.topology.svg when dot is on PATH
+--   local topo2, oerr = topology.from_options(o)  -- a tool's --topology, --lfts, --topology-addresses
 --
 -- The file (Slurm's): "SwitchName=leaf1 Nodes=node[01-16]" (a leaf and its hosts), "SwitchName=spine1
 -- Switches=leaf[1-4]" (a switch above others: one link to each; a switch may sit under several, as a leaf
