@@ -235,6 +235,15 @@ describe("topo:trace_path", function()
     assert.same({ nil, { untraced = true } }, { topo:trace_path(flow({ false, false, false })) })
   end)
 
+  it("counts a gap's choices in a three-tier tree: four ways between pods", function()
+    local t3 = assert(topology.read(FIX .. "three_tier.conf"))
+    local path, note = t3:trace_path({ host_a = "n01", host_b = "n05", hops = { "e1-1", false, false, false, "e2-1" } })
+    assert.same({}, path)
+    assert.same({ gaps = { { from = "e1-1", to = "e2-1", hops = 3, choices = 4 } }, partial = true }, note)
+    assert.same({ { "a1-2 -- e1-1", "a1-2 -- core4", "a2-2 -- core4", "a2-2 -- e2-1" }, { filled = 2 } },
+      { t3:trace_path({ host_a = "n01", host_b = "n05", hops = { "e1-1", false, "core4", false, "e2-1" } }) })
+  end)
+
   it("notes a host whose first hop is another leaf than the file's: miscabled, reported with the path", function()
     -- gpu001 is under leaf1 in the file; its first hop answers from leaf2
     local path, note = topo:trace_path(flow({ "10.1.2.1", "10.1.255.1", "10.1.1.1" }, "gpu001", "gpu003"))

@@ -11,12 +11,14 @@
 --   -- path: { "leaf1 -- spine2", "leaf2 -- spine2" }; note (nil when there is nothing to say):
 --   --   { miscabled = { host =, file_leaf =, traced = }, miscabled_all = { ... }, filled = n,
 --   --     gaps = { { from =, to =, hops =, choices = } }, partial = true, unknown = { "10.9.9.9" },
+--   --     (choices: the walks of the file that fit the gap, counted up to 64)
 --   --     unlinked = { "leafX -- spineY" }, untraced = true }
 local graph = require "ibverbs.bringup.topology.graph"
 
 local trace = {}
 
 local MAX_TAIL = 8 -- the most links a trace's unanswered end is filled with
+local COUNT = 63 -- a gap's choices are counted up to COUNT + 1
 
 -- The slots of the flow's hops: a switch name, or false (no answer, or an address no switch has),
 -- up to the destination's own answer; whether the destination answered.
@@ -47,7 +49,7 @@ end
 -- The gap between slots i and j (both switches, those between unanswered) filled when one walk of the
 -- file fits it, else noted.
 local function fill(g, slots, i, j, note)
-  local walks = graph.walks(g, slots[i], slots[j], j - i, 1)
+  local walks = graph.walks(g, slots[i], slots[j], j - i, COUNT)
   if #walks == 1 then
     for k = i + 1, j - 1 do slots[k] = walks[1][k - i + 1] end
     note.filled = (note.filled or 0) + 1
@@ -70,7 +72,7 @@ local function close_end(g, flow, slots, reached, note, answered)
     return
   end
   for n = 1, MAX_TAIL do
-    local walks = graph.walks(g, last, fb, n, 1)
+    local walks = graph.walks(g, last, fb, n, COUNT)
     if #walks == 1 then
       for k = 2, #walks[1] do slots[#slots + 1] = walks[1][k] end
       note.filled = (note.filled or 0) + 1
