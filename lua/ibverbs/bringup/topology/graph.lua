@@ -26,6 +26,13 @@ function graph.key(a, b)
   return a .. " -- " .. b
 end
 
+-- t[i..j] as a new list (j: default #t).
+local function slice(t, i, j)
+  local out = {}
+  for k = i, j or #t do out[#out + 1] = t[k] end
+  return out
+end
+
 local function at(file, line, fmt, ...) return string.format("%s:%d: " .. fmt, file, line, ...) end
 
 -- The names of a host list value, or nil, msg naming the key.
@@ -136,7 +143,7 @@ local function find_loop(g, file)
       if colour[c] == "grey" then
         local from
         for i, s in ipairs(stack) do if s == c then from = i end end
-        local circle = { table.unpack(stack, from) }
+        local circle = slice(stack, from)
         circle[#circle + 1] = c
         return at(file, g.switches[c].line, "the switches make a loop: %s", table.concat(circle, " -> "))
       elseif not colour[c] then
@@ -259,7 +266,7 @@ function graph.check_hosts(g, hosts, file, nrails)
     end
   end
   if #missing == 0 then return nil end
-  local shown = { table.unpack(missing, 1, math.min(#missing, 5)) }
+  local shown = slice(missing, 1, math.min(#missing, 5))
   return string.format("%s: measured host%s %s under no leaf of the file%s", file, #missing > 1 and "s" or "",
     table.concat(shown, ", "), #missing > 5 and string.format(" (and %d more)", #missing - 5) or "")
 end
@@ -342,7 +349,7 @@ function graph.walks(g, x, y, n, limit)
   local function step(s, left)
     if #out > (limit or 1) then return end
     if left == 0 then
-      if s == y then out[#out + 1] = { table.unpack(walk) } end
+      if s == y then out[#out + 1] = slice(walk, 1) end
       return
     end
     local next_ = {}
