@@ -109,6 +109,7 @@ local function draw(t, r, o, a, b, rail)
   end
   for _, h in ipairs({ ha, hb }) do
     loss = loss + ((o.host_loss or {})[h] or 0)
+    if (o.host_dead or {})[h] then dead = true end
   end
   f.stalls = poisson(r, f.samples * loss)
   f.lat_us = (3 + 0.3 * r()) * slow
@@ -124,7 +125,7 @@ end
 -- flow's spine drawn at random (ECMP); its stalls a Poisson draw of samples x
 -- its loss: opts.base_loss (0.0001) plus opts.gray[link] of each link on its
 -- path and opts.host_loss[host] of its two hosts; its latency x opts.slow[link];
--- failed through opts.dead[link].  f.true_path and f.hops (switch names) say
+-- failed through opts.dead[link] or from opts.host_dead[host].  f.true_path and f.hops (switch names) say
 -- where it went; opts.known: f.path set to it.  opts.noise: that many flows
 -- picked at random made bad (stalls at 5 %).
 function clos.flows(t, opts)

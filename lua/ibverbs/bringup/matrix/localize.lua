@@ -52,6 +52,9 @@ local localize = {}
 localize.DEFAULTS = { hit_fraction = 0.25, min_bad = 3, noise_factor = 4, z = 3, pair_min_bad = 2 }
 for k, v in pairs(flow_flags.DEFAULTS) do localize.DEFAULTS[k] = v end
 
+local LAT_SAID = 1.2 -- a verdict's text gives its latency factor from this up
+local PAIRS_SAID = 4 -- and this many of its pairs by name
+
 --- The key of a pair in res.explained: ranks (or host names) a, b, rail (diagnose.fabric_key).
 localize.key = diagnose.fabric_key
 
@@ -123,29 +126,33 @@ end
 -- The names of a pair ("node1 <-> node3").
 local function pair_text(p) return tostring(p.host_a) .. " <-> " .. tostring(p.host_b) end
 
--- The evidence in words: "16 flows crossed it, 16 bad (2 failed; loss 1.9 %; latency 3.1 x the fabric's),
--- 16 clean flows of the same pairs on other paths; 4 pairs: node1 <-> node3, ...".
-local function evidence_text(v)
+-- The evidence in words: "16 bad (2 failed; loss 1.9 %; latency 3.1 x the fabric's), 16 clean flows of
+-- the same pairs on other paths; 4 pairs: node1 <-> node3, ..." (the pairs left out when one_pair).
+local function evidence_text(v, one_pair)
   local how = {}
   if v.failed > 0 then how[#how + 1] = v.failed .. " failed" end
-  if v.loss then how[#how + 1] = string.format("loss %.2g %%", 100 * v.loss) end
-  if v.lat_factor then how[#how + 1] = string.format("latency %.3g x the fabric's", v.lat_factor) end
+  if v.loss and v.loss > 0 then how[#how + 1] = string.format("loss %.2g %%", 100 * v.loss) end
+  if v.lat_factor and v.lat_factor >= LAT_SAID then
+    how[#how + 1] = string.format("latency %.3g x the fabric's", v.lat_factor)
+  end
+  local text = string.format("%d bad%s, %d clean flow%s of the same pair%s on other paths", v.bad,
+    #how > 0 and (" (" .. table.concat(how, "; ") .. ")") or "", v.clean_siblings, v.clean_siblings == 1 and "" or "s",
+    one_pair and "" or "s")
+  if one_pair then return text end
   local names = {}
   for i, p in ipairs(v.pairs) do
-    if i > 4 then names[#names + 1] = string.format("... %d more", #v.pairs - 4); break end
+    if i > PAIRS_SAID then names[#names + 1] = string.format("... %d more", #v.pairs - PAIRS_SAID); break end
     names[#names + 1] = pair_text(p)
   end
-  return string.format("%d bad%s, %d clean flow%s of the same pairs on other paths; %d pair%s: %s", v.bad,
-    #how > 0 and (" (" .. table.concat(how, "; ") .. ")") or "", v.clean_siblings, v.clean_siblings == 1 and "" or "s",
-    #v.pairs, #v.pairs == 1 and "" or "s", table.concat(names, ", "))
+  return string.format("%s; %d pair%s: %s", text, #v.pairs, #v.pairs == 1 and "" or "s", table.concat(names, ", "))
 end
 
 --- A fabric verdict in words (its why): the link (or links, or switch) and the evidence.
 function localize.text(v)
   if not v.located then
-    return string.format("not located: %s (rail %s): %d of %d flows bad, %s; their paths differ, and no path is "
-      .. "known (no --topology, no traced hops) to name the link", pair_text(v.pairs[1]), tostring(v.rail), v.bad,
-      v.flows, evidence_text(v))
+    return string.format("not located: %s (rail %s): %d flows, %s; their paths differ, and none is known (no "
+      .. "--topology, no traced hops) to name the link", pair_text(v.pairs[1]), tostring(v.rail), v.flows,
+      evidence_text(v, true))
   end
   local what
   if v.switch then
@@ -181,7 +188,8 @@ local function evidence(st, flows, verdicts, ref)
         end
         if st.bad[i] then
           v.bad = v.bad + 1
-          if f.failed then v.failed = v.failed + 1 elseif type(f.lat_us) == "number" then lat[vi][#lat[vi] + 1] = f.lat_us end
+          if f.failed then v.failed = v.failed + 1
+          elseif type(f.lat_us) == "number" then lat[vi][#lat[vi] + 1] = f.lat_us end
           local by = st.by[i]
           if by and of[by] == vi then pairsets[vi][st.group.of[i]] = true end
         end
@@ -202,7 +210,8 @@ local function evidence(st, flows, verdicts, ref)
         if not crossed and not st.bad[i] then v.clean_siblings = v.clean_siblings + 1 end
       end
       local f = flows[st.group.flows[id][1]]
-      v.pairs[#v.pairs + 1] = { a = f.a, b = f.b, rail = f.rail or 1, host_a = f.host_a or f.a, host_b = f.host_b or f.b }
+      v.pairs[#v.pairs + 1] = { a = f.a, b = f.b, rail = f.rail or 1, host_a = f.host_a or f.a,
+        host_b = f.host_b or f.b }
     end
     table.sort(v.pairs, function(x, y) return localize.key(x.a, x.b, x.rail) < localize.key(y.a, y.b, y.rail) end)
     local rails, set = {}, {}
@@ -257,7 +266,9 @@ local function not_located(st, flows, o, out, expl)
         local x = flows[i]
         if st.bad[i] then
           if x.failed then v.failed = v.failed + 1 elseif type(x.lat_us) == "number" then lat[#lat + 1] = x.lat_us end
-          if type(x.stalls) == "number" and type(x.samples) == "number" then st_, sa = st_ + x.stalls, sa + x.samples end
+          if type(x.stalls) == "number" and type(x.samples) == "number" then
+            st_, sa = st_ + x.stalls, sa + x.samples
+          end
         end
       end
       v.loss = sa > 0 and st_ / sa or nil
