@@ -6,9 +6,10 @@
 --
 --   local flow_flags = require "ibverbs.bringup.matrix.flow_flags"
 --   local group = flow_flags.group(flows)       -- group.of[i]: flow i's pair; group.flows[pair]: its flows
---   local bad, ref = flow_flags.flag(flows, group, opts)
---   -- bad[i]: false, or why flow i is bad ("failed: ...", "stalls 2.1 %", "latency 3.2 x", ...)
+--   local bad, ref, suspect = flow_flags.flag(flows, group, opts)
+--   -- bad[i]: false, or why flow i is bad ("failed: ...", "stalls 2.10 %", "latency 3.2 x the fabric's", ...)
 --   -- ref: the fabric's reference: lat_us, write_mbs, send_mbs (opts.reference), stall_rate (the median)
+--   -- suspect[i]: flow i stalls as a bad flow does, but so does one of its siblings (not bad, not clean)
 --
 -- A flow (the records of ibverbs.bringup.matrix.localize) is bad when:
 --   it failed (flow.failed);
@@ -146,13 +147,15 @@ local function off(m, v, r0, o, whose)
   return nil
 end
 
--- Why flow f is bad, or false.
+-- Why flow f is bad, or false; and whether it stalls as a bad one would but so do its siblings.
 local function judge(f, i, ref, sib, o)
   if f.failed then return "failed: " .. tostring(f.failed) end
   local r = rate(f)
+  local suspect = false
   if r and r > o.stall_floor and r > o.stall_factor * (ref.stall_rate or 0) then
     local s = sib.stall_rate[i]
     if s == nil or r > o.stall_factor * s then return string.format("stalls %.2f %%", 100 * r) end
+    suspect = true
   end
   for _, m in ipairs(FIGURES) do
     local v = m.key ~= "stall_rate" and m.get(f)
@@ -161,21 +164,22 @@ local function judge(f, i, ref, sib, o)
       if why then return why end
     end
   end
-  return false
+  return false, suspect
 end
 
---- The flows judged: bad[i] (false, or why flow i is bad) and the fabric's
--- reference (flow_flags.reference).  group: flow_flags.group(flows); opts:
--- lat_factor, bw_fraction, reference, stall_floor, stall_factor (defaults:
--- flow_flags.DEFAULTS).
+--- The flows judged: bad[i] (false, or why flow i is bad), the fabric's
+-- reference (flow_flags.reference) and suspect[i] (true: flow i stalls as a
+-- bad one would, but so does a sibling: not bad, not clean either).  group:
+-- flow_flags.group(flows); opts: lat_factor, bw_fraction, reference,
+-- stall_floor, stall_factor (defaults: flow_flags.DEFAULTS).
 function flow_flags.flag(flows, group, opts)
   local o = {}
   for k, v in pairs(flow_flags.DEFAULTS) do o[k] = opts[k] == nil and v or opts[k] end
   local ref = flow_flags.reference(flows, o)
   local sib = siblings(flows, group)
-  local bad = {}
-  for i, f in ipairs(flows) do bad[i] = judge(f, i, ref, sib, o) end
-  return bad, ref
+  local bad, suspect = {}, {}
+  for i, f in ipairs(flows) do bad[i], suspect[i] = judge(f, i, ref, sib, o) end
+  return bad, ref, suspect
 end
 
 return flow_flags

@@ -207,7 +207,7 @@ local function evidence(st, flows, verdicts, ref)
         for j = st.first[i] or 1, st.last[i] or 0 do
           if of[st.E[j]] == vi then crossed = true; break end
         end
-        if not crossed and not st.bad[i] then v.clean_siblings = v.clean_siblings + 1 end
+        if not crossed and not st.bad[i] and not st.suspect[i] then v.clean_siblings = v.clean_siblings + 1 end
       end
       local f = flows[st.group.flows[id][1]]
       v.pairs[#v.pairs + 1] = { a = f.a, b = f.b, rail = f.rail or 1, host_a = f.host_a or f.a,
@@ -223,17 +223,30 @@ local function evidence(st, flows, verdicts, ref)
   end
 end
 
--- The pairs the fabric explains: a bad flow of theirs explained by a fabric verdict, none by a host end.
+-- The pairs the fabric explains: a bad (or suspect: stalling as much as a sibling) flow of theirs
+-- crossed a fabric verdict's element, no bad one is a host end's, and either one of their flows is clean
+-- (the ends pass on some path) or no more of their bad or suspect flows crossed no verdict's element than
+-- crossed one (a host bad on every path is not hidden; a noisy flow beside the fabric's does not count).
 local function explained(st, flows, verdicts, out)
-  local fabric, host = {}, {}
-  local in_verdict = {}
+  local in_verdict, cross, n_cross, host, other, clean = {}, {}, {}, {}, {}, {}
   for _, v in ipairs(verdicts) do for _, e in ipairs(v.elements) do in_verdict[e] = true end end
-  for i, by in pairs(st.by) do
+  for i = 1, st.n do
     local id = st.group.of[i]
-    if in_verdict[by] then fabric[id] = i else host[id] = true end
+    if st.bad[i] or st.suspect[i] then
+      local by = st.by[i]
+      if by and not in_verdict[by] then host[id] = true end
+      local crossed = false
+      for j = st.first[i] or 1, st.last[i] or 0 do
+        if in_verdict[st.E[j]] then crossed = true; break end
+      end
+      if crossed then cross[id] = i; n_cross[id] = (n_cross[id] or 0) + 1
+      else other[id] = (other[id] or 0) + 1 end
+    else
+      clean[id] = true
+    end
   end
-  for id, i in pairs(fabric) do
-    if not host[id] then
+  for id, i in pairs(cross) do
+    if not host[id] and (clean[id] or (other[id] or 0) <= n_cross[id]) then
       local f = flows[i]
       out[localize.key(f.a or f.host_a, f.b or f.host_b, f.rail or 1)] = true
     end
@@ -293,7 +306,7 @@ function localize.run(flows, opts)
   local o = options(opts)
   local st = { group = flow_flags.group(flows), notes = {}, cache = {}, E = {}, W = {}, first = {}, last = {},
     el = cover.elements(), n = #flows }
-  st.bad, st.ref = flow_flags.flag(flows, st.group, o)
+  st.bad, st.ref, st.suspect = flow_flags.flag(flows, st.group, o)
   build(st, flows, o.topology)
   local found = cover.run(st, o) -- st.by[i]: the element that explains bad flow i
   local verdicts = {}

@@ -87,6 +87,23 @@ describe("the fabric's localization (lua/ibverbs/bringup/matrix/localize.lua)", 
     assert.same(pairs_between({ 0, 1 }, { 2, 3, 4, 5 }), explained(res))
   end)
 
+  it("explains a pair whose every flow crossed the gray link (they stall alike: none stands out from its siblings)",
+    function()
+    local t = clos.topology{ leaves = 3, spines = 2, hosts = 6 }
+    local flows = clos.flows(t, { seed = 3, known = true, gray = { ["leaf1 -- spine1"] = GRAY } })
+    local r = clos.random(9)
+    for _, f in ipairs(flows) do
+      if f.a == 0 and f.b == 2 then -- node1 <-> node3: all 8 flows hashed onto spine1
+        f.path = { "leaf1 -- spine1", "leaf2 -- spine1" }
+        f.stalls = 5 + clos.poisson(r, 5)
+      end
+    end
+    local res = localize.run(flows, {})
+    assert.same({ "leaf1 -- spine1" }, clos.named(res))
+    assert.is_true(res.explained[localize.key(0, 2, 1)])
+    assert.same(pairs_between({ 0, 1 }, { 2, 3, 4, 5 }), explained(res))
+  end)
+
   it("names two gray links at once, a lossy one and a slow one, exactly", function()
     local t = clos.topology{ leaves = 4, spines = 2, hosts = 8 }
     local res = localize.run(clos.flows(t, { seed = 3, known = true, gray = { ["leaf1 -- spine1"] = GRAY },
@@ -204,11 +221,24 @@ describe("the fabric's localization (lua/ibverbs/bringup/matrix/localize.lua)", 
           if not gray[k] then gray[k] = GRAY; planted[#planted + 1] = k end
         end
         table.sort(planted)
-        local res = localize.run(clos.flows(t, { seed = seed, rails = 2, per_pair = 4, gray = gray, noise = 20 }),
-          { topology = t })
+        local flows = clos.flows(t, { seed = seed, rails = 2, per_pair = 4, gray = gray, noise = 20 })
+        local res = localize.run(flows, { topology = t })
         assert.same(planted, clos.named(res))
         assert.equal(n, #res.verdicts)
         assert.same({}, res.hosts)
+        -- every pair a flow of which stalled on a planted link is explained (no node pays for it), and only those
+        -- whose flows crossed one
+        local crossed, hurt = {}, {}
+        for _, f in ipairs(flows) do
+          for _, k in ipairs(f.true_path) do
+            if gray[k] then
+              crossed[localize.key(f.a, f.b, f.rail)] = true
+              if f.stalls >= 2 then hurt[localize.key(f.a, f.b, f.rail)] = true end
+            end
+          end
+        end
+        for k in pairs(hurt) do assert.is_true(res.explained[k], k) end
+        for k in pairs(res.explained) do assert.is_true(crossed[k], k) end
       end
     end
   end)
