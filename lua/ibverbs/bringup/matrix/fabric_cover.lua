@@ -2,8 +2,10 @@
 -- fabric's elements (switch links, and the host ends (host, rail) the
 -- flows start and end at) that explains the bad flows, the good flows
 -- clearing what they crossed; then the links no flow tells apart grouped,
--- and the links of one switch merged when all of them are bad.  Linear in
--- the flows x their path's length, and in the elements x the taken ones.
+-- and the links of one switch merged when none of its other links is
+-- cleared.  A few passes over the flows x their path's length (the search
+-- runs again as the noise settles: at most NOISE_ROUNDS times), and a heap
+-- of the elements.
 --
 --   local cover = require "ibverbs.bringup.matrix.fabric_cover"
 --   local el = cover.elements()             -- el:host_end(name, rail), el:link("leaf1 -- spine1"): element ids

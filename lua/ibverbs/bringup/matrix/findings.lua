@@ -294,6 +294,7 @@ function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mism
   for _, v in ipairs(res and res.verdicts or {}) do
     if v.located then v.hosts = {} elseif type(v.rail) == "number" then
       v.rail = rail_name(rail_names, v.pair[1], v.rail)
+      v.why = localize.text(v)
     end
     verdicts[#verdicts + 1] = v
   end

@@ -8,39 +8,44 @@
 --   local res = localize.run(flows, { topology = topo_or_nil, lat_factor = 2.1, bw_fraction = 0.93, ... })
 --   res.verdicts   -- {kind = "fabric", located = true, link = "leaf1 -- spine1", links = {...}, switch = name|nil,
 --                  --  flows = n, bad = m, failed = k, loss = x, lat_factor = x, clean_siblings = c, pairs = {...},
---                  --  rails = {...}, why = text}, or {kind = "fabric", located = false, pair = {a, b}, ...}
+--                  --  rails = {...}, why = text, ranks = {}}, or {kind = "fabric", located = false, pair = {a, b},
+--                  --  hosts = {host_a, host_b}, rail = i, ...}; pairs: {{a =, b =, rail =, hosts = {h1, h2}}, ...}
 --   res.explained  -- set of localize.key(a, b, rail): the pairs whose badness the fabric explains
 --   res.hosts      -- the host ends the bad flows point at ({host =, rail =, flows =, bad =}): left to the
 --                  -- node and link diagnosis
---   res.flows, res.bad, res.unexplained, res.noise, res.notes, res.ref
+--   res.flows, res.bad (bad flows), res.unexplained (bad flows no verdict nor host end explains),
+--   res.noise (the fabric's), res.notes (the topology's on traced paths), res.ref (the flows' reference)
 --
 -- A flow: { a = rank, b = rank, rail = i, host_a =, host_b =, sport =, lat_us =, samples =, stalls =,
 -- write_mbs =, send_mbs =, failed = why|nil, hops = {...}|nil, path = {link keys}|nil }.  Its path: flow.path
 -- when given, else opts.topology:trace_path(flow) when it has hops, else the topology's candidate paths
--- topo:paths(host_a, host_b) (the ECMP hash unknown: each of k paths weighs 1/k, as 007's votes do), else
--- none.  Links are undirected, keyed "sw1 -- sw2" (the two switch names sorted).
+-- topo:paths(host_a, host_b, rail) (the ECMP hash unknown: each of k paths weighs 1/k, as 007's votes
+-- do; rail: for a topology of one plane per rail, one without planes ignores it), else none.  Links are
+-- undirected, keyed "sw1 -- sw2" (the two switch names sorted).
 --
 -- 1. Bad flows: ibverbs.bringup.matrix.flow_flags (failed; stall rate above a floor and well above
 --    the fabric's and its best sibling's; latency or bandwidth against the fabric's reference or its
---    best sibling's).
+--    best sibling's).  A flow that stalls as a bad one would but so does a sibling is suspect.
 -- 2. The elements a flow with a path crosses: its switch links, and its two host ends (host, rail):
 --    a fault at a host end (a NIC, its cable, the host) is bad on every path, and is the node
---    diagnosis' to name.  Per element: the flows that crossed it (weighted), the bad ones, its bad
---    share.  The fabric's noise: the lower quartile of its links' bad shares.
--- 3. The smallest set of elements that explains the bad flows, greedily (a weighted set cover in the
---    spirit of NetBouncer, 007 and deTector): each step takes the element whose unexplained bad
---    flows times its bad share is the highest, when its bad share is at least opts.hit_fraction
---    (over the flows' weights) and opts.noise_factor x the noise, it explains at least opts.min_bad
---    bad flows not yet explained, and its bad count stands opts.z standard deviations above what the
---    noise gives its flows; its bad flows are then explained.  A link crossed by many good flows
---    (the flows clear it) is never taken.  Ties go to host ends.
--- 4. A taken link and every link crossed by exactly the same flows are one verdict (links): no
+--    diagnosis' to name.
+-- 3. The smallest set of elements that explains the bad flows, greedily (ibverbs.bringup.matrix.fabric_cover:
+--    a weighted set cover in the spirit of NetBouncer, 007 and deTector): the element whose
+--    unexplained bad weight times bad share is the highest first, when that share (among its flows
+--    that nothing taken explains) is at least opts.hit_fraction and opts.noise_factor x the fabric's
+--    noise, it explains opts.min_bad bad flows not yet explained or more, and stands opts.z standard
+--    deviations above what the noise gives as many flows.  The noise: the bad share of the flows
+--    that crossed nothing taken, searched again until it stays.  Ties go to host ends.
+-- 4. A link taken and every link crossed by exactly the same flows are one verdict (links): no
 --    measurement from the hosts tells them apart; a host end among them makes it a host end's.
---    Two or more verdicts on the links of one switch whose every link is bad or named are one
+--    Two verdicts or more on the links of one switch none of whose other links is cleared are one
 --    verdict on the switch (switch =).
--- 5. Pairs whose flows have no path: a pair whose flows differ (opts.pair_min_bad bad and some
---    clean, the bad share at least opts.hit_fraction and well above the fabric's isolated bad
---    flows) is a `fabric` verdict "not located": some of its paths are bad, which ones is not known.
+-- 5. A pair is explained when a bad or suspect flow of it crossed a verdict's link, no bad one is a
+--    host end's, and one of its flows is clean or no more of its bad or suspect flows crossed no
+--    verdict than crossed one.
+-- 6. Pairs whose flows have no path: a pair whose flows differ (opts.pair_min_bad bad or more and
+--    some clean, the bad share at least opts.hit_fraction and well above the fabric's rate of
+--    isolated bad flows) is a `fabric` verdict "not located", and explained.
 -- Bad flows nothing explains stay for the existing (node, link) diagnosis of their pairs.
 local diagnose = require "ibverbs.bringup.matrix.diagnose"
 local flow_flags = require "ibverbs.bringup.matrix.flow_flags"
@@ -92,6 +97,14 @@ local function build(st, flows, topo)
   local el = st.el
   for i, f in ipairs(flows) do
     local ps = paths_of(st, f, topo)
+    for _, p in ipairs(ps or {}) do
+      for _, key in ipairs(p) do
+        if type(key) ~= "string" then
+          error(string.format("localize.run: flow %d (%s <-> %s): its path: link keys (strings) expected, got %s",
+            i, tostring(f.host_a or f.a), tostring(f.host_b or f.b), type(key)), 0)
+        end
+      end
+    end
     if ps and #ps > 0 then
       st.first[i] = #st.E + 1
       local rail = f.rail or 1
@@ -124,7 +137,12 @@ local function median(l)
 end
 
 -- The names of a pair ("node1 <-> node3").
-local function pair_text(p) return tostring(p.host_a) .. " <-> " .. tostring(p.host_b) end
+local function pair_text(p) return tostring(p.hosts[1]) .. " <-> " .. tostring(p.hosts[2]) end
+
+-- A verdict's entry for the pair of flow f: {a =, b =, rail =, hosts = {host_a, host_b}}.
+local function pair_of(f)
+  return { a = f.a, b = f.b, rail = f.rail or 1, hosts = { f.host_a or f.a, f.host_b or f.b } }
+end
 
 -- The evidence in words: "16 bad (2 failed; loss 1.9 %; latency 3.1 x the fabric's), 16 clean flows of
 -- the same pairs on other paths; 4 pairs: node1 <-> node3, ..." (the pairs left out when one_pair).
@@ -150,8 +168,9 @@ end
 --- A fabric verdict in words (its why): the link (or links, or switch) and the evidence.
 function localize.text(v)
   if not v.located then
-    return string.format("not located: %s (rail %s): %d flows, %s; their paths differ, and none is known (no "
-      .. "--topology, no traced hops) to name the link", pair_text(v.pairs[1]), tostring(v.rail), v.flows,
+    return string.format("not located: %s (%s): %d flows, %s; their paths differ, and none is known (no "
+      .. "--topology, no traced hops) to name the link", pair_text(v.pairs[1]),
+      type(v.rail) == "number" and ("rail " .. v.rail) or tostring(v.rail), v.flows,
       evidence_text(v, true))
   end
   local what
@@ -210,8 +229,7 @@ local function evidence(st, flows, verdicts, ref)
         if not crossed and not st.bad[i] and not st.suspect[i] then v.clean_siblings = v.clean_siblings + 1 end
       end
       local f = flows[st.group.flows[id][1]]
-      v.pairs[#v.pairs + 1] = { a = f.a, b = f.b, rail = f.rail or 1, host_a = f.host_a or f.a,
-        host_b = f.host_b or f.b }
+      v.pairs[#v.pairs + 1] = pair_of(f)
     end
     table.sort(v.pairs, function(x, y) return localize.key(x.a, x.b, x.rail) < localize.key(y.a, y.b, y.rail) end)
     local rails, set = {}, {}
@@ -287,7 +305,7 @@ local function not_located(st, flows, o, out, expl)
       v.loss = sa > 0 and st_ / sa or nil
       local md = median(lat)
       v.lat_factor = md and st.ref.lat_us and st.ref.lat_us > 0 and md / st.ref.lat_us or nil
-      v.pairs = { { a = f.a, b = f.b, rail = v.rail, host_a = f.host_a or f.a, host_b = f.host_b or f.b } }
+      v.pairs = { pair_of(f) }
       v.rails = { v.rail }
       v.why = localize.text(v)
       out[#out + 1] = v
@@ -303,6 +321,7 @@ end
 -- (flow_flags'), hit_fraction, min_bad, noise_factor, z, pair_min_bad
 -- (localize.DEFAULTS).  Returns res (see above).
 function localize.run(flows, opts)
+  if type(flows) ~= "table" then error("localize.run: flows: a list expected, got " .. type(flows), 2) end
   local o = options(opts)
   local st = { group = flow_flags.group(flows), notes = {}, cache = {}, E = {}, W = {}, first = {}, last = {},
     el = cover.elements(), n = #flows }

@@ -220,8 +220,7 @@ local function verdict_json(v, array)
     for _, k in ipairs(FABRIC_KEYS) do j[k] = v[k] end
     j.links, j.rails, j.pair = v.links and array(v.links), v.rails and array(v.rails), v.pair and array(v.pair)
     j.pairs = array({})
-    for i, p in ipairs(v.pairs or {}) do j.pairs[i] = { a = p.a, b = p.b, rail = p.rail, hosts = array({ p.host_a,
-      p.host_b }) } end
+    for i, p in ipairs(v.pairs or {}) do j.pairs[i] = { a = p.a, b = p.b, rail = p.rail, hosts = array(p.hosts) } end
   end
   return j
 end

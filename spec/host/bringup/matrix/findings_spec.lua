@@ -241,6 +241,7 @@ describe("lua/ibverbs/bringup/matrix/findings.lua", function()
       assert.equal("fabric", x.kind)
       assert.is_false(x.located)
       assert.equal("rxe0:1", x.rail)
+      assert.matches("^not located: node%d <%-> node%d %(rxe0:1%): 8 flows, ", x.why)
     end
     assert.same({}, bad)
   end)

@@ -270,6 +270,13 @@ describe("the fabric's localization (lua/ibverbs/bringup/matrix/localize.lua)", 
     assert.same({}, res.verdicts)
     assert.equal(0, res.bad)
   end)
+
+  it("refuses what is not flows, and a path that is not link keys, naming the argument or the flow", function()
+    assert.has_error(function() localize.run("flows", {}) end, "localize.run: flows: a list expected, got string")
+    local flows = { { a = 0, b = 1, rail = 1, host_a = "node1", host_b = "node2", path = { "leaf1 -- spine1", 7 } } }
+    assert.has_error(function() localize.run(flows, {}) end,
+      "localize.run: flow 1 (node1 <-> node2): its path: link keys (strings) expected, got number")
+  end)
 end)
 
 describe("the flows' flags (lua/ibverbs/bringup/matrix/flow_flags.lua)", function()
