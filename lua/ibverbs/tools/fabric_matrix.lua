@@ -33,6 +33,11 @@
 -- goes on), a port whose counters cannot be judged (a judged counter
 -- saturated, a counter file unreadable: "counters").  A healthy fabric gives
 -- none; transport rates high on every pair are said as load, not blamed.
+-- With the flows of the pairs (one QP's traffic each, its path known or not:
+-- ibverbs.bringup.matrix.localize), faults inside the fabric are localized
+-- first: a `fabric` verdict names the switch link (or "not located", a pair
+-- whose flows differ by path), the pairs it explains are neither retested
+-- nor blamed, and rank 0's report ends with those verdicts.
 -- Exit status, per rank: 0 when its own node has no verdict, 1 when it has one
 -- (a node, flap, counters or unreachable verdict on it, an end of a link verdict, an end of a
 -- flagged pair not retested whose other end has no verdict; also a rank that
@@ -40,11 +45,14 @@
 -- --expect or --topology file, a rank whose host none of its host lists names
 -- or the topology leaves out: every rank, at the rendezvous; no rendezvous or
 -- ranks that disagree, a bad pairs file, rank 0's output files not written);
--- --exit-any: 1 on every rank when any verdict.
+-- --exit-any: 1 on every rank when any verdict names a node; 3 on rank 0 when
+-- fabric verdicts are all there is (its own node has none: every node exits 0,
+-- ibverbs.bringup.status).
 -- Slurm: --drain (rank 0, after the report) drains every node a verdict names
--- with a reason "ibverbs fabric_matrix [<its rails in the run>]: <verdict>" and
--- resumes a node that passed when fabric_matrix drained it and the node
--- measured pairs on every rail of that scope; a node DOWN, FAIL, MAINT, ... or
+-- (never for a fabric verdict: Slurm cannot drain a switch) with a reason
+-- "ibverbs fabric_matrix [<its rails in the run>]: <verdict>" and resumes a
+-- node that passed when fabric_matrix drained it and the node measured
+-- pairs on every rail of that scope; a node DOWN, FAIL, MAINT, ... or
 -- drained by anyone else (fabric_check included) is left alone.
 --   srun -N 64 --ntasks-per-node=1 ibvlua fabric_matrix -d all --json m.json --json-lines m.jsonl
 --   tools/rxe-vm --nodes 4 ibvlua fabric_matrix --pattern shift
@@ -435,7 +443,7 @@ local function first_pass(run)
   run.first_seconds = socket.gettime() - t_run
   run.opts = { lat_factor = o.lat_factor, bw_fraction = o.bw_fraction, reference = o.reference, retests = o.retests,
     dry_run = o.dry_run, limits = run.limits, counter_factor = o.counter_factor, counter_floor = o.counter_floor,
-    judged = run.thresholds }
+    judged = run.thresholds, topology = run.topo }
   run.red = must(run, reduction.first_pass(f, led, run.opts, run.exchange_limit))
   if ME ~= 0 and run.jl then run.jl:close() end
   if ME == 0 then reduction.at_root(run.first, run.red, { sched = run.sched, rounds = R1, f = f,
@@ -532,7 +540,9 @@ local function report(run, ctl_all)
     jl:write(dkjson.encode({ verdicts = rep.verdicts }), "\n")
     jl:close()
   end
-  return { bad = bad, any = #bad > 0 }, written, rep
+  local on_fabric = 0 -- the fabric's verdicts (rank 0 exits 3 when they are all there is)
+  for _, v in ipairs(rep.verdicts) do if v.kind == "fabric" then on_fabric = on_fabric + 1 end end
+  return { bad = bad, any = #bad > 0, fabric = on_fabric }, written, rep
 end
 
 -- ------------------------------------------------------------------ exit status

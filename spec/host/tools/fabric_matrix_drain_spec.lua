@@ -136,6 +136,19 @@ describe("drains.plan: what --drain asks of Slurm for a report", function()
     assert.same({ "node4" }, passed)
   end)
 
+  it("no false DRAIN: a fabric verdict (a switch link, a pair whose paths differ) drains no node, its pairs' ends "
+    .. "pass", function()
+    local bad, passed, unnamed = drains.plan(rep({
+      { kind = "fabric", located = true, link = "leaf1 -- spine1", links = { "leaf1 -- spine1" }, ranks = {},
+        hosts = {}, why = "leaf1 -- spine1: 16 flows crossed it, 15 bad" },
+      { kind = "fabric", located = false, pair = { 0, 2 }, ranks = {}, hosts = { "node1", "node3" }, rail = "rxe0:1",
+        why = "not located: node1 <-> node3" },
+    }, {}), nodes)
+    assert.same({}, bad)
+    assert.same({ "node1", "node2", "node3", "node4" }, passed)
+    assert.same({}, unnamed)
+  end)
+
   it("a rank without a node name is listed, not drained; nodes come from the ranks, else the host names", function()
     local bad, _, unnamed = drains.plan(rep({
       { kind = "node", ranks = { 1 }, hosts = { "?" }, why = "x" } }, { 1 }), { "node1", nil, "node3", "node4",
@@ -224,6 +237,17 @@ describe("drains.apply: fabric_matrix's word to Slurm (the fake scontrol)", func
         apply({ { kind = "node", ranks = { 2 }, hosts = { "node3" }, rail = "rxe0:1", why = "down" } }))
     end
     assert.not_matches("%[update%]", slurp(dir .. "/log"))
+  end)
+
+  it("no false DRAIN: a fabric verdict drains no node and says so; a node drained earlier that passed is resumed",
+    function()
+    drained("node2", "IDLE+DRAIN", "ibverbs fabric_matrix [rxe0:1]: link node2 <-> node3 rxe0:1: still bad")
+    assert.same({ "slurm: 1 fabric verdict drains no node (Slurm cannot drain a switch or its links)",
+      "slurm: node2 resumed (was: ibverbs fabric_matrix [rxe0:1]: link node2 <-> node3 rxe0:1: still bad)" },
+      apply({ { kind = "fabric", located = true, link = "leaf1 -- spine1", links = { "leaf1 -- spine1" }, ranks = {},
+        hosts = {}, why = "leaf1 -- spine1: 16 flows crossed it, 15 bad" } }))
+    assert.equal("IDLE\n", slurp(dir .. "/node2.state"))
+    assert.not_matches("State=DRAIN", slurp(dir .. "/log"))
   end)
 
   it("no false RESUME: an earlier version's 'ibverbs:' drain is left alone, to be resumed by hand", function()

@@ -149,12 +149,30 @@ function diagnose.why(p, ref, opts)
   return why, bad
 end
 
+--- The key of the pair of ranks a and b on rail (either order) in a set of
+-- pairs the fabric explains (ibverbs.bringup.matrix.localize's res.explained): "lo-hi:rail".
+function diagnose.fabric_key(a, b, rail)
+  if type(a) == "number" and type(b) == "number" and b < a then a, b = b, a end
+  if type(a) ~= "number" and tostring(b) < tostring(a) then a, b = b, a end
+  return string.format("%s-%s:%s", tostring(a), tostring(b), tostring(rail or 1))
+end
+
 --- Flags the measured pairs (p.flagged, p.why); returns the reference used.
+-- A pair of opts.explained (a set of diagnose.fabric_key's: the pairs a
+-- fault inside the fabric explains) is not flagged for its figures or its
+-- transport counters (p.explained: why it would have been); its ends' error
+-- counters and its data check still flag it.
 function diagnose.flag(list, opts, ref)
   ref = ref or diagnose.reference(list, opts.reference)
+  local explained = opts.explained
   for _, p in ipairs(list) do
     if measured(p) then
       local why, bad = diagnose.why(p, ref, opts)
+      p.explained = nil
+      if why and explained and explained[diagnose.fabric_key(p.src, p.dst, p.rail)] and not bad.counters
+        and p.data_ok ~= false then
+        p.explained, why, bad = table.concat(why, "; "), nil, {}
+      end
       p.flagged, p.bad = why ~= nil, bad
       p.why = why and table.concat(why, "; ") or nil
     end

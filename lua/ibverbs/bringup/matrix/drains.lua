@@ -6,7 +6,10 @@
 -- fabric_matrix drained it and it measured pairs on every rail of that
 -- scope in this run.  A node held (DOWN, FAIL, MAINT, ...) or drained by
 -- anyone else, fabric_check included, is left alone
--- (ibverbs.fabric.slurm.settle).
+-- (ibverbs.fabric.slurm.settle).  A fabric verdict (a switch link, a pair
+-- whose paths differ: ibverbs.bringup.matrix.localize's) drains no node:
+-- Slurm cannot drain a switch, and the ends of its flows are healthy (they
+-- pass, and are resumed as any node that passed).
 --
 --   local drains = require "ibverbs.bringup.matrix.drains"
 --   local bad, passed, unnamed, scopes = drains.plan(rep, drains.nodes(all_local, rep.hosts), rail_names)
@@ -94,7 +97,7 @@ function drains.plan(rep, nodes, rail_names)
   end
   local named = {}
   for _, v in ipairs(rep.verdicts or {}) do
-    for _, r in ipairs(v.ranks) do
+    for _, r in ipairs(v.kind ~= "fabric" and v.ranks or {}) do
       named[r] = true
       blame(r, verdict_text(v))
     end
@@ -130,6 +133,12 @@ function drains.apply(rep, nodes, out, err, rail_names)
   for node, text in pairs(bad) do why[node] = { why = text, ports = scopes[node] or {} } end
   for _, node in ipairs(passed) do measured[node] = scopes[node] end
   local lines, errs = slurm.settle("fabric_matrix", why, measured)
+  local fabric = 0
+  for _, v in ipairs(rep.verdicts or {}) do if v.kind == "fabric" then fabric = fabric + 1 end end
+  if fabric > 0 then
+    out(string.format("slurm: %d fabric verdict%s drain%s no node (Slurm cannot drain a switch or its links)", fabric,
+      fabric == 1 and "" or "s", fabric == 1 and "s" or ""))
+  end
   for _, l in ipairs(lines) do out(l) end
   for _, l in ipairs(errs) do err(l) end
   return #errs == 0 and #unnamed == 0

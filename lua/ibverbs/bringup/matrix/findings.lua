@@ -11,7 +11,17 @@
 --   local rt = findings.retest(store, f, fault, opts, width)     -- rt.rounds, rt.per_sample
 --   local verdicts, transient, bad, notes = findings.verdicts(f, fault, rail_names, first, retested, rt, opts,
 --     mismatch)
+--   local res = findings.fabric(store, opts)  -- the fabric's localization of the first pass's flows, or nil
+--
+-- The first pass's flows (one QP's traffic of a pair and rail each, with its
+-- path when known: ibverbs.bringup.matrix.localize's records) are store.flows,
+-- else opts.flows; with none, the pairs alone are judged, as before.  With
+-- them, the faults inside the fabric are localized first (opts.topology:
+-- ibverbs.bringup.topology's, or nil): the pairs they explain are not
+-- flagged (diagnose.flag's opts.explained), so neither retested nor blamed,
+-- and their `fabric` verdicts come last, naming no rank.
 local diagnose = require "ibverbs.bringup.matrix.diagnose"
+local localize = require "ibverbs.bringup.matrix.localize"
 local schedule = require "ibverbs.bringup.matrix.schedule"
 local judge = require "ibverbs.bringup.matrix.counter_judge"
 
@@ -52,6 +62,33 @@ function findings.complete_ends(x, f)
   end
 end
 
+--- The fabric's localization of store's flows (store.flows, else
+-- opts.flows: see above), made once and kept as store.fabric; nil when
+-- there are no flows (or on a dry run).
+function findings.fabric(store, opts)
+  if store.fabric ~= nil then return store.fabric or nil end
+  local flows = store.flows or opts.flows
+  if opts.dry_run or not flows or #flows == 0 then
+    store.fabric = false
+    return nil
+  end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.explained, o.flows = nil, nil
+  store.fabric = localize.run(flows, o)
+  return store.fabric
+end
+
+-- opts with the pairs the fabric explains (diagnose.flag's opts.explained), or opts itself.
+local function judged(store, opts)
+  local res = findings.fabric(store, opts)
+  if not res then return opts end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.explained = res.explained
+  return o
+end
+
 --- The retest of the flagged pairs of store (the first pass): per rail the
 -- reference (store.refs[rail]: the summary's, ibverbs.bringup.matrix.reduction; else
 -- from its pairs) and the plan (refs, plans; store.counts: the ranks' counts
@@ -59,6 +96,7 @@ end
 -- at most width disjoint pairs, opts.retests times over (per_sample rounds
 -- each, so a pair's samples lie apart in time), as a schedule.
 function findings.retest(store, f, fault, opts, width)
+  opts = judged(store, opts)
   local n = f.size
   local union, seen, refs, plans = {}, {}, {}, {}
   for ki = 1, store.nrails do
@@ -202,12 +240,14 @@ end
 -- why}, or nil), the ports that flapped (findings.flap_verdicts), the ports
 -- whose counters cannot be judged (findings.counter_verdicts), then each
 -- rail's from its retest (rt: findings.retest's, nil when there was none:
--- then a flagged pair fails the run and none is judged).  Returns the
+-- then a flagged pair fails the run and none is judged), then the fabric's
+-- (findings.fabric's: kind "fabric", naming no rank).  Returns the
 -- verdicts, the transient pairs ({a, b, rail, note =}: note when it was not
 -- retested), the ranks at fault (their nodes exit 1): those the verdicts
 -- name, and the ends of a flagged pair not judged when neither end is named;
--- and the report's notes on the counters (a list of text).
+-- and the report's notes on the counters and the topology (a list of text).
 function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mismatch)
+  opts = judged(first, opts)
   local verdicts, transient, flagged = setmetatable({}, { __jsontype = "array" }), {}, {}
   for _, d in ipairs(f:dead_ranks()) do
     verdicts[#verdicts + 1] = { kind = "unreachable", ranks = { d.rank }, hosts = hosts_of(f, { d.rank }), why = d.why }
@@ -250,6 +290,15 @@ function findings.verdicts(f, fault, rail_names, first, retested, rt, opts, mism
     end
     counter_notes(notes, f, rail_name(rail_names, 0, ki), l, ref, rref, opts)
   end
+  local res = findings.fabric(first, opts)
+  for _, v in ipairs(res and res.verdicts or {}) do
+    if v.located then v.hosts = {} elseif type(v.rail) == "number" then
+      v.rail = rail_name(rail_names, v.pair[1], v.rail)
+      v.why = localize.text(v)
+    end
+    verdicts[#verdicts + 1] = v
+  end
+  for _, note in ipairs(res and res.notes or {}) do notes[#notes + 1] = "topology: " .. note end
   return verdicts, transient, at_fault(verdicts, flagged), notes
 end
 

@@ -4,7 +4,8 @@
 --   local matrix = require "ibverbs.bringup.matrix.report"
 --   -- report: {size=, hosts=, pattern=, rounds=, rails=, pairs = {{src=, dst=, rail=, round=, lat_us=,
 --   --          lat_p99_us=, lat_p999_us=, lat_max_us=, write_mbs=, send_mbs=, flagged=, bad=, why=,
---   --          unmeasured=, counter_errors=, ...}}, verdicts=, control=, options=,
+--   --          unmeasured=, counter_errors=, ...}}, verdicts= (a fabric verdict: kind "fabric", its link and
+--   --          evidence: ibverbs.bringup.matrix.localize's), control=, options=,
 --   --          counters = {{pass=, round=, rank=, host=, rail=, deltas=, unknown=, exceeded=, faults=,
 --   --          packets=}}, notes = the counters' notes (findings.verdicts), at_fault = the ranks whose nodes
 --   --          exit 1, summary = a reduced pass's (reduction.report_summary): then pairs and counters
@@ -13,6 +14,7 @@
 local dkjson = require "dkjson"
 local diagnose = require "ibverbs.bringup.matrix.diagnose"
 local measures = require "ibverbs.bringup.matrix.measures"
+local status = require "ibverbs.bringup.status"
 
 local matrix = {}
 
@@ -157,7 +159,10 @@ local function control_line(c)
 end
 
 --- The report as text: the matrices of the first rail (up to 16 ranks), the
--- counts, the flagged pairs, the verdicts, the control plane's figures.
+-- counts, the flagged pairs, the verdicts, the control plane's figures, the
+-- outcome (PASS; FAIL and the nodes at fault; FABRIC when the fabric's
+-- verdicts are the only ones), and last the fabric's verdicts ("FABRIC
+-- leaf1 -- spine1: ...", ibverbs.bringup.matrix.localize's).
 function matrix.text(report)
   local out = {}
   local o = report.options or {}
@@ -179,11 +184,14 @@ function matrix.text(report)
     out[#out + 1] = string.format("transient: %s <-> %s %s", name(report, t[1]), name(report, t[2]),
       t.note or ("passed when measured again" .. best))
   end
+  local fabric = {}
   for _, v in ipairs(report.verdicts or {}) do
-    local who = {}
-    for i, r in ipairs(v.ranks) do who[i] = name(report, r) end
-    out[#out + 1] = string.format("VERDICT %s: %s%s: %s", v.kind, table.concat(who, " <-> "),
-      v.rail and (" " .. v.rail) or "", v.why)
+    if v.kind == "fabric" then fabric[#fabric + 1] = v else
+      local who = {}
+      for i, r in ipairs(v.ranks) do who[i] = name(report, r) end
+      out[#out + 1] = string.format("VERDICT %s: %s%s: %s", v.kind, table.concat(who, " <-> "),
+        v.rail and (" " .. v.rail) or "", v.why)
+    end
   end
   if report.control then out[#out + 1] = control_line(report.control) end
   if report.seconds then
@@ -191,9 +199,30 @@ function matrix.text(report)
   end
   local bad = {}
   for i, r in ipairs(report.at_fault or {}) do bad[i] = name(report, r) end
-  out[#out + 1] = (#(report.verdicts or {}) == 0 and #bad == 0 and "PASS" or "FAIL") ..
-    (#bad > 0 and ("; nodes at fault (exit 1): " .. table.concat(bad, ", ")) or "")
+  local others = #(report.verdicts or {}) - #fabric
+  if others == 0 and #bad == 0 and #fabric > 0 then
+    out[#out + 1] = string.format("FABRIC: no node at fault (every node exits 0); %d fabric verdict%s, rank 0 "
+      .. "exits %d:", #fabric, #fabric == 1 and "" or "s", status.FABRIC)
+  else
+    out[#out + 1] = (others == 0 and #bad == 0 and "PASS" or "FAIL") ..
+      (#bad > 0 and ("; nodes at fault (exit 1): " .. table.concat(bad, ", ")) or "")
+  end
+  for _, v in ipairs(fabric) do out[#out + 1] = "FABRIC " .. v.why end -- (last: what to replace in the fabric)
   return table.concat(out, "\n")
+end
+
+-- A verdict in the JSON: kind, ranks, hosts, rail, why; a fabric verdict's evidence besides.
+local FABRIC_KEYS = { "located", "link", "links", "switch", "pair", "flows", "bad", "failed", "loss", "lat_factor",
+  "clean_siblings", "rails" }
+local function verdict_json(v, array)
+  local j = { kind = v.kind, ranks = array(v.ranks), hosts = array(v.hosts), rail = v.rail, why = v.why }
+  if v.kind == "fabric" then
+    for _, k in ipairs(FABRIC_KEYS) do j[k] = v[k] end
+    j.links, j.rails, j.pair = v.links and array(v.links), v.rails and array(v.rails), v.pair and array(v.pair)
+    j.pairs = array({})
+    for i, p in ipairs(v.pairs or {}) do j.pairs[i] = { a = p.a, b = p.b, rail = p.rail, hosts = array(p.hosts) } end
+  end
+  return j
 end
 
 --- The report as one JSON object (lists are arrays even when empty).
@@ -211,9 +240,7 @@ function matrix.json(report)
     end
   end
   local verdicts = array({})
-  for i, v in ipairs(report.verdicts or {}) do
-    verdicts[i] = { kind = v.kind, ranks = array(v.ranks), hosts = array(v.hosts), rail = v.rail, why = v.why }
-  end
+  for i, v in ipairs(report.verdicts or {}) do verdicts[i] = verdict_json(v, array) end
   local transient = array({})
   for i, t in ipairs(report.transient or {}) do transient[i] = array({ t[1], t[2] }) end
   local notes = array({})

@@ -494,4 +494,38 @@ describe("fabric_matrix.lua's diagnosis (lua/ibverbs/bringup/matrix/diagnose.lua
     for _, t in ipairs(transient) do if t.note then notes = notes + 1 end end
     assert.equal(4, notes) -- the other pairs left out: as slow as the retested ones, the stall
   end)
+
+  it("flags no pair the fabric explains (opts.explained) for its figures, which then name no node nor link; its "
+    .. "ends' error counters and a failed data check still flag it", function()
+    -- ranks 0-3: the pairs 0-2 and 1-3 cross a gray fabric link: slow both ways
+    local through = { ["0-2"] = true, ["1-3"] = true }
+    local gray = function(p)
+      if through[math.min(p.src, p.dst) .. "-" .. math.max(p.src, p.dst)] then p.send_mbs = 3000 end
+    end
+    local opts = { lat_factor = 2.1, bw_fraction = 0.93,
+      explained = { [diagnose.fabric_key(2, 0, 1)] = true, [diagnose.fabric_key(1, 3, 1)] = true } }
+    assert.equal("0-2:1", diagnose.fabric_key(2, 0, 1))
+    local l = fabric_of(4, gray)
+    diagnose.flag(l, fs.OPTS) -- (without: four directions flagged)
+    assert.equal(4, #flagged_pairs(l))
+    local ref = diagnose.flag(l, opts)
+    assert.same({}, flagged_pairs(l))
+    for _, p in ipairs(l) do
+      if p.send_mbs == 3000 then assert.matches("^send bandwidth 3000%.00 MB/s < 0%.93 x max", p.explained) end
+    end
+    local plan = diagnose.retest_plan(l, 4)
+    assert.same({}, plan.pairs)
+    assert.same({}, (diagnose.verdicts({}, ref, plan, opts)))
+    -- what the fabric does not explain: a pair's ends' error counters, its data
+    l = fabric_of(4, function(p)
+      gray(p)
+      if p.src == 0 and p.dst == 2 then
+        p.counter_errors = { { rank = 0, host = "n1", rail = "rxe0:1", name = "symbol_error", delta = 9,
+          threshold = 0 } }
+      end
+      if p.src == 3 and p.dst == 1 then p.data_ok = false end
+    end)
+    diagnose.flag(l, opts)
+    assert.same({ "0>2", "3>1" }, flagged_pairs(l))
+  end)
 end)

@@ -193,6 +193,59 @@ describe("lua/ibverbs/bringup/matrix/findings.lua", function()
       .. "controls' p25 0.127 a packet, above the floor 0.001): load or congestion, not blamed on a pair" }, notes)
   end)
 
+  it("localizes a gray link from the first pass's flows first: the pairs it explains neither retested nor blamed, "
+    .. "its fabric verdict last, no rank at fault", function()
+    local clos = require "clos_support"
+    local t = clos.topology{ leaves = 3, spines = 2, hosts = 6 }
+    local flows = clos.flows(t, { seed = 3, known = true, gray = { ["leaf1 -- spine1"] = 0.01 } })
+    local crossed = {} -- the pairs some flow of which crossed the gray link: their figures suffer
+    for _, x in ipairs(flows) do
+      if x.true_path[1] == "leaf1 -- spine1" then crossed[x.a .. "-" .. x.b] = true end
+    end
+    local function pairs_of()
+      return store_of(6, fs.fabric_of(6, function(p)
+        if crossed[math.min(p.src, p.dst) .. "-" .. math.max(p.src, p.dst)] then p.send_mbs = 3000 end
+      end))
+    end
+    local f, opts = group(6), { lat_factor = 2.1, bw_fraction = 0.93, retests = 1 }
+    -- the pairs alone: the pairs through the gray link are flagged and retested
+    local rt = findings.retest(pairs_of(), f, {}, opts, 3)
+    assert.is_true(#rt.plans[1].pairs >= 8)
+    -- with the flows: none is flagged, nothing retested, the fabric verdict alone, every node passes
+    local store = pairs_of()
+    store.flows = flows
+    rt = findings.retest(store, f, {}, opts, 3)
+    assert.equal(0, rt.rounds)
+    local v, transient, bad = findings.verdicts(f, {}, { { "rxe0:1" } }, store, nil, rt, opts)
+    assert.equal(1, #v)
+    assert.equal("fabric", v[1].kind)
+    assert.same({ "leaf1 -- spine1" }, v[1].links)
+    assert.same({}, v[1].ranks)
+    assert.same({}, v[1].hosts)
+    assert.same({}, transient)
+    assert.same({}, bad)
+    for _, p in ipairs(store.list) do
+      assert.is_false(p.flagged)
+      if p.send_mbs == 3000 then assert.matches("send bandwidth 3000%.00", p.explained) end
+    end
+    -- the same flows without a path nor a topology: the pairs whose flows differ, not located
+    for _, x in ipairs(flows) do x.path = nil end
+    store = pairs_of()
+    store.flows = flows
+    local names = {}
+    for r = 1, 6 do names[r] = { "rxe0:1" } end
+    v, transient, bad = findings.verdicts(f, {}, names, store, nil, findings.retest(store, f, {}, opts, 3), opts)
+    assert.same({}, transient)
+    assert.is_true(#v >= 1)
+    for _, x in ipairs(v) do
+      assert.equal("fabric", x.kind)
+      assert.is_false(x.located)
+      assert.equal("rxe0:1", x.rail)
+      assert.matches("^not located: node%d <%-> node%d %(rxe0:1%): 8 flows, ", x.why)
+    end
+    assert.same({}, bad)
+  end)
+
   it("lists the pairs never scheduled, and the control plane's figures per round", function()
     local store = store_of(3, { { src = 0, dst = 1 } })
     assert.equal(5, findings.unscheduled(store, "not scheduled (--quick)"))

@@ -72,6 +72,46 @@ describe("fabric_matrix.lua's report (lua/ibverbs/bringup/matrix/report.lua)", f
     assert.matches('"verdicts":%[%]', matrix.json(r))
   end)
 
+  it("ends with the fabric's verdicts, each naming its link and evidence (FABRIC: no node at fault, rank 0 exits 3), "
+    .. "and gives them in the JSON with kind 'fabric'", function()
+    local localize = require "ibverbs.bringup.matrix.localize"
+    local clos = require "clos_support"
+    local t = clos.topology{ leaves = 2, spines = 2, hosts = 4 }
+    local res = localize.run(clos.flows(t, { seed = 3, known = true, dead = { ["leaf1 -- spine1"] = true,
+      ["leaf2 -- spine1"] = true } }), {})
+    local r = report()
+    r.verdicts, r.at_fault = res.verdicts, {}
+    local text = matrix.text(r)
+    assert.matches("\nFABRIC: no node at fault %(every node exits 0%); 1 fabric verdict, rank 0 exits 3:\nFABRIC "
+      .. "leaf1 %-%- spine1 or leaf2 %-%- spine1 %(every flow that crossed one crossed the others: the hosts cannot "
+      .. "tell them apart%): 12 flows crossed it, 12 bad %(12 failed%), 20 clean flows of the same pairs on other "
+      .. "paths; 4 pairs: node1 <%-> node3, node1 <%-> node4, node2 <%-> node3, node2 <%-> node4$", text)
+    assert.is_nil(text:find("VERDICT", 1, true))
+    -- with a node verdict besides: FAIL and the nodes at fault, the fabric's verdicts after them
+    table.insert(r.verdicts, 1, { kind = "node", ranks = { 2 }, hosts = { "n3" }, rail = "mlx5_0:1", why = "slow" })
+    r.at_fault = { 2 }
+    text = matrix.text(r)
+    assert.matches("\nVERDICT node: rank 2 %(n3%) mlx5_0:1: slow\n", text)
+    assert.matches("\nFAIL; nodes at fault %(exit 1%): rank 2 %(n3%)\nFABRIC leaf1 %-%- spine1 or leaf2", text)
+    local j = dkjson.decode(matrix.json(r))
+    assert.is_false(j.pass)
+    local v = j.verdicts[2]
+    assert.same({ "fabric", true, "leaf1 -- spine1", { "leaf1 -- spine1", "leaf2 -- spine1" }, 12, 12, 12, 20, {}, {} },
+      { v.kind, v.located, v.link, v.links, v.flows, v.bad, v.failed, v.clean_siblings, v.ranks, v.hosts })
+    assert.equal(4, #v.pairs)
+    assert.same({ a = 0, b = 2, rail = 1, hosts = { "node1", "node3" } }, v.pairs[1])
+    assert.matches("^leaf1 %-%- spine1 or leaf2 %-%- spine1 ", v.why)
+    -- one not located
+    r.verdicts = { { kind = "fabric", located = false, pair = { 0, 2 }, ranks = {}, hosts = { "n1", "n3" },
+      rail = "mlx5_0:1", flows = 8, bad = 3, failed = 0, clean_siblings = 5, pairs = {}, rails = { 1 },
+      why = "not located: n1 <-> n3 (rail 1): 8 flows, 3 bad" } }
+    r.at_fault = {}
+    j = dkjson.decode(matrix.json(r))
+    assert.same({ "fabric", false, { 0, 2 }, { "n1", "n3" }, "mlx5_0:1" },
+      { j.verdicts[1].kind, j.verdicts[1].located, j.verdicts[1].pair, j.verdicts[1].hosts, j.verdicts[1].rail })
+    assert.matches("\nFABRIC not located: n1 <%-> n3 %(rail 1%): 8 flows, 3 bad$", matrix.text(r))
+  end)
+
   it("draws the heatmaps with gnuplot (png and svg)", function()
     local r = report()
     for _, ext in ipairs({ "png", "svg" }) do
