@@ -66,6 +66,8 @@ local reduction = require "ibverbs.bringup.matrix.reduction"
 local pc = require "ibverbs.port_counters"
 local pcount = require "ibverbs.bringup.matrix.pair_counters"
 local expectations = require "ibverbs.bringup.expect"
+local flows = require "ibverbs.bringup.matrix.flows"
+local flow_trace = require "ibverbs.bringup.matrix.flow_trace"
 
 local fabric_matrix = {}
 
@@ -124,6 +126,13 @@ local function options(arg)
       help = "the RC QPs' ack timeout exponent: 4.096 us x 2^n (default 14: 67 ms); raise it on links that queue "
         .. "long, keeping two of it within a bandwidth phase (half of -t): a lost frame costs one" },
     { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
+    { nil, "flows", arg = "n", type = "int", default = flows.DEFAULT, min = 1, max = flows.MAX,
+      help = "spread each pair and rail over <n> RC QPs, each with a flow label (RoCE v2: a UDP source port) of its "
+        .. "own, so that ECMP spreads them over the fabric's paths; its ping-pongs and messages split among them, "
+        .. "each flow's figures in --json and --json-lines (default 8: two paths are both covered but for 0.8 %, four "
+        .. "in 62 % of pairs; 1: one QP, the port from the QP numbers)" },
+    { nil, "trace", help = "find each flow's hops (RoCE v2 over IPv4: TTL-limited UDP probes of its own 5-tuple, "
+      .. "once a run) and give them with its figures" },
     { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
       help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
         .. "waits for a rank at an exchange (every --block rounds) 2 x (block + 1) times it plus 30 s" },
@@ -270,9 +279,22 @@ local function join(run)
   -- rank that hangs inside a block is buried at the exchange's limit only
   if ME == 0 then
     f.on_wait = function(who, waited)
-      say("fabric_matrix: waiting %s for %s (the limit: %s)", fmt_time(waited), who, fmt_time(EXCHANGE_LIMIT))
+      say("fabric_matrix: waiting %s for %s (the limit: %s)", fmt_time(waited), who, fmt_time(run.exchange_limit))
     end
   end
+end
+
+-- The limit of an exchange once the rails are known: a round's traffic runs
+-- in one ibv.kernels call per group of rails (--flows: pair_traffic's
+-- rails_per_call), each up to 2 x --timeout, and its traces (--trace).
+local function exchange_limit(run)
+  local o, f = run.o, run.f
+  local per = traffic.rails_per_call(o.flows)
+  local calls = math.max(1, math.ceil(run.nrails / per))
+  local round = calls * 2 * o.timeout + (o.trace and flow_trace.limit() or 0)
+  if calls == 1 and not o.trace then return end -- (join's)
+  run.exchange_limit = run.block * round + 2 * o.timeout + 30
+  f.timeout = run.exchange_limit
 end
 
 -- ------------------------------------------------------------------ the plan every rank agrees on
@@ -479,6 +501,9 @@ local function make_report(run, ctl_all)
       run.pattern == "pairs" and "not in the pairs file" or
       "not scheduled (--max-rounds " .. tostring(o.max_rounds) .. ")")
   end
+  -- the flows that reached rank 0 (every one up to 16 ranks; else those of the failing pairs and of the pairs
+  -- whose flows stand out), first pass and retest, as records (ibverbs.bringup.matrix.flows): the diagnosis's
+  run.flows = flows.list(first, retested)
   local list = first.list
   for _, x in ipairs(retested and retested.list or {}) do list[#list + 1] = x end -- (pass "retest", sample k)
   local counters = {} -- every rank's deltas, round by round
@@ -496,7 +521,7 @@ local function make_report(run, ctl_all)
       dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, rendezvous = (f:door()),
       max_rounds = o.max_rounds, wait = o.wait,
       counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
-      counter_floor = o.counter_floor } }, bad
+      counter_floor = o.counter_floor, flows = o.flows, trace = o.trace } }, bad
 end
 
 -- Rank 0: the report of the run printed and written; the verdict every
@@ -559,6 +584,7 @@ function fabric_matrix.main(arg)
   run.sizes = traffic.sizes(run.o)
   run.rails, run.ibv = rails_mod.open(run.o, run.sizes)
   agree_plan(run)
+  exchange_limit(run)
   first_pass(run)
   retest(run)
   finish(run)
