@@ -129,7 +129,8 @@ end
 -- their order, each with its pass: the list rank 0's diagnosis reads.
 function flows.list(...)
   local out = {}
-  for _, store in ipairs({ ... }) do
+  for i = 1, select("#", ...) do
+    local store = select(i, ...)
     for _, x in ipairs(store and store.list or {}) do
       for _, fl in ipairs(x.flows or {}) do
         fl.pass, fl.round = x.pass, x.round

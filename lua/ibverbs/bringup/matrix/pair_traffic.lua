@@ -258,7 +258,7 @@ end
 -- The in end's receives of flow j's sends: the whole ring in order (one
 -- flow), else ring_wrs receives over the flow's share of the ring's slots
 -- onwards, so that the flows together fill every slot (the bytes checked).
-function T:ring_wrs(e, j)
+function T:rx_list(e, j)
   local o, rail = self.o, e.rail
   if self.n == 1 then
     local rl = self.ibv.recv_wrs(self.ring_n)
@@ -290,7 +290,7 @@ function T:add_bw(call, e, after)
   local iters = self.n == 1 and self.bw_iters or self.flow_bw_iters
   if e.kind == "in" then
     for j, qp in ipairs(e.qps) do
-      add(call, { kernel = "bw", qp = qp, recv_cq = rail.cq, recv_wrs = self:ring_wrs(e, j), prepost = true,
+      add(call, { kernel = "bw", qp = qp, recv_cq = rail.cq, recv_wrs = self:rx_list(e, j), prepost = true,
         iters = iters, timeout = o.timeout, after = after, event = self.event }, e, j, P.rx)
     end
     return
