@@ -19,7 +19,7 @@ local NODE = tonumber(os.getenv("RXE_VM_NODE") or "0")
 local CAPTURE = "/tmp/roce_capture"
 
 -- Starts the capture of eth0 (compiled once); returns a function that stops it and gives its packets:
--- {dir =, src =, dst =, sport =, dqpn =, opcode =} (dqpn -1: too short for a BTH, a trace's probe).
+-- {dir =, src =, dst =, sport =, dqpn =, opcode =} (dqpn -1: too short for a BTH, a trace's probe); none dropped.
 local function capture()
   if not support.slurp(CAPTURE) then
     local out, rc = support.capture("cc -std=c11 -D_GNU_SOURCE -O1 -Wall -Wextra -Werror -o " .. CAPTURE ..
@@ -36,11 +36,14 @@ local function capture()
     io.open(file .. ".stop", "w"):close()
     local out, rc = h:wait(20)
     assert(rc == 0, out)
-    local pkts = {}
-    for l in (support.slurp(file) or ""):gmatch("[^\n]+") do
+    local pkts, text = {}, support.slurp(file) or ""
+    assert.equal("0", text:match("drops (%d+)\n$"), "the capture's drops")
+    for l in text:gmatch("[^\n]+") do
       local dir, src, dst, sport, dqpn, op = l:match("^(%S+) (%S+) (%S+) (%d+) (%-?%d+) (%-?%d+)$")
-      pkts[#pkts + 1] = { dir = dir, src = src, dst = dst, sport = tonumber(sport), dqpn = tonumber(dqpn),
-        opcode = tonumber(op) }
+      if dir then
+        pkts[#pkts + 1] = { dir = dir, src = src, dst = dst, sport = tonumber(sport), dqpn = tonumber(dqpn),
+          opcode = tonumber(op) }
+      end
     end
     os.remove(file); os.remove(file .. ".stop"); os.remove(file .. ".ready")
     return pkts
@@ -121,7 +124,7 @@ describe("RoCE v2 source ports on the wire between two rxe nodes", function()
     local json = ".cache/nodes-flows.json"
     if NODE == 1 then os.remove(json) end
     local stop = capture()
-    local out, rc = support.run("timeout 200 " .. support.example("fabric_matrix.lua", "-d rxe0 -n 100 -N 32 -S 16384 "
+    local out, rc = support.run("timeout 200 " .. support.example("fabric_matrix.lua", "-d rxe0 -n 100 -N 32 -S 1024 "
       .. "--reference median --lat-factor 100 --bw-fraction 0.01 --flows 4 --trace --json " .. json))
     local pkts = stop()
     assert.equal(0, rc, out)

@@ -10,8 +10,10 @@
  *   "in|out SRC DST SPORT DQPN OPCODE"   (addresses dotted; DQPN and OPCODE
  *                                         from the base transport header, -1
  *                                         when the payload is shorter than one)
- * and creates OUTFILE.ready once it listens.  Exit status 0, or 1 with the
- * failing call named on stderr.
+ * then "drops N" (the packets the kernel could not queue for it: its buffer
+ * is 16 MB), and creates OUTFILE.ready once it listens.  Every protocol is
+ * taken (ETH_P_ALL: a tap for one protocol sees no outgoing packet), IPv4
+ * kept.  Exit status 0, or 1 with the failing call named on stderr.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -78,13 +80,16 @@ int main(int argc, char **argv)
 	unsigned idx = if_nametoindex(argv[1]);
 	if (idx == 0)
 		return die("if_nametoindex");
-	int fd = socket(AF_PACKET, SOCK_DGRAM, htons(ETH_P_IP));
+	int fd = socket(AF_PACKET, SOCK_DGRAM, htons(ETH_P_ALL));
 	if (fd < 0)
 		return die("socket");
+	int size = 16 << 20;
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) != 0)
+		return die("setsockopt SO_RCVBUFFORCE");
 	struct sockaddr_ll sll;
 	memset(&sll, 0, sizeof sll);
 	sll.sll_family = AF_PACKET;
-	sll.sll_protocol = htons(ETH_P_IP);
+	sll.sll_protocol = htons(ETH_P_ALL);
 	sll.sll_ifindex = (int)idx;
 	if (bind(fd, (struct sockaddr *)&sll, sizeof sll) != 0)
 		return die("bind");
@@ -104,9 +109,14 @@ int main(int argc, char **argv)
 		struct sockaddr_ll from;
 		socklen_t len = sizeof from;
 		ssize_t n = recvfrom(fd, buf, sizeof buf, 0, (struct sockaddr *)&from, &len);
-		if (n > 0)
+		if (n > 0 && from.sll_protocol == htons(ETH_P_IP))
 			packet(out, buf, n, from.sll_pkttype == PACKET_OUTGOING);
 	}
+	struct tpacket_stats st;
+	socklen_t sl = sizeof st;
+	if (getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &sl) != 0)
+		return die("getsockopt PACKET_STATISTICS");
+	fprintf(out, "drops %u\n", st.tp_drops);
 	fclose(out);
 	close(fd);
 	return 0;
