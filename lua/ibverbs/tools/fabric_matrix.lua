@@ -126,11 +126,11 @@ local function options(arg)
       help = "the RC QPs' ack timeout exponent: 4.096 us x 2^n (default 14: 67 ms); raise it on links that queue "
         .. "long, keeping two of it within a bandwidth phase (half of -t): a lost frame costs one" },
     { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
-    { nil, "flows", arg = "n", type = "int", default = flows.DEFAULT, min = 1, max = flows.MAX,
+    { nil, "flows", arg = "n", type = "int", min = 1, max = flows.MAX,
       help = "spread each pair and rail over <n> RC QPs, each with a flow label (RoCE v2: a UDP source port) of its "
-        .. "own, so that ECMP spreads them over the fabric's paths; its ping-pongs and messages split among them, "
-        .. "each flow's figures in --json and --json-lines (default 8: two paths are both covered but for 0.8 %, four "
-        .. "in 62 % of pairs; 1: one QP, the port from the QP numbers)" },
+        .. "own, so that ECMP spreads them over the fabric's paths; its ping-pongs and messages split among them "
+        .. "(at most -n/8 and -N/8 flows), each flow's figures in --json and --json-lines (default 8: two paths are "
+        .. "both covered but for 0.8 %, four in 62 % of pairs; 1: one QP, the port from the QP numbers)" },
     { nil, "trace", help = "find each flow's hops (RoCE v2 over IPv4: TTL-limited UDP probes of its own 5-tuple, "
       .. "once a run) and give them with its figures" },
     { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
@@ -195,6 +195,9 @@ local function check_options(o)
     if not ok then usage_error("option '--drain': " .. err) end
   end
   run.pattern = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
+  -- the flows a pair has: no more than split its round trips and messages (said when --flows asked for more)
+  run.flows_asked = o.flows
+  o.flows = flows.effective(o.flows or flows.DEFAULT, o.lat_iters, o.bw_iters)
   return run
 end
 
@@ -258,6 +261,10 @@ local function join(run)
   end
   run.f, run.n, run.me = f, f.size, f.rank
   local N, ME = run.n, run.me
+  if ME == 0 and run.flows_asked and run.flows_asked > o.flows then
+    say("fabric_matrix: %d flows a pair, not %d: -n %d and -N %d give %d flows %d round trips and %d messages at least",
+      o.flows, run.flows_asked, o.lat_iters, o.bw_iters, o.flows, flows.MIN_LAT, flows.MIN_BW)
+  end
   -- a lost frame costs a pair one ack timeout: past half a bandwidth phase, one loss ends a healthy pair's phase
   local ACK_S = traffic.ack_seconds(o.qp_timeout)
   if ME == 0 and 2 * ACK_S > traffic.bw_phase_limit(o) then

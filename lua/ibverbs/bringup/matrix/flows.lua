@@ -35,6 +35,8 @@ local flows = {}
 
 flows.DEFAULT = 8
 flows.MAX = 16 -- 3 x 16 bandwidth kernels of a rail in one ibv.kernels call (64 at most)
+flows.MIN_LAT = 8 -- round trips a flow at least: a median of 7 samples
+flows.MIN_BW = 8 -- bandwidth messages a flow at least: one chain of pair_traffic's (its CHAIN)
 flows.STALL_FACTOR = 100
 flows.DPORT = 4791 -- RoCE v2's UDP destination port
 local LABELS = 0x3fff -- labels 1 to 0x3fff: each its own source port, 0xc000 + label
@@ -51,6 +53,14 @@ function flows.labels(src, dst, rail, n)
   local l = {}
   for j = 1, n do l[j] = 1 + (base + (j - 1) * step) % LABELS end
   return l
+end
+
+--- The flows a run has: asked for (--flows), but no more than give each
+-- flow MIN_LAT of the lat_iters round trips (-n) and MIN_BW of the bw_iters
+-- messages (-N), so that the flows split a pair's traffic, never multiply
+-- it (-n 10 -N 8: one flow, the traffic as without flows).
+function flows.effective(asked, lat_iters, bw_iters)
+  return math.max(1, math.min(asked, math.floor(lat_iters / flows.MIN_LAT), math.floor(bw_iters / flows.MIN_BW)))
 end
 
 --- The IPv4 address of an IPv4-mapped GID ("::ffff:10.0.1.11"), or nil (InfiniBand, IPv6).

@@ -28,6 +28,16 @@ describe("lua/ibverbs/bringup/matrix/flows.lua", function()
     assert.same({ 0 }, flows.labels(3, 4, 1, 1)) -- one flow: the provider's port from the QP numbers
   end)
 
+  it("splits a pair's traffic, never multiplies it: no more flows than 8 round trips and 8 messages each", function()
+    assert.equal(8, flows.effective(8, 500, 1000)) -- the defaults
+    assert.equal(1, flows.effective(8, 10, 8)) -- a tiny run: as without flows
+    assert.equal(4, flows.effective(8, 100, 32))
+    assert.equal(2, flows.effective(16, 50, 16))
+    assert.equal(16, flows.effective(16, 500, 1000))
+    assert.equal(1, flows.effective(1, 500, 1000))
+    assert.equal(1, flows.effective(8, 1, 1))
+  end)
+
   it("covers two paths but for 0.8 % of pairs with its default, four in about 62 %", function()
     -- N flows hashed at random onto k paths, 20,000 pairs drawn (a fixed seed)
     local seed = 4242

@@ -171,6 +171,15 @@ describe("pair_traffic with flows", function()
       assert.is_number(out.res.lat_us)
     end)
 
+  it("gives a flow one chain of messages at least (flows.MIN_BW)", function()
+    assert.equal(traffic.CHAIN, flows.MIN_BW)
+    for n = 1, flows.MAX do
+      local s = traffic.sizes(opts{ flows = n, bw_iters = flows.MIN_BW * n })
+      assert.equal(traffic.CHAIN, s.flow_bw_iters)
+      assert.equal(s.bw_iters, n * s.flow_bw_iters)
+    end
+  end)
+
   it("receives into every slot of the ring with its flows together, whatever their number", function()
     for _, n in ipairs({ 2, 3, 5, 8, 16 }) do
       for _, bw_iters in ipairs({ 8, 24, 1000 }) do
