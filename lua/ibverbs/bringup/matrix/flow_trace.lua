@@ -2,9 +2,10 @@
 -- by TTL-limited UDP probes of the flow's own 5-tuple (ibv.trace_flows:
 -- source address and port, destination address, port 4791), so that an
 -- ECMP hash sends them where it sends the flow.  A flow's hops do not
--- change between rounds: each 5-tuple is traced once a run (the retest's
--- flows of a pair have the labels, so the ports, of its first pass).  The
--- flows of a round are probed at once.  On one segment (no router) the hops
+-- change between rounds: each 5-tuple is traced once a run (a pair's flows
+-- keep their labels, so their ports, in the retest; --flows 1's port comes
+-- from the QP numbers, new ones there).  The flows of a round are probed at
+-- once.  On one segment (no router) the hops
 -- are {}: the peer's kernel owns port 4791 under rxe and answers nothing.
 --
 --   local flow_trace = require "ibverbs.bringup.matrix.flow_trace"
