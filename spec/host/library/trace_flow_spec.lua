@@ -64,7 +64,7 @@ local function net(names)
   function N.hold_port(finally, n, port)
     local pidfile = os.tmpname()
     local code = ("local s = require('socket').udp(); assert(s:setsockname('0.0.0.0', %d)); "
-      .. "io.open(%q, 'w'):write('ready'):close(); s:settimeout(60); "
+      .. "local f = io.open(%q, 'w'); f:write('ready'); f:close(); s:settimeout(60); "
       .. "local t = os.time() while os.time() - t < 60 do s:receive() end"):format(port, pidfile .. ".ready")
     local inner = ("echo $$ > %s; exec ip netns exec %s %s -e %s"):format(pidfile, N.ns(n), support.LUA, quote(code))
     os.execute("sh -c " .. quote(inner) .. " >/dev/null 2>&1 &")
@@ -77,6 +77,8 @@ local function net(names)
     while not support.slurp(pidfile .. ".ready") and os.time() < deadline do require("socket").sleep(0.05) end
     pid = assert(tonumber(support.slurp(pidfile)), "the port holder did not start")
     assert(support.slurp(pidfile .. ".ready"), "the port holder did not bind " .. port)
+    require("socket").sleep(0.2)
+    assert(sh("kill -0 " .. pid .. " 2>/dev/null"), "the port holder stopped")
   end
   -- flows traced from inside host n, in one trace_flows call: its results, decoded
   function N.trace(n, flows)
