@@ -189,7 +189,9 @@ function ibv.bw(t) end
 --- Several kernels at once, in one busy-polling loop in C: each table is what `lat_send`,
 -- `lat_write`, `lat_rtt` or `bw` takes, with `kernel` naming which, and `after` (an index or a list
 -- of indices of earlier tables): that end starts once those are over (finished or stopped), its
--- `timeout` counting from then, its receives posted then with `prepost = true`.  Completions go to
+-- `timeout` counting from then (or, with `within`, the index of an earlier table, from that end's
+-- start: ends that follow one another share one time limit), its receives posted then with
+-- `prepost = true`.  Completions go to
 -- their end by QP number, so the ends may share CQs (a `cq_ex` made with `wc_flags` `"qp_num"`); a
 -- completion for an end that has not started waits in its counts.  A QP belongs to one end, or to
 -- ends that follow one another.  An end that fails stops alone; the others run on.  Every kernel's

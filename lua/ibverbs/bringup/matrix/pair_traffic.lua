@@ -318,8 +318,9 @@ function T:call(call)
 end
 
 -- The ends of a group of rails (traffic.before's order) through ibv.kernels:
--- every flow's ping-pong one after the other, then the bandwidth, the in
--- ends' receives first (they go in before the peers' sends can come).
+-- every flow's ping-pong one after the other (an end's flows within one
+-- --timeout), then the bandwidth, the in ends' receives first (they go in
+-- before the peers' sends can come).
 -- split: the ping-pongs in a call of their own.  An end whose ping-pong
 -- could not be posted runs nothing (e.ready false).
 function T:run_group(ends, split)
@@ -332,7 +333,9 @@ function T:run_group(ends, split)
     end
     e.figs, e.ready = {}, made ~= nil
     for j, k in ipairs(made or {}) do
-      k.after = lat[#lat] -- one ping-pong at a time, in the fabric's order
+      -- one ping-pong at a time, in the fabric's order; an end's flows within one --timeout from its first's
+      -- start, as its one ping-pong was without flows (a dead peer costs one, not one a flow)
+      k.after, k.within = lat[#lat], j > 1 and lat[#lat - j + 2] or nil
       lat[#lat + 1] = add(call, k, e, j, P.lat)
     end
   end

@@ -1,12 +1,13 @@
 -- lua/ibverbs/bringup/matrix/pair_traffic.lua with flows, on a stand-in for
 -- the verbs (no device): the kernels a round gives ibv.kernels (one flow:
 -- the calls fabric_matrix made before flows; N flows: every flow's
--- ping-pong one after the other with its share of the round trips, the
--- writes at once, each end's sends after all its writes, the rails in calls
--- of 64 kernels at most, the ping-pongs apart past 12 flows); each flow
--- connected with its label and hop limit 64; the ring's every slot received
--- into; the figures of each flow and of the pair (a stall counted, a failed
--- flow named).  The device's own run is spec/nodes/flow_sport_spec.lua's.
+-- ping-pong one after the other with its share of the round trips, an
+-- end's within one time limit, the writes at once, each end's sends after
+-- all its writes, the rails in calls of 64 kernels at most, the ping-pongs
+-- apart past 12 flows); each flow connected with its label and hop limit
+-- 64; the ring's every slot received into; the figures of each flow and of
+-- the pair (a stall counted, a failed flow named).  The device's own run
+-- is spec/nodes/flow_sport_spec.lua's.
 local traffic = require "ibverbs.bringup.matrix.pair_traffic"
 local flows = require "ibverbs.bringup.matrix.flows"
 
@@ -141,6 +142,11 @@ describe("pair_traffic with flows", function()
         if i % 2 == 1 then iters = iters + ks[i].iters end
       end
       assert.equal(500, iters) -- the out end's round trips: 500 in all, not 8 x 500
+      -- each end's flows within one --timeout from its first flow's start: the out end's 1 to 8, the in end's 9 to 16
+      for i = 1, 16 do
+        local first = i < 9 and 1 or 9
+        if i == first then assert.is_nil(ks[i].within) else assert.equal(first, ks[i].within) end
+      end
       local out, inn = ends[1], ends[2]
       -- the labels of pair 0 -> 1 (the out end's; rank 1's in end takes the same: the same port both ways),
       -- and of 1 -> 0 (this in end's)
