@@ -498,6 +498,9 @@ local function make_report(run, ctl_all)
       mismatch[#mismatch + 1] = { r, x[1], x[2] }
     end
   end
+  -- the flows that reached rank 0 (every one up to 16 ranks; else those of the failing pairs and of the pairs
+  -- whose flows stand out), first pass and retest, as records (ibverbs.bringup.matrix.flows): the diagnosis's
+  run.flows = flows.list(first, retested)
   local verdicts, transient, bad, notes = findings.verdicts(f, run.fault, names, first, retested, rt, run.opts,
     mismatch)
   local control = findings.control(ctl_all, N, run.runner.ctl.all_cpu, run.block, f.tree and f.tree.k or 0)
@@ -508,9 +511,6 @@ local function make_report(run, ctl_all)
       run.pattern == "pairs" and "not in the pairs file" or
       "not scheduled (--max-rounds " .. tostring(o.max_rounds) .. ")")
   end
-  -- the flows that reached rank 0 (every one up to 16 ranks; else those of the failing pairs and of the pairs
-  -- whose flows stand out), first pass and retest, as records (ibverbs.bringup.matrix.flows): the diagnosis's
-  run.flows = flows.list(first, retested)
   local list = first.list
   for _, x in ipairs(retested and retested.list or {}) do list[#list + 1] = x end -- (pass "retest", sample k)
   local counters = {} -- every rank's deltas, round by round
