@@ -102,7 +102,7 @@ end
 function world.install(n, nrails, faults)
   local traffic = {
     sizes = real_traffic.sizes, ack_seconds = real_traffic.ack_seconds, bw_phase_limit = real_traffic.bw_phase_limit,
-    parse_info = real_traffic.parse_info, close_end = function() end,
+    parse_info = real_traffic.parse_info, rails_per_call = real_traffic.rails_per_call, close_end = function() end,
   }
   function traffic.new(cfg)
     return setmetatable({ o = cfg.o, me = cfg.me, faults = faults, ring_n = real_traffic.sizes(cfg.o).ring_n }, T)

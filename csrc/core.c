@@ -16,6 +16,7 @@
 #include "datapath/datapath.h"
 #include "measure/kernel.h"
 #include "measure/samples.h"
+#include "net/trace.h"
 #include "process/process.h"
 #include "verbs/verbs.h"
 
@@ -133,6 +134,7 @@ int luaopen_ibverbs_core(lua_State *L)
 	ibvl_open_cm_qp(L);
 	ibvl_open_cm_post(L);
 	ibvl_open_names(L);
+	ibvl_open_trace(L);
 	lua_pushcfunction(L, l_methods);
 	lua_setfield(L, -2, "methods");
 	return 1;

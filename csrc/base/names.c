@@ -7,9 +7,11 @@
  *   ibv.mbps_to_rate(25781) --> "25_gbps"; ibv.mult_to_rate(4) --> "10_gbps"
  *   ibv.is_qpt_supported(ctx:query_device_ex().tso_supported_qpts, "ud")
  *   ibv.flow_label_to_udp_sport(0x12345)  -- the RoCE v2 UDP source port of a flow label
+ *   ibv.roce_udp_sport(0, qpn, dest_qpn)  -- --> port, flow label: the kernel's rule at modify_qp
  * Every argument is a name (as the rest of the API gives it) or the C value.
  */
 #include "base/enums.h"
+#include "base/err.h"
 #include "base/late.h"
 
 /* The C value of argument 1, clamped to an int (libibverbs checks the range). */
@@ -95,6 +97,39 @@ static int l_flow_label_to_udp_sport(lua_State *L)
 #endif
 }
 
+/* ibv.roce_udp_sport(flow_label, qpn, dest_qpn): the UDP source port of an
+ * RC QP's RoCE v2 packets as the Linux kernel's providers set it when the QP
+ * is modified with an address vector (include/rdma/ib_verbs.h's
+ * rdma_get_udp_sport, which rxe calls in rxe_modify_qp since Linux 5.17):
+ * the flow label of the AV's GRH when it is not 0, else a symmetric label
+ * made from both QP numbers (rdma_calc_flow_label: their product folded to 20
+ * bits), so both ends of a connection compute the same one; the label then
+ * folded to 14 bits over 0xc000 (rdma_flow_label_to_udp_sport).  Returns the
+ * port and the label it came from.  The QP numbers are needed only for label 0. */
+static int l_roce_udp_sport(lua_State *L)
+{
+	uint32_t fl = (uint32_t)ibvl_check_range(L, 1, 0, 0xfffff);
+	if (fl == 0) {
+		if (lua_isnoneornil(L, 2) || lua_isnoneornil(L, 3))
+			return ibvl_argerror(L, lua_isnoneornil(L, 2) ? 2 : 3,
+			                     lua_isnoneornil(L, 2) ? "qpn" : "dest_qpn",
+			                     "a QP number expected (flow label 0: the port comes "
+			                     "from both QP numbers)");
+		uint64_t v = (uint64_t)ibvl_check_range(L, 2, 0, 0xffffff) *
+		             (uint64_t)ibvl_check_range(L, 3, 0, 0xffffff);
+		v ^= v >> 20;
+		v ^= v >> 40;
+		fl = (uint32_t)(v & 0xfffff);
+	} else {
+		ibvl_opt_range(L, 2, 0, 0, 0xffffff);
+		ibvl_opt_range(L, 3, 0, 0, 0xffffff);
+	}
+	uint32_t low = (fl & 0x3fff) ^ (fl >> 14);
+	lua_pushinteger(L, (lua_Integer)(0xc000 | low));
+	lua_pushinteger(L, (lua_Integer)fl);
+	return 2;
+}
+
 void ibvl_open_names(lua_State *L)
 {
 	static const luaL_Reg funcs[] = {
@@ -103,7 +138,8 @@ void ibvl_open_names(lua_State *L)
 		{"rate_to_mbps", l_rate_to_mbps}, {"rate_to_mult", l_rate_to_mult},
 		{"mbps_to_rate", l_mbps_to_rate}, {"mult_to_rate", l_mult_to_rate},
 		{"is_qpt_supported", l_is_qpt_supported},
-		{"flow_label_to_udp_sport", l_flow_label_to_udp_sport}, {NULL, NULL},
+		{"flow_label_to_udp_sport", l_flow_label_to_udp_sport},
+		{"roce_udp_sport", l_roce_udp_sport}, {NULL, NULL},
 	};
 	luaL_setfuncs(L, funcs, 0);
 }

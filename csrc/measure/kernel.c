@@ -53,7 +53,7 @@ static int list_field(lua_State *L, int idx, const char *field, int send, int op
 /* The table's fields checked: the type's, and "kernel" in ibv.kernels. */
 static void check_fields(lua_State *L, int idx, const struct ibvl_kern_type *t, int multi)
 {
-	const char *f[24];
+	const char *f[25];
 	int n = 0;
 	while (t->fields[n] != NULL && n < 20) {
 		f[n] = t->fields[n];
@@ -63,6 +63,7 @@ static void check_fields(lua_State *L, int idx, const struct ibvl_kern_type *t, 
 	if (multi) {
 		f[n++] = "kernel";
 		f[n++] = "after";
+		f[n++] = "within";
 	}
 	f[n] = NULL;
 	ibvl_check_fields(L, idx, t->name, f);
@@ -110,6 +111,7 @@ void ibvl_kern_parse(lua_State *L, struct ibvl_kern *k, int idx, const struct ib
                      int multi)
 {
 	memset(k, 0, sizeof *k);
+	k->within = -1;
 	luaL_checkstack(L, 16, "kernel arguments");
 	check_fields(L, idx, t, multi);
 	k->type = t;
@@ -163,6 +165,7 @@ void ibvl_kern_recheck(lua_State *L, struct ibvl_kern *k)
 void ibvl_kern_start(struct ibvl_kern *k, double now)
 {
 	k->started = 1;
+	k->t0 = now;
 	k->deadline = isinf(k->timeout) ? HUGE_VAL : now + k->timeout;
 	if (!k->prepost || k->rwr == NULL)
 		return;

@@ -92,6 +92,7 @@ struct ibvl_kern {
 	int event;                /* sleep on the CQs' completion channels when idle */
 	int alone;                /* the only end of its call, busy polling: its step waits in place */
 	uint64_t after;           /* ibv.kernels: the ends (bit i: end i) that must be over first */
+	int within;               /* ibv.kernels: the end whose start the time limit counts from (-1: its own) */
 	/* progress */
 	int phase;                /* where the step is (the kernel's own) */
 	int started;              /* the end is running (or ran) */
@@ -101,6 +102,7 @@ struct ibvl_kern {
 	long long sent, wanted;   /* ping-pong: messages sent, peer messages waited for */
 	uint64_t prev;            /* the last stamp, in ticks */
 	uint64_t first, last;     /* ticks of the first post and of the last completion */
+	double t0;                /* when it started (ibvl_monotonic) */
 	double deadline;
 	int stop;                 /* KERN_* */
 	int err;                  /* errno of a failed post or poll */

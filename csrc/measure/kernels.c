@@ -23,7 +23,9 @@
  * "lat_rtt", "bw") takes, with that field added, and after: the index (or
  * a list of indices) of earlier ends that must be over (finished or
  * stopped) before this one starts; its time limit counts from its start
- * (with prepost, its receives go in then).  An end that fails (a completion
+ * (with prepost, its receives go in then), or with within (the index of an
+ * earlier end) from that end's start: ends that follow one another share one
+ * time limit, and one that starts past it stops at once.  An end that fails (a completion
  * with an error, a failed post, its time limit) stops alone and its figures
  * carry error and errno; the others run on.  SIGINT stops all
  * and raises "ibv.kernels: interrupted".  Completions go to their end by QP
@@ -59,6 +61,14 @@ static int ready(const struct ibvl_kern *ks, const struct ibvl_kern *k)
 	return 1;
 }
 
+/* End k starts now; its time limit from the start of the end it counts within. */
+static void start_end(struct ibvl_kern *ks, struct ibvl_kern *k, double now)
+{
+	ibvl_kern_start(k, now);
+	if (k->within >= 0 && ks[k->within].started && !isinf(k->timeout))
+		k->deadline = ks[k->within].t0 + k->timeout;
+}
+
 /* Every live end stepped (an end whose predecessors are over started
  * first); the CQs they wait on in cqs; the ends still live. */
 static int step_all(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int *ncq)
@@ -74,7 +84,9 @@ static int step_all(struct ibvl_kern *ks, int n, struct ibvl_cq **cqs, int *ncq)
 				live++;
 				continue;
 			}
-			ibvl_kern_start(k, ibvl_monotonic());
+			start_end(ks, k, ibvl_monotonic());
+			if (ibvl_monotonic() > k->deadline)
+				ibvl_kern_fail(k, KERN_TIME, ETIMEDOUT);
 		}
 		if ((k->stop != KERN_OK ? KERN_STOPPED : k->type->step(k)) != KERN_MORE) {
 			k->over = 1;
@@ -282,7 +294,7 @@ static int run(lua_State *L, struct ibvl_kern *ks, int n, int multi, const char 
 	ibvl_clock_start(&clock);
 	for (int i = 0; i < n; i++)
 		if (ks[i].after == 0)
-			ibvl_kern_start(&ks[i], clock.s0);
+			start_end(ks, &ks[i], clock.s0);
 	ks[0].alone = n == 1 && !ks[0].event;
 	if (ks[0].alone)
 		loop1(&ks[0]);
@@ -377,6 +389,25 @@ static uint64_t after_bit(lua_State *L, int vidx, int i)
 	return UINT64_C(1) << (j - 1);
 }
 
+/* Field within: the index of an earlier end (0-based), or -1 when absent. */
+static int within_field(lua_State *L, int idx, int i)
+{
+	ibvl_getfield(L, idx, "within");
+	int w = -1;
+	if (!lua_isnil(L, -1)) {
+		lua_Integer j = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+		if (i == 0)
+			ibvl_error(L, "field 'within': the first kernel has none before it");
+		if (j < 1 || j > i)
+			ibvl_error(L, "field 'within': the index of a kernel before this one (1 to %d) expected, "
+			              "got %s", i, lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+			                                                          : luaL_typename(L, -1));
+		w = (int)j - 1;
+	}
+	lua_pop(L, 1);
+	return w;
+}
+
 /* Field after: an index or a list of indices of earlier ends; their bits. */
 static uint64_t after_field(lua_State *L, int idx, int i)
 {
@@ -418,6 +449,7 @@ static int l_kernels(lua_State *L)
 			ibvl_error(L, "table expected, got %s", luaL_typename(L, idx));
 		ibvl_kern_parse(L, &ks[i], idx, kind(L, idx), 1);
 		ks[i].after = after_field(L, idx, i);
+		ks[i].within = within_field(L, idx, i);
 		ibvl_path_pop(saved);
 	}
 	ibvl_guard_end(L, &g);

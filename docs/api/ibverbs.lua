@@ -189,7 +189,9 @@ function ibv.bw(t) end
 --- Several kernels at once, in one busy-polling loop in C: each table is what `lat_send`,
 -- `lat_write`, `lat_rtt` or `bw` takes, with `kernel` naming which, and `after` (an index or a list
 -- of indices of earlier tables): that end starts once those are over (finished or stopped), its
--- `timeout` counting from then, its receives posted then with `prepost = true`.  Completions go to
+-- `timeout` counting from then (or, with `within`, the index of an earlier table, from that end's
+-- start: ends that follow one another share one time limit), its receives posted then with
+-- `prepost = true`.  Completions go to
 -- their end by QP number, so the ends may share CQs (a `cq_ex` made with `wc_flags` `"qp_num"`); a
 -- completion for an end that has not started waits in its counts.  A QP belongs to one end, or to
 -- ends that follow one another.  An end that fails stops alone; the others run on.  Every kernel's
@@ -488,5 +490,32 @@ function ibv.is_qpt_supported(caps, qp_type) end
 -- @tparam integer flow_label 0 to 0xfffff
 -- @treturn integer port, 0xc000 to 0xffff
 function ibv.flow_label_to_udp_sport(flow_label) end
+
+--- The UDP source port of an RC QP's RoCE v2 packets, by the rule Linux's providers apply when the QP is
+-- modified with an address vector (`rdma_get_udp_sport`, rxe's since Linux 5.17): the GRH's flow label when it
+-- is not 0, else a label made from both QP numbers (the same from either end); then folded as
+-- `flow_label_to_udp_sport`.  No device needed.
+-- @tparam integer flow_label 0 to 0xfffff, as given to `qp:connect` or `to_rtr` (`flow_label`)
+-- @tparam[opt] integer qpn this QP's number (needed when flow_label is 0)
+-- @tparam[opt] integer dest_qpn the remote QP's number (needed when flow_label is 0)
+-- @treturn integer port, 0xc000 to 0xffff
+-- @treturn integer the flow label it comes from
+function ibv.roce_udp_sport(flow_label, qpn, dest_qpn) end
+
+--- The hops of one UDP 5-tuple: TTL-limited probes from `src`:`sport` to `dst`:`dport`, the ICMP answers read
+-- through `IP_RECVERR` (no raw socket, no privilege).  A destination that owns `dport` (a host whose kernel
+-- runs rxe owns 4791) does not answer; the silent hops after the last answer are left out.
+-- @tparam table flow `src`, `dst` (IPv4 text; src an address of this host), `sport`; optional `dport` (4791),
+-- `max_hops` (8, up to 64), `timeout_ms` (300, a probe's wait), `probes` (1 a hop, up to 10), `gap` (3: stop
+-- after this many silent hops in a row)
+-- @treturn table the hops in order: an address, or false for a hop that did not answer
+-- @treturn boolean whether the destination answered
+-- @return or nil, message ("bind 10.0.1.11:49153: Address already in use (...)"), errno when it cannot be probed
+function ibv.trace_flow(flow) end
+
+--- Several flows' hops at once (`trace_flow`'s fields each; up to 1024, one socket each).
+-- @tparam table flows a list of flow tables
+-- @treturn table per flow `{hops = {...}, reached = true|false}` or `{error = "...", errno = n}`
+function ibv.trace_flows(flows) end
 
 return ibv

@@ -63,7 +63,6 @@ local dkjson = require "dkjson"
 local cli = require "ibverbs.tools.cli"
 local exit_status = require "ibverbs.bringup.status"
 local schedule = require "ibverbs.bringup.matrix.schedule"
-local diagnose = require "ibverbs.bringup.matrix.diagnose"
 local matrix = require "ibverbs.bringup.matrix.report"
 local rails_mod = require "ibverbs.bringup.rails"
 local traffic = require "ibverbs.bringup.matrix.pair_traffic"
@@ -76,133 +75,16 @@ local pc = require "ibverbs.port_counters"
 local pcount = require "ibverbs.bringup.matrix.pair_counters"
 local expectations = require "ibverbs.bringup.expect"
 local topology = require "ibverbs.bringup.topology"
+local flows = require "ibverbs.bringup.matrix.flows"
+local flow_trace = require "ibverbs.bringup.matrix.flow_trace"
+
+local options = require "ibverbs.tools.fabric_matrix.options"
+local usage_error = options.usage_error
 
 local fabric_matrix = {}
 
 local function say(...) io.stderr:write(string.format(...), "\n") end
 local fmt_time = rounds.fmt_time
-
-local function usage_error(msg)
-  say("fabric_matrix.lua: %s", msg)
-  os.exit(2)
-end
-
--- ------------------------------------------------------------------ options
-
--- The command line (usage errors: exit 2).
-local function options(arg)
-  return cli.run(arg, {
-    name = "fabric_matrix.lua", usage = { "            one process per rank; the launcher gives rank and size" },
-    error_status = 2,
-    cli.ib_dev{ help = "device(s): <dev>, <dev>,<dev>..., or all (every device and port: one rail each); "
-      .. "default the first device" },
-    cli.ib_port(),
-    cli.gid_idx{ default = false, min = 0,
-                 help = "GID index (default: the first RoCE v2 IPv4 GID, else 0)" },
-    { "s", "lat-size", arg = "bytes", type = "int", default = 8, min = 1, max = 4096,
-      help = "ping-pong message size (default 8)" },
-    { "n", "lat-iters", arg = "n", type = "int", default = 500, min = 1, max = 1e7,
-      help = "ping-pong round trips (default 500)" },
-    { "S", "bw-size", arg = "bytes", type = "int", default = 65536, min = 1, max = 1073741824,
-      help = "bandwidth message size (default 65536)" },
-    { "N", "bw-iters", arg = "n", type = "int", default = 1000, min = 1, max = 1e8,
-      help = "bandwidth messages per direction and kind (default 1000)" },
-    { nil, "pattern", arg = "name", help = "tournament (default), shift or serial" },
-    { nil, "pairs", arg = "file", help = "the rounds from <file>: lines 'round rankA rankB' (ranks or host names)" },
-    { nil, "quick", help = "one round of the tournament: every rank against one partner" },
-    { nil, "max-rounds", arg = "n", type = "int", min = 1, help = "stop after <n> rounds (the rest: unmeasured)" },
-    { nil, "block", arg = "b", type = "int", min = 1, max = 64,
-      help = "rounds per exchange through rank 0 (default 1 below 64 ranks, else ranks/64 up to 16): within a block "
-        .. "a pair starts when both ends reach it (its first ping waits for the partner's receive)" },
-    { nil, "lat-factor", arg = "x", type = "number", default = 2.1, min = 1,
-      help = "flag a latency above <x> times the reference latency (default 2.1; the lowest: see --reference)" },
-    { nil, "bw-fraction", arg = "f", type = "number", default = 0.93, min = 0, max = 1,
-      help = "flag a bandwidth below <f> times the reference bandwidth (default 0.93; the highest: see --reference)" },
-    { nil, "reference", arg = "kind", default = "best",
-      help = "what the factors apply to: best (the lowest latency, the highest bandwidth; default), median, or pQ "
-        .. "(Q from 50 to 100): bandwidth against its Qth percentile, latency against its (100-Q)th (p75: robust to "
-        .. "one bad node owning many pairs)" },
-    { nil, "retests", arg = "k", type = "int", default = 1, min = 1, max = 100,
-      help = "measure each retest pair <k> times (in <k> passes) and judge it by its best figures: a fault is bad "
-        .. "every time, noise rarely <k> times (default 1)" },
-    { nil, "wait", arg = "how", default = "spin",
-      help = "how a rank waits for completions: spin (busy polling, as perftest; default) or event (sleeps on a "
-        .. "completion channel: for oversubscribed hosts and VMs)" },
-    { nil, "retest-width", arg = "n", type = "int", min = 1,
-      help = "pairs measured at once in a retest round (default: a quarter of the ranks, at least 1)" },
-    { nil, "qp-timeout", arg = "n", type = "int", default = 14, min = 1, max = 31,
-      help = "the RC QPs' ack timeout exponent: 4.096 us x 2^n (default 14: 67 ms); raise it on links that queue "
-        .. "long, keeping two of it within a bandwidth phase (half of -t): a lost frame costs one" },
-    { nil, "no-retest", help = "report the flagged pairs without measuring them again" },
-    { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,
-      help = "limit of every wait for a completion (default 30); a round's traffic stops at twice it, rank 0 "
-        .. "waits for a rank at an exchange (every --block rounds) 2 x (block + 1) times it plus 30 s" },
-    { nil, "json", arg = "file", help = "write the results as JSON to <file> (rank 0)" },
-    { nil, "json-lines", arg = "file", help = "stream the pairs each rank holds as JSON lines: rank 0 to <file> (its "
-      .. "own, those that reach it: failing and retested, the verdicts), every other rank to <file>.<rank>" },
-    { nil, "plot", arg = "file", help = "draw heatmaps into <file>.png or .svg with gnuplot (rank 0); with "
-      .. "--topology the fabric too: <file>.topology.dot (.svg too when Graphviz's dot is on PATH)" },
-    { nil, "topology", arg = "file", help = "Slurm's topology.conf (docs/bringup.md, Topology), or with --lfts an "
-      .. "InfiniBand link map (ibnetdiscover output, ibdiagnet .lst); a bad file or a host it leaves out: exit 2" },
-    { nil, "topology-addresses", arg = "file", help = "'SwitchName=<name> Addresses=<IPv4s>' lines for --topology" },
-    { nil, "lfts", arg = "file", help = "InfiniBand forwarding tables (dump_lfts.sh, ibroute output) for --topology" },
-    { nil, "exit-any", help = "exit 1 on every rank when any verdict exists (default: only the ranks it names)" },
-    { nil, "dry-run", help = "the whole schedule and every exchange, no device opened, no traffic" },
-    { nil, "rank", arg = "rank", type = "int", min = 0, help = "this process's rank (default: from the launcher)" },
-    { nil, "size", arg = "n", type = "int", min = 1, help = "the number of ranks (default: from the launcher)" },
-    { nil, "root", arg = "host[:port]", help = "rank 0's address (default: IBV_FABRIC_ROOT or the launcher's)" },
-    { nil, "fabric-port", arg = "port", type = "int", min = 1, max = 65535,
-      help = "rendezvous TCP port (default: PMIx's, Slurm's, else 18600)" },
-    { nil, "expect", arg = "file", help = "expected values per host list (JSON, or Lua returning a table; "
-      .. "docs/expect.md): a port of this host that differs is a node verdict naming expected and found" },
-    { nil, "counter-thresholds", arg = "name=n,...", help = "the largest rise of an error counter on a pair's "
-      .. "ends over its round (all=n: every one; defaults: docs/bringup.md); more flags the pair (a transport "
-      .. "counter's: when its rate also stands out)" },
-    { nil, "counter-factor", arg = "x", type = "number", default = 4, min = 1,
-      help = "flag a transport counter's rise per packet above <x> times the fabric's rate of it (the --reference "
-        .. "kind, as for latency; default 4)" },
-    { nil, "counter-floor", arg = "rate", type = "number", default = 0.001, min = 0, max = 1,
-      help = "flag no transport counter's rise per packet at or below <rate> (default 0.001: one a thousand packets)" },
-    { nil, "drain", help = "rank 0 drains in Slurm every node a verdict names (reason 'ibverbs fabric_matrix "
-      .. "[<rails>]: <verdict>') and resumes a node that passed when fabric_matrix drained it and it measured every "
-      .. "rail of that scope again; a node DOWN, FAIL, MAINT, ... or drained by anyone else is left alone" },
-  })
-end
-
--- The options that depend on each other, checked on every rank before the
--- rendezvous (usage errors: exit 2): the run's state, run.node (--drain:
--- this rank's Slurm node, SLURMD_NODENAME, else the host name, sent to rank
--- 0) and run.pattern.
-local function check_options(o)
-  if o.pairs and (o.pattern or o.quick) then usage_error("--pairs and --pattern/--quick exclude each other") end
-  if o.pattern and not (o.pattern == "tournament" or o.pattern == "shift" or o.pattern == "serial") then
-    usage_error("option '--pattern': tournament, shift or serial expected, got '" .. o.pattern .. "'")
-  end
-  if o.quick and o.pattern and o.pattern ~= "tournament" then
-    usage_error("--quick is the tournament's first round: it does not go with --pattern " .. o.pattern)
-  end
-  do
-    local ok, err = diagnose.parse_reference(o.reference)
-    if not ok then usage_error("option '--reference': " .. err) end
-  end
-  if o.wait ~= "spin" and o.wait ~= "event" then
-    usage_error("option '--wait': spin or event expected, got '" .. o.wait .. "'")
-  end
-  if o.bw_fraction <= 0 then usage_error("option '--bw-fraction': above 0 expected, got " .. o.bw_fraction) end
-  if o.ib_dev and not o.ib_dev:find("^[%w_.:,-]+$") then
-    usage_error("option '--ib-dev': bad device list '" .. o.ib_dev .. "'")
-  end
-  local run = { o = o }
-  if o.drain then
-    if o.dry_run then usage_error("option '--drain': does not go with --dry-run (nothing is measured)") end
-    local slurm = require "ibverbs.fabric.slurm"
-    run.node = slurm.node_name()
-    local ok, err = slurm.check_node(run.node)
-    if not ok then usage_error("option '--drain': " .. err) end
-  end
-  run.pattern = o.pairs and "pairs" or o.quick and "quick" or o.pattern or "tournament"
-  return run
-end
 
 -- The counter thresholds (run.thresholds; a port's --expect entry's counters
 -- go over them) and --expect: run.expected, this host's port entries (a
@@ -264,6 +146,10 @@ local function join(run)
   end
   run.f, run.n, run.me = f, f.size, f.rank
   local N, ME = run.n, run.me
+  if ME == 0 and run.flows_asked and run.flows_asked > o.flows then
+    say("fabric_matrix: %d flows a pair, not %d: -n %d and -N %d give %d flows %d round trips and %d messages at least",
+      o.flows, run.flows_asked, o.lat_iters, o.bw_iters, o.flows, flows.MIN_LAT, flows.MIN_BW)
+  end
   -- a lost frame costs a pair one ack timeout: past half a bandwidth phase, one loss ends a healthy pair's phase
   local ACK_S = traffic.ack_seconds(o.qp_timeout)
   if ME == 0 and 2 * ACK_S > traffic.bw_phase_limit(o) then
@@ -285,9 +171,22 @@ local function join(run)
   -- rank that hangs inside a block is buried at the exchange's limit only
   if ME == 0 then
     f.on_wait = function(who, waited)
-      say("fabric_matrix: waiting %s for %s (the limit: %s)", fmt_time(waited), who, fmt_time(EXCHANGE_LIMIT))
+      say("fabric_matrix: waiting %s for %s (the limit: %s)", fmt_time(waited), who, fmt_time(run.exchange_limit))
     end
   end
+end
+
+-- The limit of an exchange once the rails are known: a round's traffic runs
+-- in one ibv.kernels call per group of rails (--flows: pair_traffic's
+-- rails_per_call), each up to 2 x --timeout, and its traces (--trace).
+local function exchange_limit(run)
+  local o, f = run.o, run.f
+  local per = traffic.rails_per_call(o.flows)
+  local calls = math.max(1, math.ceil(run.nrails / per))
+  local round = calls * 2 * o.timeout + (o.trace and flow_trace.limit() or 0)
+  if calls == 1 and not o.trace then return end -- (join's)
+  run.exchange_limit = run.block * round + 2 * o.timeout + 30
+  f.timeout = run.exchange_limit
 end
 
 -- ------------------------------------------------------------------ the plan every rank agrees on
@@ -446,8 +345,11 @@ local function first_pass(run)
     judged = run.thresholds, topology = run.topo }
   run.red = must(run, reduction.first_pass(f, led, run.opts, run.exchange_limit))
   if ME ~= 0 and run.jl then run.jl:close() end
-  if ME == 0 then reduction.at_root(run.first, run.red, { sched = run.sched, rounds = R1, f = f,
-    names = run.plan.names, jl = run.jl, ledger = led }) end
+  if ME == 0 then
+    reduction.at_root(run.first, run.red, { sched = run.sched, rounds = R1, f = f,
+      names = run.plan.names, jl = run.jl, ledger = led })
+    run.first.flows = flows.list(run.first) -- (localized before the retest: ibverbs.bringup.matrix.findings)
+  end
 end
 
 -- ------------------------------------------------------------------ the retest
@@ -484,6 +386,9 @@ local function make_report(run, ctl_all)
       mismatch[#mismatch + 1] = { r, x[1], x[2] }
     end
   end
+  -- the flows that reached rank 0 (every one up to 16 ranks; else those of the failing pairs and of the pairs
+  -- whose flows stand out), first pass and retest, as records (ibverbs.bringup.matrix.flows): the diagnosis's
+  run.flows = flows.list(first, retested)
   local verdicts, transient, bad, notes = findings.verdicts(f, run.fault, names, first, retested, rt, run.opts,
     mismatch)
   local control = findings.control(ctl_all, N, run.runner.ctl.all_cpu, run.block, f.tree and f.tree.k or 0)
@@ -511,7 +416,7 @@ local function make_report(run, ctl_all)
       dry_run = o.dry_run or nil, launcher = f.launcher, wireup = f.wireup, rendezvous = (f:door()),
       max_rounds = o.max_rounds, wait = o.wait,
       counter_thresholds = o.counter_thresholds, counter_factor = o.counter_factor,
-      counter_floor = o.counter_floor } }, bad
+      counter_floor = o.counter_floor, flows = o.flows, trace = o.trace } }, bad
 end
 
 -- Rank 0: the report of the run printed and written; the verdict every
@@ -573,7 +478,7 @@ end
 --- The tool: `ibvlua fabric_matrix ...`, `lua5.4 examples/fabric_matrix.lua ...`; arg is the command line
 -- (arg[1] the first option), as a script's.  Ends the process with the exit status.
 function fabric_matrix.main(arg)
-  local run = check_options(options(arg))
+  local run = options.check(options.parse(arg))
   load_limits(run)
   local terr
   run.topo, terr = topology.from_options(run.o) -- (a bad file: exit 2 before the rendezvous)
@@ -588,6 +493,7 @@ function fabric_matrix.main(arg)
   run.sizes = traffic.sizes(run.o)
   run.rails, run.ibv = rails_mod.open(run.o, run.sizes)
   agree_plan(run)
+  exchange_limit(run)
   first_pass(run)
   retest(run)
   finish(run)

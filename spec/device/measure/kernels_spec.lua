@@ -448,6 +448,26 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
   end)
 
 
+  it("share one time limit among ends that follow one another (within): one that starts past it stops at once",
+    function()
+      local c, d = second_pair()
+      local function run(within, slot)
+        -- nobody pings c nor d: each waits out its time limit
+        local first, second = pingpong_end(c, slot, 1, false), pingpong_end(d, slot + 1, 1, false)
+        first.timeout, second.timeout, second.after, second.within = 0.4, 0.4, 1, within
+        local t0 = ibv.now()
+        local f = ibv.kernels{ first, second }
+        assert.matches("timed out", f[1].error)
+        assert.matches("timed out", f[2].error)
+        return ibv.now() - t0
+      end
+      local shared, own = run(1, 30), run(nil, 40)
+      assert.is_true(shared >= 0.4 and shared < 0.7, string.format("one limit for both: %.3f s", shared))
+      assert.is_true(own >= 0.8, string.format("a limit each: %.3f s", own))
+      c:close()
+      d:close()
+    end)
+
   it("run no Lua while they loop: a collector forced by a hook, with finalizers due, stays out of the samples",
     function()
       local now, cap = ibv.now, 100000
@@ -562,6 +582,10 @@ describe("on rxe0, kernels that run together (ibv.kernels)", function()
         "kernel 2: field 'after': the index of a kernel before this one (1 to 1) expected, got string" },
       { { { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, after = 1 } },
         "kernel 1: field 'after': the first kernel has none before it" },
+      { { ok_end, { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, within = 2 } },
+        "kernel 2: field 'within': the index of a kernel before this one (1 to 1) expected, got 2" },
+      { { { kernel = "lat_rtt", qp = env.b, send_cq = env.cq, send_wrs = l, iters = 5, within = 1 } },
+        "kernel 1: field 'within': the first kernel has none before it" },
       { { ok_end, { kernel = "bw", qp = env.b, recv_qp = env.a, recv_cq = env.cq, recv_wrs = ibv.recv_wrs(1),
           iters = 1 } }, "kernel 2: a QP of kernel 1's too" },
       -- one buffer for two ends, even one after the other: both would write it, and turn it to seconds twice

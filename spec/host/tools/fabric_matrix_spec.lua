@@ -26,6 +26,8 @@ describe("examples/fabric_matrix.lua on this host (no RDMA driver)", function()
       { "--retests 2.5", "option '%-%-retests': an integer expected, got '2%.5'" },
       { "--counter-thresholds rcvd_seq_err=x", "option '%-%-counter%-thresholds': 'rcvd_seq_err=x' is not name=count" },
       { "--counter-thresholds all=-1", "option '%-%-counter%-thresholds': 'all=%-1' is not name=count" },
+      { "--flows 0", "option '%-%-flows': at least 1 expected, got 0" },
+      { "--flows 17", "option '%-%-flows': at most 16 expected, got 17" },
     }) do
       local t0 = os.time()
       local out, rc = matrix_ranks(1, "--size 2 --root 127.0.0.1:1 " .. c[1]) -- rank 1 of 2: would wait for rank 0
@@ -114,6 +116,23 @@ dofile("examples/fabric_matrix.lua")]])
     for _, p in ipairs(j.pairs) do assert.equal((p.dst - p.src) % 5 - 1, p.round) end
     assert.same({}, j.verdicts)
     assert.matches("control plane: 6 exchanges", out)
+  end)
+
+  it("runs as many flows as split the traffic: says on rank 0 when --flows asked for more", function()
+    local json = os.tmpname()
+    local out, rc = matrix_ranks(2, "--dry-run -n 40 --flows 8 --trace --json " .. json)
+    assert.same({ [0] = 0, 0 }, rc, out)
+    local fh = assert(io.open(json))
+    local j = dkjson.decode(fh:read("a"))
+    fh:close()
+    os.remove(json)
+    assert.same({ 5, true }, { j.options.flows, j.options.trace })
+    local _, n = out:gsub("fabric_matrix: 5 flows a pair, not 8: %-n 40 and %-N 1000 give 5 flows 8 round trips and 8 "
+      .. "messages at least", "")
+    assert.equal(1, n, out)
+    out, rc = matrix_ranks(2, "--dry-run -n 40")
+    assert.same({ [0] = 0, 0 }, rc, out)
+    assert.is_nil(out:find("flows a pair", 1, true), out) -- the default lowered: nothing to say
   end)
 
   it("warns on rank 0 when -t leaves a bandwidth phase less than two ack timeouts, and only then", function()

@@ -20,6 +20,7 @@ local pcount = require "ibverbs.bringup.matrix.pair_counters"
 local diagnose = require "ibverbs.bringup.matrix.diagnose"
 local findings = require "ibverbs.bringup.matrix.findings"
 local summary = require "ibverbs.bringup.matrix.pass_summary"
+local flows = require "ibverbs.bringup.matrix.flows"
 
 local ledger = {}
 
@@ -109,10 +110,10 @@ local function pick(text, fn)
   return out
 end
 
--- The lines of pair x of round k: its sender's end, its receiver's, both ends' counters of its rail.
+-- The lines of pair x of round k: its sender's end (and its flows), its receiver's, both ends' counters of its rail.
 local function pair_lines(held, k, x)
   local chunks = {}
-  for _, side in ipairs({ { x.src, "^[OUD] " .. x.rail .. " " .. x.dst .. "[ |]" },
+  for _, side in ipairs({ { x.src, "^[OUDL] " .. x.rail .. " " .. x.dst .. "[ |]" },
     { x.dst, "^I " .. x.rail .. " " .. x.src .. "[ |]" } }) do
     local l = pick(held[side[1]], function(line)
       return line:find(side[2]) or line:find("^C " .. x.rail .. " ") ~= nil
@@ -124,7 +125,8 @@ end
 
 --- What this rank sends rank 0 once the pass's reference is known: the
 -- lines ("=rank", "@k", then that rank's lines) of every pair it owns that
--- fails against refs (rail -> diagnose.reference's) with opts, its own
+-- fails against refs (rail -> diagnose.reference's) with opts or whose flows
+-- stand out (a flow failed or stalled: ibverbs.bringup.matrix.flows), its own
 -- flaps and its own counter lines that fail their port ('!'), and per rail
 -- "W rank rail n" (the partners it measured a pair with on that rail) when
 -- one of its pairs failed or it measured none.  full: every line of its own instead, and those of
@@ -148,11 +150,10 @@ function L:failing(refs, opts, full)
     for _, x in ipairs(store.list) do
       partners[x.rail] = partners[x.rail] or {}
       if not x.unmeasured then partners[x.rail][x.src == self.me and x.dst or x.src] = true end
-      if x.flagged then
-        flagged = true
-        if self:owns(x) then
-          for _, c in ipairs(pair_lines(self.held[k], k, x)) do out[#out + 1] = c end
-        end
+      if x.flagged then flagged = true end
+      -- a pair whose flows stand out goes up too, its figures good or not: the diagnosis weighs its flows
+      if (x.flagged or flows.stand_out(x)) and self:owns(x) then
+        for _, c in ipairs(pair_lines(self.held[k], k, x)) do out[#out + 1] = c end
       end
     end
   end)

@@ -5,11 +5,13 @@
 --   "I rail peer ok bytes|error"        (this rank received from peer)
 --   "U rail peer|why"                   (this rank was to send to peer: unmeasured)
 --   "D rail peer|"                      (a dry run's end)
+--   "L rail peer j ...|error"           (flow j of this rank's out end to peer: ibverbs.bringup.matrix.flows)
 --   "C rail deltas|unknown|packets"     (this rank's port counters over the round: pair_counters.lua)
 --   "F rail time|what"                  (its port went down or came back since the last round: ibverbs.bringup.flaps)
 -- and "@k" before the lines of round k (an exchange carries a block of rounds).
 -- A store keeps one record per (sample, rail, src, dst), which names its hosts
--- for the streamed lines and the report alike, each rank's counters of
+-- for the streamed lines and the report alike (and, with flows, its flow
+-- records: record.flows, flows.parse's, by flow), each rank's counters of
 -- each round and rail (store.counters, store:counters_of) and the flaps its
 -- ranks saw (store.flaps: {pass =, round =, rank =, host =, rail =, at =, what =}).
 --
@@ -19,6 +21,7 @@
 --   store:absorb(src, text, round, "first", name)                  -- what rank src sent
 local dkjson = require "dkjson"
 local pcount = require "ibverbs.bringup.matrix.pair_counters"
+local flows = require "ibverbs.bringup.matrix.flows"
 
 local results = {}
 
@@ -43,6 +46,7 @@ function results.lines(ends)
       out[#out + 1] = string.format("O %d %d %s %s %s %s %s %s|%s", e.rail.index, e.peer, num(r.lat_us),
         num(r.write_mbs), num(r.send_mbs), num(r.lat_p99_us), num(r.lat_p999_us), num(r.lat_max_us),
         r.error and clean(r.error) or "")
+      for j, fig in ipairs(e.flow_figs or {}) do out[#out + 1] = flows.line(e.rail.index, e.peer, j, fig) end
     else
       out[#out + 1] = string.format("I %d %d %s %d|%s", e.rail.index, e.peer, r.data_ok == nil and "-" or
         (r.data_ok and "1" or "0"), r.verified or 0, r.error and clean(r.error) or "")
@@ -137,6 +141,16 @@ function Store:absorb(src, text, round, pass, name, touched)
           rail = tonumber(k), at = at, what = what }
       end
       p = e + 1
+    elseif c == 76 then -- "L ...": a flow of the pair this rank sent on
+      local e = text:find("\n", p, true) or n + 1
+      local fl = flows.parse(text:sub(p, e - 1), src, self.hosts)
+      if fl then
+        local r = self:rec(fl.rail, src, fl.b, self.per_sample and math.floor(round / self.per_sample) + 1)
+        r.flows = r.flows or {}
+        r.flows[fl.flow] = fl
+        if touched then touched[r] = true end
+      end
+      p = e + 1
     elseif c == 67 then -- "C ...": the counters of a rail
       local e = text:find("\n", p, true) or n + 1
       local entry = self:counter_line(src, text:sub(p, e - 1), round, pass)
@@ -201,7 +215,7 @@ function results.json_line(r, rail_names)
     src = r.src, dst = r.dst, src_host = r.src_host, dst_host = r.dst_host, lat_us = r.lat_us,
     lat_p99_us = r.lat_p99_us, lat_p999_us = r.lat_p999_us, lat_max_us = r.lat_max_us, write_mbs = r.write_mbs,
     send_mbs = r.send_mbs, data_ok = r.data_ok, verified_bytes = r.verified_bytes, error = r.error,
-    unmeasured = r.unmeasured })
+    unmeasured = r.unmeasured, flows = r.flows })
 end
 
 --- The pairs of store for which pair_ok(x) and the counter records for which

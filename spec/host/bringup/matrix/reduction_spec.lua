@@ -4,7 +4,9 @@
 -- merged in any tree give one fabric summary, its references are the
 -- exact ones (best) or within the sketch's bound (p75), the failing pairs
 -- that reach rank 0 are exactly those rank 0 flagged from every pair, and
--- the retest plan is the same.
+-- the retest plan is the same; a pair whose flows stand out (one stalled)
+-- reaches rank 0 with its flows although its figures pass, as the failing
+-- pairs do with theirs.
 local results = require "ibverbs.bringup.matrix.results"
 local schedule = require "ibverbs.bringup.matrix.schedule"
 local diagnose = require "ibverbs.bringup.matrix.diagnose"
@@ -25,6 +27,7 @@ local SLOW_LINK = { 12, SCHED:partners(12, 4), 2 } -- src, dst, rail: latency x 
 local LOSSY = { 20, SCHED:partners(20, 6), 1 } -- both ends' transport counters
 local FAILED = { 30, SCHED:partners(30, 3), 1 } -- an error on the sender
 local BAD_DATA = { SCHED:partners(25, 8), 25, 1 } -- the receiver's check failed
+local STALLED = { 5, SCHED:partners(5, 2), 1 } -- one of its two flows stalled, its figures good
 
 local function group(r)
   return { rank = r, size = N, hosts = HOSTS, alive = function() return true end,
@@ -51,7 +54,9 @@ local function round_lines(r, k)
     local lat = 2 * (1 + 0.02 * math.sin(r * 7 + p * 3 + k + ki)) * (is(SLOW_LINK, r, p, ki) and 5 or 1)
     ends[#ends + 1] = { kind = "out", rail = { index = ki }, peer = p, res = { lat_us = lat, lat_p99_us = lat * 1.2,
       lat_p999_us = lat * 1.5, lat_max_us = lat * 2, write_mbs = 11500 * slow * (1 + 0.004 * math.cos(r + k * ki)),
-      send_mbs = 11400 * slow * (1 + 0.004 * math.sin(p + k)), error = is(FAILED, r, p, ki) and "RDMA write: boom" } }
+      send_mbs = 11400 * slow * (1 + 0.004 * math.sin(p + k)), error = is(FAILED, r, p, ki) and "RDMA write: boom" },
+      flow_figs = { { label = 1, sport = 49153, src = "10.0.0." .. r, dst = "10.0.0." .. p, lat_us = lat, samples = 30,
+        stalls = is(STALLED, r, p, ki) and 2 or 0 }, { label = 2, sport = 49154, lat_us = lat, samples = 30 } } }
     ends[#ends + 1] = { kind = "in", rail = { index = ki }, peer = p,
       res = { data_ok = not is(BAD_DATA, p, r, ki), verified = 1000 } }
     local lossy = ki == LOSSY[3] and ((r == LOSSY[1] and p == LOSSY[2]) or (r == LOSSY[2] and p == LOSSY[1]))
@@ -125,7 +130,7 @@ local function reduced(opts, l)
   local store = results.store(NRAILS, N, HOSTS)
   local counts = reduction.absorb(store, table.concat(up, "\n"), group(0))
   pcount.attribute(store, NAMES)
-  local out = { refs = refs, plans = {}, flagged = {}, texts = texts }
+  local out = { refs = refs, plans = {}, flagged = {}, texts = texts, store = store }
   for ki = 1, NRAILS do
     local list = store:of_rail(ki)
     diagnose.flag(list, opts, refs[ki])
@@ -191,6 +196,23 @@ describe("the first pass reduced on the way up (ledger, pass_summary, reduction)
     end
     assert.same(a.flagged, b.flagged)
   end)
+
+  it("brings a pair whose flows stand out up with its flows, its figures good, and the failing pairs with theirs",
+    function()
+      local opts = { lat_factor = 2.1, bw_fraction = 0.93, reference = "best", counter_factor = 4,
+        counter_floor = 0.001 }
+      local store = reduced(opts, l).store
+      local x = assert(store:find(1, STALLED[1], STALLED[2]))
+      assert.is_falsy(x.flagged)
+      assert.equal(2, #x.flows)
+      assert.same({ 2, 0 }, { x.flows[1].stalls, x.flows[2].stalls })
+      assert.same({ STALLED[1], STALLED[2], "10.0.0." .. STALLED[1] }, { x.flows[1].a, x.flows[1].b, x.flows[1].src })
+      local failed = assert(store:find(1, FAILED[1], FAILED[2]))
+      assert.is_true(failed.flagged)
+      assert.equal(2, #failed.flows)
+      -- a clean pair of the same round stays on its ranks
+      assert.is_nil(store:find(1, 0, SCHED:partners(0, 2)))
+    end)
 
   it("keeps every line up to ALL_PAIRS_MAX ranks: the report's matrices", function()
     local text = l[3]:failing({}, {}, true)

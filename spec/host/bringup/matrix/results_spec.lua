@@ -41,6 +41,25 @@ describe("lua/ibverbs/bringup/matrix/results.lua", function()
     assert.is_nil(store:find(1, 2, 0, 1))
   end)
 
+  it("reads an out end's flow lines into its pair's record, and streams them with it", function()
+    local rail = { index = 1 }
+    local text = results.lines({ { kind = "out", rail = rail, peer = 1, res = { lat_us = 2 },
+      flow_figs = { { label = 7, sport = 49159, src = "10.0.0.1", dst = "10.0.0.2", lat_us = 2, samples = 9,
+        stalls = 1, hops = {} }, { label = 9, sport = 49161, src = "10.0.0.1", dst = "10.0.0.2", lat_us = 2.2,
+        samples = 9, error = "ping-pong: x" } } } })
+    local store = results.store(1, 2, { "a", "b" })
+    assert.equal(1, store:absorb(0, "@4\n" .. text, 0, "first", name))
+    local r = store:find(1, 0, 1)
+    assert.equal(2, r.lat_us)
+    assert.equal(2, #r.flows)
+    assert.same({ a = 0, b = 1, rail = 1, flow = 1, host_a = "a", host_b = "b", src = "10.0.0.1", dst = "10.0.0.2",
+      sport = 49159, dport = 4791, flow_label = 7, lat_us = 2, samples = 9, stalls = 1, hops = {} }, r.flows[1])
+    assert.equal("ping-pong: x", r.flows[2].failed)
+    local j = require("dkjson").decode(results.json_line(r, { { "rxe0:1" } }))
+    assert.equal(49161, j.flows[2].sport)
+    assert.equal(1, j.flows[1].stalls)
+  end)
+
   it("streams a record as one JSON line naming its rail", function()
     local store = results.store(1, 2, { "a", "b" })
     local r = store:rec(1, 0, 1)
