@@ -8,7 +8,9 @@
 --   lua5.4 bench/fault_sim.lua [--nodes 12500] [--rails 8] [--leaf 32] [--spines 32] [--flows 8] [-n 500]
 --     [--rounds 8] [--first] [--trials 1] [--seed 1] [--mode known|traced|candidates] [--view standout|all]
 --     [--gray K --loss X [--one-way]] [--dead-spine] [--down-spine] [--lossy-hosts H] [--slow-nodes S]
+--     [--p-stall 1e-5] [--noise-bad 1e-4] [--z 3 --min-bad 5 --hit-fraction 0.25 --noise-factor 4] [--round-ms 35]
 --     [--name NAME] [--json] [--header]
+--   lua5.4 bench/fault_sim.lua docs docs/bringup.md TABLE   the rows of TABLE between the doc's marks
 --   local sim = require "fault_sim"; local r = sim.run(opts)   -- the same, as a table (the spec's)
 --
 -- The flows: those of --rounds rounds of the tournament (its first rounds
@@ -164,7 +166,7 @@ end
 -- One trial: a fabric drawn with seed, the case planted, the rounds' flows, localized and scored.
 local function trial(o, seed, acc, topo)
   local w = world.new{ nodes = o.nodes, rails = o.rails, leaf = o.leaf, spines = o.spines, flows = o.flows,
-    lat_iters = o.lat_iters, seed = seed }
+    lat_iters = o.lat_iters, seed = seed, p_stall = o.p_stall, noise_bad = o.noise_bad }
   local planted = plant(w, o)
   local flows, st = {}, { records = 0, flows = 0, view_records = 0, view_flows = 0 }
   local t0 = os.clock()
@@ -200,7 +202,9 @@ function sim.run(opts)
   local topo = assert(topology.parse(probe.topology_text, "simulated topology.conf", { hosts = hosts,
     rails = o.rails }))
   local acc = new_acc(o)
-  for t = 1, o.trials do trial(o, o.seed * 1000 + t, acc, topo) end
+  -- each trial's fabric from a seed drawn at random (Park-Miller streams of nearby seeds are alike)
+  local seeds = world.random(o.seed)
+  for _ = 1, o.trials do trial(o, 1 + math.floor(seeds() * 2147483645), acc, topo) end
   local total = sim.pass_rounds(o.nodes)
   acc.pass_rounds, acc.rounds, acc.trials = total, math.min(o.rounds, total), o.trials
   acc.precision = acc.verdicts > 0 and acc.true_verdicts / acc.verdicts or nil
@@ -219,7 +223,7 @@ local FLAGS = { ["--nodes"] = "nodes", ["--rails"] = "rails", ["--leaf"] = "leaf
   ["--flows"] = "flows", ["-n"] = "lat_iters", ["--rounds"] = "rounds", ["--trials"] = "trials", ["--seed"] = "seed",
   ["--gray"] = "gray", ["--loss"] = "loss", ["--lossy-hosts"] = "lossy_hosts", ["--slow-nodes"] = "slow_nodes",
   ["--round-ms"] = "round_ms", ["--z"] = "z", ["--min-bad"] = "min_bad", ["--hit-fraction"] = "hit_fraction",
-  ["--noise-factor"] = "noise_factor" }
+  ["--noise-factor"] = "noise_factor", ["--p-stall"] = "p_stall", ["--noise-bad"] = "noise_bad" }
 local WORDS = { ["--mode"] = { "mode", { known = true, traced = true, candidates = true } },
   ["--view"] = { "view", { standout = true, all = true } }, ["--name"] = { "name" } }
 local SWITCHES = { ["--first"] = "first", ["--one-way"] = "one_way", ["--dead-spine"] = "dead_spine",
@@ -265,7 +269,27 @@ function sim.row(r)
     string.format("%.0f", r.bad / r.trials), r.cpu_per_trial, pct(r.share_every_round), pct(r.share_sample))
 end
 
-if ... ~= "fault_sim" then -- run as a script
+local MARKS = { "<!-- bench-fault-sim: the table -->", "<!-- bench-fault-sim: end -->" }
+
+--- The doc's text with the table between its marks replaced by rows; or nil and why.
+function sim.docs(doc, rows)
+  local i, j = doc:find(MARKS[1], 1, true), doc:find(MARKS[2], 1, true)
+  if not (i and j and i < j) then return nil, "no marks " .. MARKS[1] .. " ... " .. MARKS[2] end
+  return doc:sub(1, i + #MARKS[1]) .. rows:gsub("%s+$", "") .. "\n" .. doc:sub(j)
+end
+
+if ... ~= "fault_sim" and arg[1] == "docs" then -- bench/fault_sim.lua docs DOC TABLE: the table into the doc
+  local f = assert(io.open(arg[2]))
+  local doc = f:read("a")
+  f:close()
+  f = assert(io.open(arg[3]))
+  local text, err = sim.docs(doc, f:read("a"))
+  f:close()
+  if not text then io.stderr:write("fault_sim.lua: ", arg[2], ": ", err, "\n"); os.exit(1) end
+  f = assert(io.open(arg[2], "w"))
+  f:write(text)
+  f:close()
+elseif ... ~= "fault_sim" then -- run as a script
   local o, err = sim.options(arg)
   if not o then io.stderr:write("fault_sim.lua: ", err, "\n"); os.exit(2) end
   local r = sim.run(o)
