@@ -25,16 +25,21 @@ local function send(sport, n)
   u:close()
 end
 
--- the spine a source port's datagrams crossed (n of them on one, none on the other), from leaf1's uplinks
-local function spine_of(sport, n)
-  local a = vm.stats()
-  send(sport, n)
-  local b = vm.stats()
-  local one, two = vm.delta(a, b, "leaf1 spine1"), vm.delta(a, b, "leaf1 spine2")
-  assert(one + two >= n and math.min(one, two) <= 1, -- (+1: a stray neighbour probe)
-    string.format("source port %d: %d datagrams, %d to spine1 and %d to spine2", sport, n, one, two))
-  return one > two and "spine1" or "spine2"
+-- the spine each source port's datagrams crossed (n of them on one, none on the other), from leaf1's
+-- uplinks: a list in the order of sports (one counters' read between two ports)
+local function spines_of(sports, n)
+  local l, a = {}, vm.stats()
+  for i, sport in ipairs(sports) do
+    send(sport, n)
+    local b = vm.stats()
+    local one, two = vm.delta(a, b, "leaf1 spine1"), vm.delta(a, b, "leaf1 spine2")
+    assert(one + two >= n and math.min(one, two) <= 1, -- (+1: a stray neighbour probe)
+      string.format("source port %d: %d datagrams, %d to spine1 and %d to spine2", sport, n, one, two))
+    l[i], a = one > two and "spine1" or "spine2", b
+  end
+  return l
 end
+local function spine_of(sport, n) return spines_of({ sport }, n)[1] end
 
 -- ibv_rc_pingpong from node `client` to node `server` (GID index 1, its GIDs
 -- exchanged over the management network); true on the client when it passed
@@ -77,10 +82,19 @@ describe("tools/rxe-vm --clos: four nodes behind a routed leaf-spine", function(
     assert.equal(string.format("0000:0000:0000:0000:0000:ffff:0a00:%02x%02x", leaf, 10 + NODE), gid:match("%S+"))
     local other = vm.addr(NODE <= 2 and 3 or 1)
     assert.matches("via 10%.0%." .. leaf .. "%.1 dev eth0", support.capture("ip route get " .. other))
-    -- the router's view of this node's port, through the shell's client of its control channel
+    -- the router's view, through the shell's client of its control channel: this node's port up, and
+    -- every port of the fabric up at this node's MTU (1500: rxe0's active_mtu 1024 fits everywhere)
     local out, rc = support.capture("tools/rxe-vm-router ctl links")
     assert.equal(0, rc, out)
-    assert.matches(string.format("\nleaf%d node%d 10%%.0%%.%d%%.1 UP\n", leaf, NODE, leaf), "\n" .. out)
+    assert.matches(string.format("\nleaf%d node%d 10%%.0%%.%d%%.1 UP 1500\n", leaf, NODE, leaf), "\n" .. out)
+    local ports = 0
+    for l in out:gmatch("[^\n]+") do
+      assert.matches("^%S+ %S+ [%d.]+/?%d* UP 1500$", l)
+      ports = ports + 1
+    end
+    assert.equal(12, ports, out) -- 4 uplinks x 2 ends, 4 host ports
+    assert.equal("1500", support.slurp("/sys/class/net/eth0/mtu"):match("%d+"))
+    assert.matches("active_mtu:%s+1024", support.capture("ibv_devinfo -d rxe0"))
   end)
 
   it("routes RC traffic across the spines: ibv_rc_pingpong node1 -> node3 and node2 -> node4 at once", function()
@@ -89,13 +103,31 @@ describe("tools/rxe-vm --clos: four nodes behind a routed leaf-spine", function(
     vm.meet("rc")
   end)
 
+  it("answers traced hops from the port each probe came in on: leaf1's host port, a spine's port toward leaf1, "
+    .. "leaf2's port toward a spine", function()
+    on_node1("trace", function()
+      -- (busybox traceroute: UDP probes, one a hop, each to the next port: each its own 5-tuple)
+      local out, rc = support.capture("busybox traceroute -n -q 1 -w 3 -m 6 " .. vm.addr(3))
+      assert.equal(0, rc, out)
+      local hops = {}
+      for n, addr in out:gmatch("\n%s*(%d+)%s+(%S+)") do hops[tonumber(n)] = addr end
+      assert.equal("10.0.1.1", hops[1], out)
+      assert.is_truthy(({ ["10.0.9.2"] = true, ["10.0.9.6"] = true })[hops[2]], out)
+      assert.is_truthy(({ ["10.0.9.9"] = true, ["10.0.9.13"] = true })[hops[3]], out)
+      assert.equal(vm.addr(3), hops[4], out)
+    end)
+  end)
+
   it("hashes the 5-tuple: one UDP source port crosses one spine every time, eight ports reach both", function()
     on_node1("hash", function()
-      local seen = {}
-      for _, sport in ipairs(SPORTS) do spine_of_sport[sport] = spine_of(sport, 20) end
-      for _, sport in ipairs(SPORTS) do
-        assert.equal(spine_of_sport[sport], spine_of(sport, 20), "source port " .. sport .. " changed spines")
-        seen[spine_of_sport[sport]] = true
+      local seen, twice = {}, {}
+      for _, sport in ipairs(SPORTS) do twice[#twice + 1] = sport end
+      for _, sport in ipairs(SPORTS) do twice[#twice + 1] = sport end
+      local spines = spines_of(twice, 10)
+      for i, sport in ipairs(SPORTS) do
+        spine_of_sport[sport] = spines[i]
+        assert.equal(spines[i], spines[i + #SPORTS], "source port " .. sport .. " changed spines")
+        seen[spines[i]] = true
       end
       assert.is_true(seen.spine1 and seen.spine2, "eight source ports on one spine")
     end)
