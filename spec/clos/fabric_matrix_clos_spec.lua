@@ -9,9 +9,10 @@
 -- report; every node checks its own exit status.
 --
 -- The faults, through the router's control channel (tools/rxe-vm-router):
---   a gray leaf1 -- spine1: netem loss on both its ends (leaf1 toward spine1,
---     spine1 toward leaf1): the flows ECMP hashes onto it lose frames, each
---     costing an RC ack timeout; the others are clean
+--   a gray leaf1 -- spine1: netem loss 20 % on both its ends (leaf1 toward
+--     spine1, spine1 toward leaf1): the flows ECMP hashes onto it lose
+--     frames, each costing an RC ack timeout; the others are clean (a flow's
+--     8 round trips stall with probability 1 - 0.8^8 = 83 % a direction)
 --   spine1 down: its four ports down; the leaves route around it
 --   node3's access link: netem loss on leaf2's port toward node3
 local support = require "support"
@@ -22,14 +23,15 @@ local vm = require "clos.fabric_vm"
 local NODE = vm.NODE
 local TOPOLOGY = "spec/clos/topology.conf"
 
--- Small figures: five TCG VMs on two cores.  Four flows a pair: a pair
--- between the leaves has two paths, so its four flows miss one with
--- probability 1/8, and the twelve ordered pairs (eight of them across the
--- leaves) cover both spines many times over.  The ack timeout is 268 ms
--- (--qp-timeout 16): a round trip through the router VM takes milliseconds,
--- tens of them on a loaded machine, never that long, so a stall means a
--- lost frame.
-local ARGS = "-d rxe0 -S 4096 --wait event -n 20 -N 4 --qp-timeout 16 -t 10 --flows 4 --trace --topology "
+-- Small figures: five TCG VMs on two cores.  Four flows a pair, each with
+-- the least fabric_matrix gives a flow (8 round trips, 8 messages: -n 32
+-- -N 32): a pair between the leaves has two paths, so its four flows miss
+-- one with probability 1/8, and the eight ordered pairs across the leaves
+-- cover both spines many times over.  The ack timeout is 537 ms
+-- (--qp-timeout 17): a round trip through the router VM takes 10 ms, its
+-- 99.9th percentile 130 to 190 ms at a load average of 5 to 10 (ib_send_lat),
+-- so a stall (a sample over half the timeout) means a lost frame.
+local ARGS = "-d rxe0 -S 4096 --wait event -n 32 -N 32 --qp-timeout 17 -t 10 --flows 4 --trace --topology "
   .. TOPOLOGY
 
 local function matrix(args, limit)
@@ -106,7 +108,7 @@ describe("the routed Clos's fault campaign: fabric_matrix.lua --flows --trace --
     .. "but rank 0's report status", function()
     local json = ".cache/clos-gray.json"
     if NODE == 1 then os.remove(json) end
-    under({ "netem leaf1 spine1 loss 10%", "netem spine1 leaf1 loss 10%" }, function()
+    under({ "netem leaf1 spine1 loss 20%", "netem spine1 leaf1 loss 20%" }, function()
       local out, rc = matrix("--json " .. json, 150)
       -- rank 0 exits 3 (ibverbs.bringup.status.FABRIC): the fabric's verdicts are all there is
       assert.equal(NODE == 1 and 3 or 0, rc, out)
