@@ -25,8 +25,9 @@ local function send(sport, n)
   u:close()
 end
 
--- the spine each source port's datagrams crossed (n of them on one, none on the other), from leaf1's
--- uplinks: a list in the order of sports (one counters' read between two ports)
+-- the spine each source port's datagrams crossed (n of them on one, none on the other, from leaf1's
+-- uplinks, and all n reached leaf2 from it): a list in the order of sports (one counters' read between
+-- two ports)
 local function spines_of(sports, n)
   local l, a = {}, vm.stats()
   for i, sport in ipairs(sports) do
@@ -35,7 +36,11 @@ local function spines_of(sports, n)
     local one, two = vm.delta(a, b, "leaf1 spine1"), vm.delta(a, b, "leaf1 spine2")
     assert(one + two >= n and math.min(one, two) <= 1, -- (+1: a stray neighbour probe)
       string.format("source port %d: %d datagrams, %d to spine1 and %d to spine2", sport, n, one, two))
-    l[i], a = one > two and "spine1" or "spine2", b
+    l[i] = one > two and "spine1" or "spine2"
+    local arrived = vm.delta(a, b, "leaf2 " .. l[i], "rx")
+    assert(arrived >= n, string.format("source port %d: %d datagrams to %s, %d reached leaf2", sport, n, l[i],
+      arrived))
+    a = b
   end
   return l
 end
