@@ -13,6 +13,7 @@
 #                     and serial on four soft-RoCE VMs (one boot)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make test-nodes4  fabric_matrix's verdict scenarios on four soft-RoCE VMs alone (a step of make test)
+#   make test-clos    the routed Clos of four soft-RoCE VMs and a router VM, its fault campaign (a step of make test)
 #   make spec SPEC=spec/device/verbs/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
 #                     one spec file: host specs here, the others in the soft-RoCE VM
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
@@ -256,6 +257,11 @@ endif
 test-nodes4: all
 	tools/rxe-vm --nodes 4 --timeout 600 env $(ENV) $(LUA) /usr/bin/busted --run=nodes4 -o utfTerminal
 
+# the routed Clos (tools/rxe-vm --clos, spec/clos): the switches themselves,
+# then faults inside the fabric; make test runs them too
+test-clos: all
+	tools/rxe-vm --clos --timeout 400 env $(ENV) $(LUA) /usr/bin/busted --run=clos -o utfTerminal
+
 check-host: all
 	$(ENV) $(LUA) /usr/bin/busted --run=host
 
@@ -306,4 +312,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: portable rock rock-install all embed install deps packages kernel bullseye test test-nodes4 spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean
+.PHONY: portable rock rock-install all embed install deps packages kernel bullseye test test-nodes4 test-clos spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean
