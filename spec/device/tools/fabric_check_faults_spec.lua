@@ -7,7 +7,8 @@
 -- (a saturated or unreadable value; rxe's hw_counters are 64-bit, and rxe
 -- has no InfiniBand PortCounters), or rxe0's own sent_pkts (a counter that
 -- rises with the check's traffic).
--- Runs under lua5.4 and luajit in the soft-RoCE VM.
+-- Runs under lua5.4 in the soft-RoCE VM (#once: its verdicts come from C loops
+-- and sysfs; the check's Lua runs under LuaJIT in the host specs).
 local support = require "support"
 local util = require "faults.util"
 
@@ -196,7 +197,7 @@ row{ fault = "the same transport counter rising on an idle node (nothing else on
   setup = function() bind_to("retry_exceeded_err", "sent_pkts") end,
   args = "-d rxe0", rc = 1, says = { "retry_exceeded_err %+%d+ %(threshold 0%)" }, slurm = "drained" }
 
-describe("fabric_check.lua's fault campaign on rxe0, as the Slurm health check (--drain --undrain-ok)", function()
+describe("fabric_check.lua's fault campaign on rxe0, as the Slurm health check (--drain --undrain-ok) #once", function()
   before_each(function()
     dir = os.tmpname()
     os.remove(dir)

@@ -15,7 +15,7 @@ end
 
 local sh, wait_port = support.sh, support.wait_port
 
-describe("on rxe0, fabric_check.lua", function()
+describe("on rxe0, fabric_check.lua #once", function()
   it("passes every check: port, RC send/recv, RDMA write and read, atomics, UD send", function()
     local out, rc = run("-d rxe0")
     assert.equal(0, rc, out)
@@ -169,7 +169,7 @@ local function expect_file(body)
 end
 local RXE0 = '{"ports": [{"device": "rxe0", "port": 1, "active_mtu": 1024}]}'
 
-describe("on rxe0, fabric_check.lua never passes a node where nothing was checked", function()
+describe("on rxe0, fabric_check.lua never passes a node where nothing was checked #once", function()
   after_each(function()
     sh("ip link set d0 up")
     assert.equal("active", wait_port("active"))
@@ -202,7 +202,7 @@ describe("on rxe0, fabric_check.lua never passes a node where nothing was checke
   end)
 end)
 
-describe("on rxe0, fabric_check.lua --expect and this host's name", function()
+describe("on rxe0, fabric_check.lua --expect and this host's name #once", function()
   it("passes rxe0 active and as the file names it, this host named by its own name", function()
     local host = require("ibverbs.fabric").hostname()
     local g = expect_file('{"hosts": {"' .. host .. '": ' .. RXE0 .. '}}')
@@ -274,7 +274,7 @@ local function flap()
   assert(back, "rxe0 did not come back")
 end
 
-describe("on rxe0, fabric_check.lua and a link that flaps during the check", function()
+describe("on rxe0, fabric_check.lua and a link that flaps during the check #once", function()
   after_each(function()
     sh("ip link set d0 up")
     assert.equal("active", wait_port("active"))
@@ -339,7 +339,7 @@ describe("on rxe0, fabric_check.lua and a link that flaps during the check", fun
   end)
 end)
 
-describe("on rxe0, fabric_check.lua --slurm-health --flap-state", function()
+describe("on rxe0, fabric_check.lua --slurm-health --flap-state #once", function()
   after_each(function()
     sh("ip link set d0 up")
     assert.equal("active", wait_port("active"))
@@ -369,7 +369,7 @@ describe("on rxe0, fabric_check.lua --slurm-health --flap-state", function()
   end)
 end)
 
-describe("on rxe0, fabric_check.lua --drain and --undrain-ok (a fake scontrol: spec/fake-scontrol)", function()
+describe("on rxe0, fabric_check.lua --drain and --undrain-ok (a fake scontrol: spec/fake-scontrol) #once", function()
   local dir
   before_each(function()
     dir = os.tmpname()

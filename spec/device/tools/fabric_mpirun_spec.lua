@@ -11,7 +11,7 @@
 local support = require "support"
 local dkjson = require "dkjson"
 
-describe("mpirun -np 4 fabric_matrix.lua on rxe0", function()
+describe("mpirun -np 4 fabric_matrix.lua on rxe0 #once", function()
   it("measures all 12 ordered pairs and verifies their bytes", function()
     local json = os.tmpname()
     local out, rc = support.run("timeout 200 mpirun --allow-run-as-root --oversubscribe -np 4 " ..
