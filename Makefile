@@ -13,7 +13,7 @@
 #                     and serial on four soft-RoCE VMs (one boot)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make test-nodes4  fabric_matrix's verdict scenarios on four soft-RoCE VMs alone (a step of make test)
-#   make test-clos    the routed Clos of four soft-RoCE VMs and a router VM, its fault campaign (a step of make test)
+#   make test-clos    the routed Clos of four soft-RoCE VMs and a router VM, its fault campaign (not yet a step of make test)
 #   make spec SPEC=spec/device/verbs/qp_spec.lua [LUA=luajit] [SAN=address,undefined]
 #                     one spec file: host specs here, the others in the soft-RoCE VM
 #   make fuzz         the adversarial fuzzer soak in the soft-RoCE VM (FUZZ_ARGS=... for more)
@@ -258,7 +258,7 @@ test-nodes4: all
 	tools/rxe-vm --nodes 4 --timeout 600 env $(ENV) $(LUA) /usr/bin/busted --run=nodes4 -o utfTerminal
 
 # the routed Clos (tools/rxe-vm --clos, spec/clos): the switches themselves,
-# then faults inside the fabric; make test runs them too
+# then faults inside the fabric (not yet in make test: run by hand)
 test-clos: all
 	tools/rxe-vm --clos --timeout 400 env $(ENV) $(LUA) /usr/bin/busted --run=clos -o utfTerminal
 
