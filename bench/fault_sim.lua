@@ -271,11 +271,15 @@ end
 
 local MARKS = { "<!-- bench-fault-sim: the table -->", "<!-- bench-fault-sim: end -->" }
 
---- The doc's text with the table between its marks replaced by rows; or nil and why.
-function sim.docs(doc, rows)
+--- The doc's text with the table between its marks replaced by the table's lines of text; or nil and why.
+function sim.docs(doc, text)
   local i, j = doc:find(MARKS[1], 1, true), doc:find(MARKS[2], 1, true)
   if not (i and j and i < j) then return nil, "no marks " .. MARKS[1] .. " ... " .. MARKS[2] end
-  return doc:sub(1, i + #MARKS[1]) .. rows:gsub("%s+$", "") .. "\n" .. doc:sub(j)
+  local rows = {}
+  for line in text:gmatch("[^\n]+") do
+    if line:sub(1, 1) == "|" then rows[#rows + 1] = line end
+  end
+  return doc:sub(1, i + #MARKS[1]) .. table.concat(rows, "\n") .. "\n" .. doc:sub(j)
 end
 
 if ... ~= "fault_sim" and arg[1] == "docs" then -- bench/fault_sim.lua docs DOC TABLE: the table into the doc
