@@ -240,7 +240,11 @@ function sim.options(args)
     elseif WORDS[a] then
       local w = WORDS[a]
       if v == nil or (w[2] and not w[2][v]) then
-        return nil, a .. ": got " .. tostring(v)
+        local ok = {}
+        for x in pairs(w[2] or {}) do ok[#ok + 1] = x end
+        table.sort(ok)
+        return nil, string.format("%s: %s expected, got %s", a, #ok > 0 and table.concat(ok, ", ") or "a word",
+          tostring(v))
       end
       o[w[1]], i = v, i + 2
     elseif SWITCHES[a] then
@@ -296,7 +300,8 @@ if ... ~= "fault_sim" and arg[1] == "docs" then -- bench/fault_sim.lua docs DOC 
 elseif ... ~= "fault_sim" then -- run as a script
   local o, err = sim.options(arg)
   if not o then io.stderr:write("fault_sim.lua: ", err, "\n"); os.exit(2) end
-  local r = sim.run(o)
+  local ok, r = pcall(sim.run, o)
+  if not ok then io.stderr:write("fault_sim.lua: ", tostring(r), "\n"); os.exit(2) end
   if o.json then
     local dkjson = require "dkjson"
     r.opts = nil
