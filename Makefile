@@ -11,6 +11,7 @@
 #   make bench-ir     instructions per WR under callgrind: C, Lua 5.4, LuaJIT, LuaJIT FFI, pyverbs
 #   make bench-fabric fabric_matrix at scale: dry runs of 64 to 2048 local ranks, tournament, shift
 #                     and serial on four soft-RoCE VMs (one boot)
+#   make bench-fault-sim  the fabric's localization at 12,500 nodes x 8 rails, faults planted (bench/run-fault-sim)
 #   make doc          the API reference (LDoc, from docs/api/*.lua) in build/doc/index.html
 #   make test-nodes4  fabric_matrix's verdict scenarios on four soft-RoCE VMs alone (a step of make test)
 #   make test-clos    the routed Clos of four soft-RoCE VMs and a router VM, its fault campaign (not yet a step of make test)
@@ -289,6 +290,10 @@ bench-ir: all
 bench-fabric: all
 	bench/fabric
 
+# not part of make test: the fabric's localization at scale, simulated (tens of minutes on 2 cores)
+bench-fault-sim:
+	bench/run-fault-sim
+
 # generated, not committed: build/ is the build output
 doc:
 	ldoc -c docs/config.ld .
@@ -312,4 +317,4 @@ lint:
 clean:
 	rm -rf build
 
-.PHONY: portable rock rock-install all embed install deps packages kernel bullseye test test-nodes4 test-clos spec check-host check-ffi bench bench-ir bench-fabric demo doc fuzz soak lint clean
+.PHONY: portable rock rock-install all embed install deps packages kernel bullseye test test-nodes4 test-clos spec check-host check-ffi bench bench-ir bench-fabric bench-fault-sim demo doc fuzz soak lint clean

@@ -240,7 +240,11 @@ function sim.options(args)
     elseif WORDS[a] then
       local w = WORDS[a]
       if v == nil or (w[2] and not w[2][v]) then
-        return nil, a .. ": got " .. tostring(v)
+        local ok = {}
+        for x in pairs(w[2] or {}) do ok[#ok + 1] = x end
+        table.sort(ok)
+        return nil, string.format("%s: %s expected, got %s", a, #ok > 0 and table.concat(ok, ", ") or "a word",
+          tostring(v))
       end
       o[w[1]], i = v, i + 2
     elseif SWITCHES[a] then
@@ -271,11 +275,15 @@ end
 
 local MARKS = { "<!-- bench-fault-sim: the table -->", "<!-- bench-fault-sim: end -->" }
 
---- The doc's text with the table between its marks replaced by rows; or nil and why.
-function sim.docs(doc, rows)
+--- The doc's text with the table between its marks replaced by the table's lines of text; or nil and why.
+function sim.docs(doc, text)
   local i, j = doc:find(MARKS[1], 1, true), doc:find(MARKS[2], 1, true)
   if not (i and j and i < j) then return nil, "no marks " .. MARKS[1] .. " ... " .. MARKS[2] end
-  return doc:sub(1, i + #MARKS[1]) .. rows:gsub("%s+$", "") .. "\n" .. doc:sub(j)
+  local rows = {}
+  for line in text:gmatch("[^\n]+") do
+    if line:sub(1, 1) == "|" then rows[#rows + 1] = line end
+  end
+  return doc:sub(1, i + #MARKS[1]) .. table.concat(rows, "\n") .. "\n" .. doc:sub(j)
 end
 
 if ... ~= "fault_sim" and arg[1] == "docs" then -- bench/fault_sim.lua docs DOC TABLE: the table into the doc
@@ -292,7 +300,8 @@ if ... ~= "fault_sim" and arg[1] == "docs" then -- bench/fault_sim.lua docs DOC 
 elseif ... ~= "fault_sim" then -- run as a script
   local o, err = sim.options(arg)
   if not o then io.stderr:write("fault_sim.lua: ", err, "\n"); os.exit(2) end
-  local r = sim.run(o)
+  local ok, r = pcall(sim.run, o)
+  if not ok then io.stderr:write("fault_sim.lua: ", tostring(r), "\n"); os.exit(2) end
   if o.json then
     local dkjson = require "dkjson"
     r.opts = nil

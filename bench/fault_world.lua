@@ -4,11 +4,12 @@
 --
 --   local fw = require "fault_world"
 --   local w = fw.new{ nodes = 12500, rails = 8, leaf = 32, spines = 32, seed = 1 }
---   w:plant{ gray = { {key, loss}, ... }, dead_spine = {plane, s}, down_spine = {plane, s},
---            host_loss = { {rank, rail, loss}, ... }, slow = { rank, ... }, one_way = true|nil }
---   local links = w:random_links(k)               -- k distinct leaf-spine links at random: {plane, leaf, spine, key}
---   local view, stats = w:round(k, { view = "standout"|"all", mode = "known"|"traced"|"candidates" }, out)
---   w.topology_text                                 -- the fabric as Slurm's topology.conf, with #ibverbs planes
+--   local links = w:random_links(k)     -- k distinct leaf-spine links at random: {plane, leaf, spine, key}
+--   w:plant{ gray = { {plane, leaf, spine, key, loss}, ... }, one_way = true|nil, dead_spine = {plane, s},
+--            down_spine = {plane, s}, host_loss = { {rank, rail, loss}, ... }, slow = { rank, ... } }
+--   local st = { records = 0, flows = 0, view_records = 0, view_flows = 0 }
+--   w:round(k, { view = "standout"|"all", mode = "known"|"traced"|"candidates" }, flows, st)  -- appends to flows
+--   w.topology_text                     -- the fabric as Slurm's topology.conf, with #ibverbs planes
 --
 -- The fabric: nodes hosts ("node00001", ...: rank r is host r + 1), in order
 -- under leaves of `leaf` hosts; one plane per rail (rail k of every host
@@ -25,7 +26,7 @@
 -- A spine down (down_spine) is out of its plane's hashes (failed over).
 --
 -- A flow of the measured pair a -> b on rail k (fabric_matrix --flows F: F
--- RC QPs, F labels, flows.labels' rule; -n split among them: samples 62 or
+-- RC QPs, F labels, fabric_matrix's rule; -n split among them: samples 62 or
 -- 63 of 500): its ping-pong samples each stall when the ping or the pong is
 -- lost (a lost frame costs an RC ack timeout): stalls ~ Binomial(samples,
 -- 1 - (1 - l_ping)(1 - l_pong)), l the loss along that direction's links
@@ -40,9 +41,9 @@
 --
 -- What reaches rank 0 (view): "standout", as fabric_matrix past 16 ranks:
 -- the flows of a pair record (one direction) when one of them stalled or
--- failed, or when the pair fails on its figures (its bandwidth: flows x its
--- slowest flow's, against the healthy pair's); "all": every flow, as up to
--- 16 ranks.  The path a flow carries (mode): "known", every link its ping
+-- failed, or when the pair fails on its figures (here a slow node's pairs:
+-- a pair's bandwidth, flows x its slowest flow's, is the healthy one's but
+-- for them); "all": every flow, as up to 16 ranks.  The path a flow carries (mode): "known", every link its ping
 -- and pong crossed (flow.path); "traced", its ping's hops (flow.hops: switch
 -- names, then flow.dst), as --trace finds them; "candidates", none (the
 -- localization takes the topology's candidate paths).  flow.crossed (not
@@ -52,8 +53,7 @@ local schedule = require "ibverbs.bringup.matrix.schedule"
 local world = {}
 
 world.DEFAULTS = { nodes = 12500, rails = 8, leaf = 32, spines = 32, flows = 8, lat_iters = 500, seed = 1,
-  p_stall = 1e-5, noise_bad = 1e-4, lat_us = 1.9, write_mbs = 46000, send_mbs = 45500, slow_bw = 0.45,
-  bw_fraction = 0.93 }
+  p_stall = 1e-5, noise_bad = 1e-4, lat_us = 1.9, write_mbs = 46000, send_mbs = 45500, slow_bw = 0.45 }
 
 local M = 2147483647 -- Park-Miller: exact in doubles, the same draws under lua5.4 and luajit
 local LABELS = 0x3fff
@@ -116,11 +116,21 @@ function world.new(opts)
   local w = setmetatable({}, W)
   for k, v in pairs(world.DEFAULTS) do w[k] = v end
   for k, v in pairs(opts or {}) do w[k] = v end
-  assert(w.nodes >= 4 and w.nodes < 65536, "nodes: 4 to 65535")
-  assert(w.rails >= 1 and w.rails <= 63 and w.spines >= 1 and w.leaf >= 1 and w.flows >= 1, "sizes")
+  local function whole(k, lo, hi)
+    local v = w[k]
+    if type(v) ~= "number" or v ~= math.floor(v) or v < lo or v > hi then
+      error(string.format("fault_world: %s: a whole number from %d to %d expected, got %s", k, lo, hi, tostring(v)), 3)
+    end
+  end
+  whole("nodes", 4, 65535) -- (an address holds the rank in two bytes)
+  whole("rails", 1, 63)
+  whole("leaf", 1, 65535)
+  whole("spines", 1, 65535)
+  whole("flows", 1, 16)
+  whole("lat_iters", 2, 1e9)
   w.r = world.random(w.seed)
   w.nleaves = math.ceil(w.nodes / w.leaf)
-  w.names, w.ip, w.leaf_of = {}, {}, {}
+  w.names, w.leaf_of = {}, {}
   for r = 0, w.nodes - 1 do
     w.names[r] = string.format("node%05d", r + 1)
     w.leaf_of[r] = math.floor(r / w.leaf) + 1
