@@ -33,7 +33,8 @@
 -- tens of us on hardware), so stalls / samples estimates the flow's loss.
 local flows = {}
 
-flows.DEFAULT = 8
+flows.DEFAULT = 1 -- (one QP a pair and rail, as before flows: ask for more where paths matter)
+flows.ECMP = 8 -- what a fabric of two or four equal paths needs (docs/bringup.md, Flows and their paths)
 flows.MAX = 16 -- 3 x 16 bandwidth kernels of a rail in one ibv.kernels call (64 at most)
 flows.MIN_LAT = 8 -- round trips a flow at least: a median of 7 samples
 flows.MIN_BW = 8 -- bandwidth messages a flow at least: one chain of pair_traffic's (its CHAIN)

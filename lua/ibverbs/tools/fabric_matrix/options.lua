@@ -26,8 +26,9 @@ local function path_options()
     { nil, "flows", arg = "n", type = "int", min = 1, max = flows.MAX,
       help = "spread each pair and rail over <n> RC QPs, each with a flow label (RoCE v2: a UDP source port) of its "
         .. "own, so that ECMP spreads them over the fabric's paths; its ping-pongs and messages split among them "
-        .. "(at most -n/8 and -N/8 flows), each flow's figures in --json and --json-lines (default 8: two paths are "
-        .. "both covered but for 0.8 %, four in 62 % of pairs; 1: one QP, the port from the QP numbers)" },
+        .. "(at most -n/8 and -N/8 flows), each flow's figures in --json and --json-lines (default 1: one QP, "
+        .. "its port from the QP numbers, as before flows; 8: two paths both covered but for 0.8 % of pairs, four "
+        .. "in 62 %)" },
     { nil, "trace", help = "find each flow's hops (RoCE v2 over IPv4: TTL-limited UDP probes of its own 5-tuple, "
       .. "once a run) and give them with its figures" },
     { "t", "timeout", arg = "seconds", type = "number", default = 30, min = 1,

@@ -57,7 +57,7 @@ describe("lua/ibverbs/bringup/matrix/flows.lua", function()
       end
       return all / pairs
     end
-    local two, four = covered(2, flows.DEFAULT, 20000), covered(4, flows.DEFAULT, 20000)
+    local two, four = covered(2, flows.ECMP, 20000), covered(4, flows.ECMP, 20000)
     assert.is_true(math.abs(two - (1 - 2 * 0.5 ^ 8)) < 0.005, tostring(two))
     assert.is_true(math.abs(four - (1 - 4 * 0.75 ^ 8 + 6 * 0.5 ^ 8 - 4 * 0.25 ^ 8)) < 0.02, tostring(four))
     assert.is_true(covered(4, 16, 20000) > 0.95)
