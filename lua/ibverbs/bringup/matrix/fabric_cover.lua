@@ -74,6 +74,8 @@ local function tally(st, ne)
       end
     end
   end
+  t.tested = 0 -- the elements with flows: every one is tested
+  for e = 1, ne do if cnt[e] > 0 then t.tested = t.tested + 1 end end
   return t
 end
 
@@ -111,6 +113,12 @@ local function key(t, e, g, o, uw, uc)
   local share = uw / m
   if share < o.hit_fraction * t.wn[e] / t.cnt[e] or share < o.noise_factor * g then return nil end
   if uw < m * g + o.z * math.sqrt(m * g * (1 - g)) then return nil end
+  if g > 0 then -- the chance noise alone gives it that share (exp(-m KL(share || g)): Chernoff's bound on the
+    -- binomial tail), times the elements tested, below opts.alpha
+    local q = math.min(share, 1)
+    local kl = q * math.log(q / g) + (q < 1 and (1 - q) * math.log((1 - q) / (1 - g)) or 0)
+    if m * kl < math.log(t.tested / o.alpha) then return nil end
+  end
   return uw * share
 end
 

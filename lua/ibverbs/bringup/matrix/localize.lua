@@ -54,7 +54,7 @@ local cover = require "ibverbs.bringup.matrix.fabric_cover"
 
 local localize = {}
 
-localize.DEFAULTS = { hit_fraction = 0.25, min_bad = 5, noise_factor = 4, z = 3, pair_min_bad = 2 }
+localize.DEFAULTS = { hit_fraction = 0.25, min_bad = 3, noise_factor = 4, z = 3, alpha = 0.01, pair_min_bad = 2 }
 for k, v in pairs(flow_flags.DEFAULTS) do localize.DEFAULTS[k] = v end
 
 local LAT_SAID = 1.2 -- a verdict's text gives its latency factor from this up
