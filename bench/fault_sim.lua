@@ -8,7 +8,8 @@
 --   lua5.4 bench/fault_sim.lua [--nodes 12500] [--rails 8] [--leaf 32] [--spines 32] [--flows 8] [-n 500]
 --     [--rounds 8] [--first] [--trials 1] [--seed 1] [--mode known|traced|candidates] [--view standout|all]
 --     [--gray K --loss X [--one-way]] [--dead-spine] [--down-spine] [--lossy-hosts H] [--slow-nodes S]
---     [--p-stall 1e-5] [--noise-bad 1e-4] [--z 3 --min-bad 5 --hit-fraction 0.25 --noise-factor 4] [--round-ms 35]
+--     [--p-stall 1e-5] [--noise-bad 1e-4] [--z 3 --min-bad 3 --alpha 0.01 --hit-fraction 0.25 --noise-factor 4]
+--     [--round-ms 35]
 --     [--name NAME] [--json] [--header]
 --   lua5.4 bench/fault_sim.lua docs docs/bringup.md TABLE   the rows of TABLE between the doc's marks
 --   local sim = require "fault_sim"; local r = sim.run(opts)   -- the same, as a table (the spec's)
@@ -177,7 +178,7 @@ local function trial(o, seed, acc, topo)
   collectgarbage()
   t0 = os.clock()
   local lo = { topology = topo, reference = "best" } -- the tool's defaults, but for the thresholds given
-  for _, k in ipairs({ "z", "min_bad", "hit_fraction", "noise_factor" }) do lo[k] = o[k] end
+  for _, k in ipairs({ "z", "min_bad", "hit_fraction", "noise_factor", "alpha" }) do lo[k] = o[k] end
   local res = localize.run(flows, lo)
   acc.cpu = acc.cpu + os.clock() - t0
   local rank_of = {}
@@ -223,7 +224,7 @@ local FLAGS = { ["--nodes"] = "nodes", ["--rails"] = "rails", ["--leaf"] = "leaf
   ["--flows"] = "flows", ["-n"] = "lat_iters", ["--rounds"] = "rounds", ["--trials"] = "trials", ["--seed"] = "seed",
   ["--gray"] = "gray", ["--loss"] = "loss", ["--lossy-hosts"] = "lossy_hosts", ["--slow-nodes"] = "slow_nodes",
   ["--round-ms"] = "round_ms", ["--z"] = "z", ["--min-bad"] = "min_bad", ["--hit-fraction"] = "hit_fraction",
-  ["--noise-factor"] = "noise_factor", ["--p-stall"] = "p_stall", ["--noise-bad"] = "noise_bad" }
+  ["--noise-factor"] = "noise_factor", ["--alpha"] = "alpha", ["--p-stall"] = "p_stall", ["--noise-bad"] = "noise_bad" }
 local WORDS = { ["--mode"] = { "mode", { known = true, traced = true, candidates = true } },
   ["--view"] = { "view", { standout = true, all = true } }, ["--name"] = { "name" } }
 local SWITCHES = { ["--first"] = "first", ["--one-way"] = "one_way", ["--dead-spine"] = "dead_spine",

@@ -33,9 +33,11 @@
 --    a weighted set cover in the spirit of NetBouncer, 007 and deTector): the element whose
 --    unexplained bad weight times bad share is the highest first, when that share (among its flows
 --    that nothing taken explains) is at least opts.hit_fraction and opts.noise_factor x the fabric's
---    noise, it explains opts.min_bad bad flows not yet explained or more, and stands opts.z standard
---    deviations above what the noise gives as many flows.  The noise: the bad share of the flows
---    that crossed nothing taken, searched again until it stays.  Ties go to host ends.
+--    noise, it explains opts.min_bad bad flows not yet explained or more, stands opts.z standard
+--    deviations above what the noise gives as many flows, and the chance that the noise gives it
+--    that share (Chernoff's bound on the binomial tail), times the elements tested, is below
+--    opts.alpha.  The noise: the bad share of the flows that crossed nothing taken, searched again
+--    until it stays.  Ties go to host ends.
 -- 4. A link taken and every link crossed by exactly the same flows are one verdict (links): no
 --    measurement from the hosts tells them apart; a host end among them makes it a host end's.
 --    Two verdicts or more on the links of one switch none of whose other links is cleared are one
@@ -54,7 +56,7 @@ local cover = require "ibverbs.bringup.matrix.fabric_cover"
 
 local localize = {}
 
-localize.DEFAULTS = { hit_fraction = 0.25, min_bad = 5, noise_factor = 4, z = 3, pair_min_bad = 2 }
+localize.DEFAULTS = { hit_fraction = 0.25, min_bad = 3, noise_factor = 4, z = 3, alpha = 0.01, pair_min_bad = 2 }
 for k, v in pairs(flow_flags.DEFAULTS) do localize.DEFAULTS[k] = v end
 
 local LAT_SAID = 1.2 -- a verdict's text gives its latency factor from this up
@@ -318,7 +320,7 @@ end
 --- Localizes the faults inside the fabric from the flows (see the top of
 -- this file); opts: topology (ibverbs.bringup.topology's, or nil),
 -- lat_factor, bw_fraction, reference, stall_floor, stall_factor
--- (flow_flags'), hit_fraction, min_bad, noise_factor, z, pair_min_bad
+-- (flow_flags'), hit_fraction, min_bad, noise_factor, z, alpha, pair_min_bad
 -- (localize.DEFAULTS).  Returns res (see above).
 function localize.run(flows, opts)
   if type(flows) ~= "table" then error("localize.run: flows: a list expected, got " .. type(flows), 2) end
