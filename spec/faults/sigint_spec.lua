@@ -1,7 +1,11 @@
 -- SIGINT ends every blocking call promptly: a child blocks in one call after
 -- the other, gets SIGINT in each, and must catch the "interrupted" error
 -- within 1 s, find its objects usable and the interpreter's own handler back,
--- close all, and exit 0 at the end.
+-- close all, and exit 0 at the end.  The 1 s runs from the moment `kill`
+-- has sent the signal to the moment the child's pcall returned (its
+-- CLOCK_MONOTONIC reading, the same clock here): neither the shell that runs
+-- `kill` nor this process's polling of the child's output counts, which
+-- under a loaded emulator took more than the call itself.
 local ibv = require "ibverbs"
 local util = require "faults.util"
 
@@ -16,15 +20,17 @@ describe("SIGINT", function()
       for _, mode in ipairs(MODES) do
         assert(h:expect("ready " .. mode .. "\n", 30))
         util.sleep(0.3) -- well inside the call
-        local t0 = ibv.now()
         h:kill("INT")
-        local msg = h:expect("caught " .. mode .. " after [%d.]+ s: false ([^\n]*)\n", LIMIT + 5)
-        local dt = ibv.now() - t0
-        assert(msg, mode .. ": not interrupted: " .. h.output())
+        local sent = ibv.now() -- `kill` has returned: the signal is out
+        local line = h:expect("caught " .. mode .. " at [^\n]*\n", LIMIT + 5)
+        assert(line, mode .. ": not interrupted: " .. h.output())
+        local at, msg = line:match("at ([%d.]+) after [%d.]+ s: (false [^\n]*)")
+        assert(at, line)
+        local dt = tonumber(at) - sent
         assert(msg:find("interrupted"), msg)
         assert(dt < LIMIT, string.format("%s: the call ended %.3f s after SIGINT", mode, dt))
         assert(h:expect("closed " .. mode .. "\n", 10))
-        print(string.format("  %s: %.0f ms after SIGINT (%s)", mode, dt * 1000, msg))
+        print(string.format("  %s: %.0f ms after SIGINT (%s)", mode, math.max(dt, 0) * 1000, msg))
       end
       assert.equal(0, h:wait(10), h.output())
     end)
