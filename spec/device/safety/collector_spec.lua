@@ -31,9 +31,10 @@ else collectgarbage("incremental", 1, 1000, 0) end
 -- count from j alone repeats the same allocations in every child, and a child
 -- whose collector settles into a rhythm that misses the call (LuaJIT) has
 -- twins; drawn from a generator seeded by the process id, each child differs.
-local pid = tonumber(io.open("/proc/self/stat"):read("l"):match("^(%d+)"))
-math.randomseed(pid)
-local function filler(j) return (j + math.random(0, 63)) % 64 end
+local stat = io.open("/proc/self/stat")
+math.randomseed(tonumber(stat:read("l"):match("^(%d+)")))
+stat:close()
+local function filler() return math.random(0, 63) end
 -- Calls make(parent) 400 times or more, each time with garbage whose
 -- finalizer closes the parent; the finalizer runs at the first collector
 -- step of the call (nothing allocates before it), which is in the
@@ -48,7 +49,7 @@ local function attack(open, make)
     local parent = open()
     local armed = false
     bomb(function() if armed then parent:close() end end)
-    for _ = 1, filler(j) do local _ = {} end
+    for _ = 1, filler() do local _ = {} end
     armed = true
     local ok, r = pcall(make, parent)
     armed = false
